@@ -1,0 +1,3 @@
+from napkin.cli import main
+
+main()

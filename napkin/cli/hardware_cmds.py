@@ -1,0 +1,298 @@
+"""``napkin hardware …``: list, show, compare, validate, new, edit, path, schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from napkin.cli.common import DtypeOpt, JsonOpt, boundary, emit, fail, load_hardware, warn
+from napkin.errors import NapkinError, ProfileError, UsageError
+from napkin.profiles import Dtype, HardwareProfile, LoadedProfile
+from napkin.units import format_bandwidth, format_bytes, format_power, format_rate
+
+app = typer.Typer(help="Hardware profiles: list, inspect, compare, validate, copy and edit them.",
+                  no_args_is_help=True)  # fmt: skip
+
+NameArg = Annotated[str, typer.Argument(help="Profile name or alias (see 'napkin hardware list').")]
+
+
+def _profile_row(p: HardwareProfile) -> dict[str, Any]:
+    return p.model_dump(mode="json", exclude_none=True)
+
+
+@app.command("list")
+def list_command(as_json: JsonOpt = False) -> None:
+    """Every profile napkin can see, where it comes from, and any invalid files."""
+    from napkin.profiles import load_catalog
+
+    with boundary():
+        catalog = load_catalog()
+    visible = catalog.visible()
+    shadowed = [p for p in catalog.profiles if p not in visible]
+    if as_json:
+        data = {
+            "profiles": [{"origin": p.origin, "path": p.path, **_profile_row(p.profile)} for p in visible],
+            "shadowed": [{"name": p.profile.name, "origin": p.origin, "path": p.path} for p in shadowed],
+            "invalid": [{"origin": b.origin, "path": b.path, "error": b.error} for b in catalog.broken],
+        }
+        typer.echo(json.dumps(data, indent=2))
+        return
+    from napkin import render as r
+
+    rows = []
+    for loaded in visible:
+        p = loaded.profile
+        bf16 = p.peak_flops.get(Dtype.bf16)
+        rows.append([p.name, ", ".join(p.aliases), format_rate(bf16) if bf16 else "–",
+                     format_bytes(p.memory), format_bandwidth(p.memory_bandwidth),
+                     format_power(p.power) if p.power else "–", loaded.origin])  # fmt: skip
+    for broken in catalog.broken:
+        rows.append([Path(broken.path).stem, "", "", "", "", "", f"{broken.origin} (INVALID)"])
+    r.console().print(r.grid("Hardware profiles", ["name", "aliases", "bf16 dense", "memory", "bandwidth", "power",
+                                                  "origin"], rows,
+                             caption="peaks are dense (no 2:4 sparsity); GB = 1e9 B, GiB = 2^30 B"))  # fmt: skip
+    for broken in catalog.broken:
+        warn(f"invalid profile (ignored): {broken.error}")
+    for loaded in shadowed:
+        warn(f"{loaded.path} ({loaded.origin}) is shadowed by a profile earlier in the search path")
+
+
+@app.command("show")
+def show_command(
+    name: Annotated[str | None, typer.Argument(help="Profile name or alias.")] = None,
+    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="Show this file instead.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every field of one profile, with units and sources."""
+    with boundary():
+        if name is None and hardware_file is None:
+            raise UsageError("give a profile NAME or --hardware-file PATH")
+        loaded = load_hardware(name, hardware_file)
+    p = loaded.profile
+    if as_json:
+        typer.echo(json.dumps({"origin": loaded.origin, "path": loaded.path, **_profile_row(p)}, indent=2))
+        return
+    from napkin import render as r
+
+    rows = [("name", p.name), ("display name", p.display_name), ("vendor", p.vendor),
+            ("aliases", ", ".join(p.aliases) or "–"), ("form factor", p.form_factor or "–"),
+            ("memory", format_bytes(p.memory)), ("memory bandwidth", format_bandwidth(p.memory_bandwidth)),
+            ("board power", format_power(p.power) if p.power else "–"),
+            ("interconnect", f"{p.interconnect or '–'}"
+             + (f", {format_bandwidth(p.interconnect_bandwidth)}" if p.interconnect_bandwidth else ""))]  # fmt: skip
+    for dtype, peak in p.peak_flops.items():
+        unit = format_rate(peak).replace("FLOP/s", "OP/s") if dtype is Dtype.int8 else format_rate(peak)
+        rows.append((f"peak {dtype} (dense)", f"{unit}  ridge {peak / p.memory_bandwidth:,.0f} FLOP/B"))
+    for dtype, m in p.measured.items():
+        rows.append((f"measured {dtype}", f"{format_rate(m.flops_per_second)} ({m.date}, {m.device}, {m.size})"))
+    if p.price_per_hour:
+        rows.append(("price", f"${p.price_per_hour:g} per hour"))
+    for s in p.sources:
+        rows.append(("source", f"{s.title} <{s.url}>"))
+    if p.notes:
+        rows.append(("notes", p.notes))
+    rows.append(("file", f"{loaded.path} ({loaded.origin})"))
+    r.console().print(r.key_values(p.display_name, rows))
+
+
+@app.command("compare")
+def compare_command(
+    names: Annotated[list[str], typer.Argument(help="Two or more profile names.")],
+    dtype: DtypeOpt = Dtype.bf16,
+    as_json: JsonOpt = False,
+) -> None:
+    """Side by side, with the ridge point (dense peak / bandwidth, FLOP per byte)."""
+    from napkin.profiles import load_catalog
+
+    with boundary():
+        catalog = load_catalog()
+        loaded = [catalog.find(n) for n in names]
+    profiles = [entry.profile for entry in loaded]
+    if as_json:
+        data = [{**_profile_row(p), "ridge_point": p.peak_flops[dtype] / p.memory_bandwidth
+                 if dtype in p.peak_flops else None} for p in profiles]  # fmt: skip
+        typer.echo(json.dumps(data, indent=2))
+        return
+    from napkin import render as r
+
+    def peak(p: HardwareProfile, d: Dtype) -> str:
+        return format_rate(p.peak_flops[d]) if d in p.peak_flops else "–"
+
+    rows = [["memory", *(format_bytes(p.memory) for p in profiles)],
+            ["bandwidth", *(format_bandwidth(p.memory_bandwidth) for p in profiles)],
+            ["power", *(format_power(p.power) if p.power else "–" for p in profiles)],
+            ["interconnect", *(format_bandwidth(p.interconnect_bandwidth) if p.interconnect_bandwidth else "–"
+                               for p in profiles)]]  # fmt: skip
+    rows += [[f"{d} dense", *(peak(p, d) for p in profiles)] for d in Dtype if any(d in p.peak_flops for p in profiles)]
+    rows.append([f"ridge ({dtype})", *(f"{p.peak_flops[dtype] / p.memory_bandwidth:,.0f} FLOP/B"
+                                       if dtype in p.peak_flops else "–" for p in profiles)])  # fmt: skip
+    r.console().print(
+        r.grid(
+            "Hardware comparison",
+            ["", *(p.name for p in profiles)],
+            rows,
+            caption="ridge point = dense peak / memory bandwidth: kernels below it are memory-bound",
+        )
+    )
+
+
+@app.command("validate")
+def validate_command(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files to check (default: every profile found).")] = None,
+) -> None:
+    """Check profile files; each problem is reported as file:line: field: message. Exit 1 if any is invalid."""
+    from napkin.profiles import load_catalog, parse_profile
+
+    problems: list[str] = []
+    checked = 0
+    if paths:
+        for path in paths:
+            checked += 1
+            try:
+                parse_profile(path.read_text(encoding="utf-8"), str(path))
+                typer.echo(f"ok  {path}")
+            except ProfileError as exc:
+                problems += exc.problems
+            except OSError as exc:
+                problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+    else:
+        catalog = load_catalog()
+        for loaded in catalog.profiles:
+            checked += 1
+            typer.echo(f"ok  {loaded.path}")
+        for broken in catalog.broken:
+            checked += 1
+            problems += list(broken.problems) or [broken.error]
+    for line in problems:
+        typer.echo(line, err=True)
+    if problems:
+        typer.echo(f"napkin: error: {len(problems)} problem(s) in {checked} file(s)", err=True)
+        raise typer.Exit(1)
+
+
+def _user_schema(directory: Path) -> None:
+    """Keep a copy of the JSON Schema beside user profiles, so editors can complete fields."""
+    from napkin.files import write_atomic
+    from napkin.profiles import SCHEMA_FILE, schema
+
+    target = directory / SCHEMA_FILE
+    text = json.dumps(schema(), indent=2, ensure_ascii=False) + "\n"
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        write_atomic(target, text, overwrite=True)  # napkin's own file, regenerated from the model
+
+
+def copy_text(source: LoadedProfile, name: str) -> str:
+    """The source profile's YAML, renamed; comments and layout kept."""
+    text = source.text
+    header = (f"# Copied from the {source.origin} profile '{source.profile.name}' by 'napkin hardware new' "
+              f"on {date.today().isoformat()}. Edit freely; 'napkin hardware validate' checks it.\n")  # fmt: skip
+    text = re.sub(r"^name:.*$", f"name: {name}", text, count=1, flags=re.MULTILINE)
+    if name != source.profile.name:
+        text = re.sub(r"^aliases:.*$", "aliases: []", text, count=1, flags=re.MULTILINE)
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].startswith("# yaml-language-server"):
+        return lines[0] + header + "".join(lines[1:])
+    return "# yaml-language-server: $schema=schema.json\n" + header + text
+
+
+@app.command("new")
+def new_command(
+    name: Annotated[str, typer.Argument(help="Name of the new profile (lower-case, e.g. my-h100).")],
+    source: Annotated[str, typer.Option("--from", help="Profile to copy.")] = "h100",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing user profile of that name.")] = False,
+) -> None:
+    """Copy a profile into your user directory for editing (never overwrites without --force)."""
+    from napkin.files import write_atomic
+    from napkin.profiles import parse_profile, resolve, user_hardware_dir
+
+    with boundary():
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
+            raise UsageError(f"NAME: {name!r} must use lower-case letters, digits, '.', '_' and '-'")
+        loaded = resolve(source)
+        text = copy_text(loaded, name)
+        target = user_hardware_dir() / f"{name}.yaml"
+        parse_profile(text, str(target))
+        write_atomic(target, text, overwrite=force)
+        _user_schema(target.parent)
+    typer.echo(str(target))
+    warn(f"created {target} from {loaded.profile.name}; edit it with 'napkin hardware edit {name}'")
+
+
+@app.command("edit")
+def edit_command(name: NameArg) -> None:
+    """Open your copy of a profile in $EDITOR (creating it if needed); keep it only if it validates."""
+    from napkin.files import write_atomic
+    from napkin.profiles import normalize, parse_profile, resolve, user_hardware_dir
+
+    with boundary():
+        directory = user_hardware_dir()
+        target = next((p for p in sorted(directory.glob("*.yaml")) if normalize(p.stem) == normalize(name)), None)
+        if target is None:
+            loaded = resolve(name)
+            if loaded.origin == "user":
+                target = Path(loaded.path)
+            else:
+                target = directory / f"{loaded.profile.name}.yaml"
+                write_atomic(target, copy_text(loaded, loaded.profile.name))
+                warn(f"created {target} from the {loaded.origin} profile; it overrides it from now on")
+        _user_schema(directory)
+        draft = target.with_name(f".{target.stem}.draft.yaml")
+        if draft.exists():
+            warn(f"reopening your unsaved draft {draft}")
+        else:
+            write_atomic(draft, target.read_text(encoding="utf-8"))
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        try:
+            completed = subprocess.run([*shlex.split(editor), str(draft)], check=False)
+        except OSError as exc:
+            raise NapkinError(f"cannot run editor {editor!r}: {exc.strerror or exc}; set $EDITOR") from None
+        if completed.returncode != 0:
+            raise NapkinError(f"editor {editor!r} exited with {completed.returncode}; {target} is unchanged "
+                              f"(your draft is kept at {draft})")  # fmt: skip
+        text = draft.read_text(encoding="utf-8")
+        try:
+            parse_profile(text, str(draft))
+        except ProfileError as exc:
+            for line in exc.problems:
+                typer.echo(line, err=True)
+            fail(f"the edit is invalid, so {target} keeps its previous version; your edit is saved in {draft} "
+                 f"and reopens with 'napkin hardware edit {name}'", 1)  # fmt: skip
+        write_atomic(target, text, overwrite=True)
+        draft.unlink()
+    typer.echo(str(target))
+
+
+@app.command("path")
+def path_command(as_json: JsonOpt = False) -> None:
+    """The directories searched for profiles, highest priority first."""
+    from napkin.measurements import measurements_path
+    from napkin.profiles import search_path
+
+    entries = [(origin, str(d)) for origin, d in search_path()]
+    if as_json:
+        typer.echo(json.dumps({"search_path": [{"origin": o, "path": p} for o, p in entries],
+                               "measurements": str(measurements_path())}, indent=2))  # fmt: skip
+        return
+    typer.echo("# --hardware-file PATH always wins; then, in order:")
+    for origin, path in entries:
+        typer.echo(f"{origin:9} {path}")
+    typer.echo(f"# measurements saved by 'napkin bench matmul --save': {measurements_path()}")
+
+
+@app.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of a profile file (for editors: yaml-language-server)."""
+    from napkin.profiles import schema
+
+    typer.echo(json.dumps(schema(), indent=2, ensure_ascii=False))
+
+
+__all__ = ["app", "emit"]

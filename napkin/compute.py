@@ -1,0 +1,519 @@
+"""Compute accounting: training FLOPs, wall-clock time, MFU, cost and energy, matmul rooflines.
+
+Pure functions over pydantic models: no printing, no files. Formulas (FORMULAS §1-3, §11):
+
+    C     = 6·N·D                    2N forward + 4N backward per token        (Kaplan §2.1; PaLM App. B)
+    C_att = c·6·L·s·d_attn·D         c = 2 (PaLM, full s×s) or 1 (causal)      (PaLM App. B)
+    t     = C / (G · peak · MFU)     MFU counts model FLOPs only               (PaLM §4.1)
+    t     = C_hw / (G · X)           X = achieved hardware FLOP/s              (Narayanan eq. 4)
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from napkin import sources
+from napkin.errors import UsageError
+from napkin.explain import Step, step
+from napkin.profiles import HardwareProfile
+from napkin.transformer import ModelShape
+from napkin.units import (
+    format_duration,
+    format_flops,
+    format_percent,
+    format_rate,
+    format_sci,
+)
+
+SECONDS_PER_DAY = 86400.0
+CHINCHILLA_TOKENS_PER_PARAM = 20.0  # Hoffmann et al. 2022 Table 3 (≈20 tokens per parameter)
+UNDERTRAINED_TOKENS_PER_PARAM = 10.0  # napkin's "far below 20" threshold for the under-training note
+
+#: Bytes per element of each dtype, for memory traffic (tf32 is stored as fp32).
+DTYPE_BYTES = {
+    "fp64": 8.0, "fp64_tensor": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0,
+    "fp8": 1.0, "int8": 1.0, "fp6": 0.75, "fp4": 0.5,
+}  # fmt: skip
+
+
+class Recompute(StrEnum):
+    none = "none"
+    selective = "selective"  # re-run QKᵀ, softmax and A·V in the backward pass
+    full = "full"  # re-run each block's forward (one extra forward pass)
+
+
+class FlopsPerToken(BaseModel):
+    """Training FLOPs per token, split the way the papers split them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    params: float = Field(description="N: parameters doing matmul work per token (active, for MoE)")
+    forward: float
+    backward: float
+    attention: float = Field(description="attention-score FLOPs (forward + backward), 0 without a shape")
+    model: float = Field(description="model FLOPs per token: 6N + attention (what MFU counts)")
+    hardware: float = Field(description="model FLOPs + recomputation (what HFU counts)")
+    recompute: Recompute
+    causal: bool
+
+
+def flops_per_token(
+    params: float,
+    shape: ModelShape | None = None,
+    *,
+    causal: bool = False,
+    recompute: Recompute = Recompute.none,
+) -> FlopsPerToken:
+    """6N (+ attention) model FLOPs per token, and the hardware FLOPs a recomputation scheme adds."""
+    attention = shape.attention_flops_per_token(causal) if shape is not None else 0.0
+    forward = 2 * params + attention / 3
+    backward = 4 * params + 2 * attention / 3
+    model = forward + backward
+    if recompute is Recompute.full:
+        # One extra forward of the blocks (Narayanan eq. 3: 4 forwards instead of 3); without a shape
+        # the whole model is re-run, which gives the familiar 8·N·D.
+        blocks = shape.block_params() if shape is not None else params
+        extra = 2 * blocks + attention / 3
+    elif recompute is Recompute.selective:
+        extra = attention / 3  # only the attention scores are recomputed (Korthikanti §4.3)
+    else:
+        extra = 0.0
+    return FlopsPerToken(
+        params=params, forward=forward, backward=backward, attention=attention, model=model,
+        hardware=model + extra, recompute=recompute, causal=causal,
+    )  # fmt: skip
+
+
+class Throughput(BaseModel):
+    """How fast one device works: a peak times an MFU range, or an achieved rate."""
+
+    model_config = ConfigDict(frozen=True)
+
+    peak_flops: float = Field(gt=0)
+    peak_source: str = "datasheet"
+    mfu_low: float = Field(default=0.5, gt=0, le=1)
+    mfu_high: float = Field(default=0.5, gt=0, le=1)
+    achieved: float | None = Field(default=None, gt=0, description="sustained hardware FLOP/s per device")
+    goodput: float = Field(default=1.0, gt=0, le=1, description="fraction of wall-clock time doing useful steps")
+
+
+class Money(BaseModel):
+    price_per_hour: float | None = Field(default=None, gt=0)
+    pue: float = Field(default=1.0, ge=1.0)
+    carbon_g_per_kwh: float | None = Field(default=None, ge=0)
+
+
+class TrainTimeResult(BaseModel):
+    """Everything train-time reports. Base units: FLOP, FLOP/s, seconds."""
+
+    hardware: str
+    dtype: str
+    params: float
+    active_params: float
+    tokens: float
+    gpus: int
+    solved_for: str | None
+    flops: float = Field(description="model FLOPs for the whole run (6·N·D + attention)")
+    flops_forward: float
+    flops_backward: float
+    hardware_flops: float
+    flops_per_token: float
+    peak_flops: float
+    peak_source: str
+    mfu: float
+    mfu_range: tuple[float, float]
+    hfu: float
+    goodput: float
+    per_gpu_flops_per_second: float = Field(description="effective model FLOP/s per device")
+    cluster_flops_per_second: float
+    seconds: float = Field(description="at the low end of the MFU range (conservative)")
+    seconds_range: tuple[float, float]
+    hours: float
+    days: float
+    days_range: tuple[float, float]
+    gpu_hours: float
+    tokens_per_param: float
+    cost_usd: float | None = None
+    price_per_hour: float | None = None
+    energy_kwh: float | None = None
+    power_watts: float | None = None
+    pue: float | None = None
+    co2_tonnes: float | None = None
+    warnings: list[str] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+
+
+class TrainQuery(BaseModel):
+    """A train-time question: any three of params, tokens, gpus and seconds (the fourth is solved)."""
+
+    params: float | None = Field(default=None, gt=0)
+    tokens: float | None = Field(default=None, gt=0)
+    gpus: int | None = Field(default=None, gt=0)
+    seconds: float | None = Field(default=None, gt=0)
+    shape: ModelShape | None = None
+    active_params: float | None = Field(default=None, gt=0, description="MoE: parameters used per token")
+    causal: bool = False
+    recompute: Recompute = Recompute.none
+
+
+def _rate_per_gpu(t: Throughput, mfu: float, fpt: FlopsPerToken) -> float:
+    """Effective model FLOP/s per device at ``mfu`` (or from the achieved hardware rate)."""
+    if t.achieved is not None:
+        return t.achieved * fpt.model / fpt.hardware
+    return t.peak_flops * mfu
+
+
+def train_time(
+    query: TrainQuery,
+    hardware: HardwareProfile,
+    dtype: str,
+    throughput: Throughput,
+    money: Money | None = None,
+) -> TrainTimeResult:
+    """Solve ``t = C / (G · peak · MFU · goodput)`` for whichever of N, D, G, t is missing."""
+    given = {k: getattr(query, k) for k in ("params", "tokens", "gpus", "seconds")}
+    missing = [k for k, v in given.items() if v is None]
+    flag = {"params": "--params", "tokens": "--tokens", "gpus": "--gpus", "seconds": "--days/--hours"}
+    if len(missing) > 1:
+        raise UsageError(
+            "give three of --params, --tokens, --gpus and --days/--hours; missing: "
+            + ", ".join(flag[m] for m in missing)
+        )
+    t, steps, warnings = throughput, [], []
+    mfu = t.mfu_low  # conservative end: the slowest plausible run
+    solved = missing[0] if missing else None
+    if solved == "params" and query.shape is not None:
+        raise UsageError("--params cannot be solved when --model or a shape fixes the parameter count")
+
+    # Per-token cost is linear in N: fpt(N) = k·N + a (the attention term does not depend on N).
+    def fpt(n: float) -> FlopsPerToken:
+        return flops_per_token(n, query.shape, causal=query.causal, recompute=query.recompute)
+
+    if solved == "params":
+        probe0, probe1 = fpt(0.0), fpt(1.0)
+        budget = given["seconds"] * given["gpus"] * t.goodput * _rate_per_gpu(t, mfu, probe1) / given["tokens"]
+        params = (budget - probe0.model) / (probe1.model - probe0.model)
+        if params <= 0:
+            raise UsageError("no model fits: the attention term alone exceeds the budget; give more time or GPUs")
+        given["params"] = params
+    n_total = float(given["params"])
+    n_active = float(query.active_params or n_total)
+    per_token = fpt(n_active)
+    rate = _rate_per_gpu(t, mfu, per_token)
+    if solved == "tokens":
+        given["tokens"] = given["seconds"] * given["gpus"] * t.goodput * rate / per_token.model
+    tokens = float(given["tokens"])
+    flops = per_token.model * tokens
+    if solved == "gpus":
+        exact = flops / (given["seconds"] * rate * t.goodput)
+        given["gpus"] = max(1, math.ceil(exact - 1e-9))
+        steps.append(step(
+            "GPUs needed", "G = ⌈C / (t · peak · MFU · goodput)⌉",
+            f"⌈{format_sci(flops)} / ({format_duration(given['seconds'])} × {format_rate(rate)} × {t.goodput:g})⌉",
+            f"{given['gpus']:,} (exact {exact:,.2f})", sources.TIME,
+        ))  # fmt: skip
+    gpus = int(given["gpus"])
+    seconds = flops / (gpus * rate * t.goodput)
+    rate_high = _rate_per_gpu(t, t.mfu_high, per_token)
+    seconds_fast = flops / (gpus * rate_high * t.goodput)
+    if solved is None and abs(seconds - given["seconds"]) / given["seconds"] > 0.01:
+        raise UsageError(
+            f"--params, --tokens, --gpus and --days/--hours disagree: these inputs give {format_duration(seconds)} "
+            f"at MFU {mfu:g}, not {format_duration(given['seconds'])}; leave one of them out to solve for it"
+        )
+    effective_mfu = rate / t.peak_flops
+    hfu = effective_mfu * per_token.hardware / per_token.model
+    if effective_mfu > 1:
+        warnings.append(
+            f"implied MFU {effective_mfu:.2f} is above 1: the achieved rate exceeds {hardware.name}'s {dtype} peak"
+        )
+
+    steps.insert(0, step(
+        "training FLOPs", "C = 6·N·D = (2N forward + 4N backward)·D",
+        f"6 × {format_sci(n_active)} × {format_sci(tokens)}", format_flops(6 * n_active * tokens),
+        f"{sources.KAPLAN_6ND}; {sources.PALM_6N}",
+    ))  # fmt: skip
+    if per_token.attention:
+        conv = "c = 1 (causal)" if query.causal else "c = 2 (full s×s)"
+        steps.insert(1, step(
+            "attention FLOPs", f"C_att = c·6·L·s·d_attn·D, {conv}",
+            f"{per_token.attention:.4g} FLOPs/token × {format_sci(tokens)}",
+            format_flops(per_token.attention * tokens),
+            sources.CAUSAL_ATTENTION if query.causal else sources.PALM_ATTENTION,
+        ))  # fmt: skip
+    if t.achieved is not None:
+        steps.append(step(
+            "effective FLOP/s per GPU", "model FLOP/s = X × model FLOPs / hardware FLOPs",
+            f"{format_rate(t.achieved)} × {per_token.model / per_token.hardware:.4f}", format_rate(rate),
+            sources.NARAYANAN_RECOMPUTE,
+        ))  # fmt: skip
+    else:
+        steps.append(step(
+            "effective FLOP/s per GPU", "peak(dtype) × MFU",
+            f"{format_rate(t.peak_flops)} ({dtype}, dense, {t.peak_source}) × {mfu:g}", format_rate(rate),
+            f"{hardware.sources[0].title}; {sources.PALM_MFU}",
+        ))  # fmt: skip
+    steps.append(step(
+        "cluster FLOP/s", "G × per-GPU FLOP/s", f"{gpus:,} × {format_rate(rate)}", format_rate(gpus * rate),
+        sources.TIME,
+    ))  # fmt: skip
+    goodput_text = f" × {t.goodput:g} goodput" if t.goodput != 1 else ""
+    steps.append(step(
+        "wall-clock time", "t = C / (G · peak · MFU" + (" · goodput)" if t.goodput != 1 else ")"),
+        f"{format_sci(flops)} / ({format_sci(gpus * rate)}{goodput_text})",
+        f"{seconds:,.4g} s = {seconds / SECONDS_PER_DAY:.1f} days", sources.TIME,
+    ))  # fmt: skip
+    gpu_hours = gpus * seconds / 3600
+    steps.append(step("GPU-hours", "G × t / 3600", f"{gpus:,} × {seconds:,.4g} s / 3600", f"{gpu_hours:,.4g}",
+                      "definition"))  # fmt: skip
+
+    result = TrainTimeResult(
+        hardware=hardware.name, dtype=dtype, params=n_total, active_params=n_active, tokens=tokens, gpus=gpus,
+        solved_for=solved, flops=flops, flops_forward=per_token.forward * tokens,
+        flops_backward=per_token.backward * tokens, hardware_flops=per_token.hardware * tokens,
+        flops_per_token=per_token.model, peak_flops=t.peak_flops, peak_source=t.peak_source, mfu=effective_mfu,
+        mfu_range=(t.mfu_low, t.mfu_high) if t.achieved is None else (effective_mfu, effective_mfu), hfu=hfu,
+        goodput=t.goodput, per_gpu_flops_per_second=rate, cluster_flops_per_second=gpus * rate, seconds=seconds,
+        seconds_range=(seconds_fast, seconds), hours=seconds / 3600, days=seconds / SECONDS_PER_DAY,
+        days_range=(seconds_fast / SECONDS_PER_DAY, seconds / SECONDS_PER_DAY), gpu_hours=gpu_hours,
+        tokens_per_param=tokens / n_total, warnings=warnings, steps=steps,
+    )  # fmt: skip
+    _add_money(result, hardware, money)
+    if result.tokens_per_param < UNDERTRAINED_TOKENS_PER_PARAM:
+        result.warnings.append(
+            f"{result.tokens_per_param:.1f} tokens per parameter is far below the ≈{CHINCHILLA_TOKENS_PER_PARAM:g} "
+            "that is compute-optimal (Hoffmann et al. 2022): this model is under-trained for its compute; "
+            "see 'napkin optimal'"
+        )
+    return result
+
+
+def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money | None) -> None:
+    """Cost, energy and CO₂ when the inputs allow (FORMULAS: energy = GPU-hours × power × PUE)."""
+    money = money or Money()
+    price = money.price_per_hour or hardware.price_per_hour
+    if price is not None:
+        result.price_per_hour = price
+        result.cost_usd = result.gpu_hours * price
+        result.steps.append(
+            step(
+                "cost",
+                "GPU-hours × price per GPU-hour",
+                f"{result.gpu_hours:,.4g} × ${price:g}",
+                f"${result.cost_usd:,.0f}",
+                "definition",
+            )
+        )
+    if hardware.power is None:
+        if money.carbon_g_per_kwh is not None or money.pue != 1.0:
+            result.warnings.append(f"{hardware.name} has no board power in its profile: energy is not estimated")
+        return
+    result.power_watts = hardware.power
+    result.pue = money.pue
+    result.energy_kwh = result.gpu_hours * hardware.power / 1000 * money.pue
+    result.steps.append(step(
+        "energy", "GPU-hours × board power × PUE", f"{result.gpu_hours:,.4g} h × {hardware.power:g} W × {money.pue:g}",
+        f"{result.energy_kwh:,.4g} kWh = {result.energy_kwh / 1000:,.4g} MWh", sources.ENERGY,
+    ))  # fmt: skip
+    if money.carbon_g_per_kwh is not None:
+        result.co2_tonnes = result.energy_kwh * money.carbon_g_per_kwh / 1e6
+        result.steps.append(step(
+            "emissions", "kWh × gCO₂e/kWh / 10⁶", f"{result.energy_kwh:,.4g} × {money.carbon_g_per_kwh:g} / 10⁶",
+            f"{result.co2_tonnes:,.4g} t CO₂e", "definition (grid carbon intensity given by --carbon)",
+        ))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------- MFU
+
+
+class MfuResult(BaseModel):
+    hardware: str
+    dtype: str
+    params: float
+    gpus: int
+    tokens_per_second: float
+    tokens_per_second_per_gpu: float
+    flops_per_token: float
+    hardware_flops_per_token: float
+    peak_flops: float
+    mfu: float
+    hfu: float
+    seconds: float | None = None
+    days: float | None = None
+    warnings: list[str] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+
+
+def mfu(
+    params: float,
+    gpus: int,
+    hardware: HardwareProfile,
+    dtype: str,
+    *,
+    tokens: float | None = None,
+    seconds: float | None = None,
+    tokens_per_second: float | None = None,
+    shape: ModelShape | None = None,
+    causal: bool = False,
+    recompute: Recompute = Recompute.none,
+) -> MfuResult:
+    """MFU = tokens/s × model FLOPs per token / (G × peak)   (PaLM §4.1, App. B)."""
+    if (seconds is None) == (tokens_per_second is None):
+        raise UsageError("give exactly one of --days, --hours, --gpu-hours or --tokens-per-second(-per-gpu)")
+    if tokens_per_second is None:
+        if tokens is None:
+            raise UsageError("--tokens is needed to turn a duration into a throughput")
+        assert seconds is not None
+        tokens_per_second = tokens / seconds
+    per_token = flops_per_token(params, shape, causal=causal, recompute=recompute)
+    peak = hardware.peak(dtype)
+    value = tokens_per_second * per_token.model / (gpus * peak)
+    steps = [
+        step("model FLOPs per token", "6N + c·6·L·s·d_attn" if per_token.attention else "6N",
+             f"6 × {format_sci(params)}" + (f" + {per_token.attention:.4g}" if per_token.attention else ""),
+             f"{per_token.model:.4g} FLOPs", sources.PALM_6N),
+        step("MFU", "tokens/s × FLOPs per token / (G × peak)",
+             f"{tokens_per_second:,.4g} × {per_token.model:.4g} / ({gpus:,} × {format_rate(peak)})",
+             format_percent(value), sources.PALM_MFU),
+    ]  # fmt: skip
+    warnings = []
+    if value > 1:
+        warnings.append(
+            f"MFU {value:.2f} is above 1, which is impossible: check the peak ({dtype} on {hardware.name}), "
+            "whether a sparse figure is in use, and the units of the inputs"
+        )
+    measured = hardware.measured.get(dtype)  # type: ignore[call-overload]
+    if measured is not None and value * peak > measured.flops_per_second:
+        ceiling = measured.flops_per_second / peak
+        warnings.append(f"MFU {value:.3f} is above the measured matmul ceiling {ceiling:.3f} of {hardware.name}")
+    if value < 0.05:
+        warnings.append(f"MFU {value:.3f} is below 0.05: check the inputs (GPUs, duration, tokens) and their units")
+    duration = tokens / tokens_per_second if tokens is not None else None
+    return MfuResult(
+        hardware=hardware.name, dtype=dtype, params=params, gpus=gpus, tokens_per_second=tokens_per_second,
+        tokens_per_second_per_gpu=tokens_per_second / gpus, flops_per_token=per_token.model,
+        hardware_flops_per_token=per_token.hardware, peak_flops=peak, mfu=value,
+        hfu=value * per_token.hardware / per_token.model, seconds=duration,
+        days=duration / SECONDS_PER_DAY if duration is not None else None, warnings=warnings, steps=steps,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------- matmul
+
+
+class MatmulResult(BaseModel):
+    m: int
+    k: int
+    n: int
+    dtype: str
+    hardware: str
+    flops: float
+    bytes: float
+    arithmetic_intensity: float = Field(description="FLOP per byte moved")
+    ridge_point: float = Field(description="peak / bandwidth, FLOP per byte")
+    bound: str = Field(description="'compute' or 'memory'")
+    peak_flops: float
+    memory_bandwidth: float
+    seconds: float = Field(description="roofline time: max(FLOPs / peak, bytes / bandwidth)")
+    attainable_flops_per_second: float
+    steps: list[Step] = Field(default_factory=list)
+
+
+def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> MatmulResult:
+    """Roofline of one (m×k)·(k×n) matmul: 2mkn FLOPs over bytes·(mk + kn + mn) of traffic."""
+    flops = 2.0 * m * k * n
+    element = DTYPE_BYTES[dtype]
+    traffic = element * (m * k + k * n + m * n)
+    intensity = flops / traffic
+    peak, bandwidth = hardware.peak(dtype), hardware.memory_bandwidth
+    ridge = peak / bandwidth
+    seconds = max(flops / peak, traffic / bandwidth)
+    steps = [
+        step("FLOPs", "2·m·k·n", f"2 × {m:,} × {k:,} × {n:,}", format_flops(flops), sources.MATMUL),
+        step("bytes moved", "e·(m·k + k·n + m·n)", f"{element:g} × ({m * k:,} + {k * n:,} + {m * n:,})",
+             f"{traffic:,.0f} B", "each operand and the output cross memory once (ideal tiling)"),
+        step("arithmetic intensity", "FLOPs / bytes", f"{format_sci(flops)} / {format_sci(traffic)}",
+             f"{intensity:,.1f} FLOP/B", sources.ROOFLINE),
+        step("ridge point", "peak / bandwidth", f"{format_rate(peak)} / {bandwidth:.4g} B/s",
+             f"{ridge:,.1f} FLOP/B", sources.ROOFLINE),
+        step("roofline time", "max(FLOPs / peak, bytes / bandwidth)",
+             f"max({flops / peak:.3g} s, {traffic / bandwidth:.3g} s)", f"{seconds:.4g} s", sources.ROOFLINE),
+    ]  # fmt: skip
+    return MatmulResult(
+        m=m, k=k, n=n, dtype=dtype, hardware=hardware.name, flops=flops, bytes=traffic,
+        arithmetic_intensity=intensity, ridge_point=ridge, bound="compute" if intensity >= ridge else "memory",
+        peak_flops=peak, memory_bandwidth=bandwidth, seconds=seconds,
+        attainable_flops_per_second=min(peak, intensity * bandwidth), steps=steps,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------- flops train
+
+
+class TrainFlopsResult(BaseModel):
+    params: float
+    tokens: float
+    flops: float = Field(description="model FLOPs: 6·N·D + attention")
+    flops_forward: float
+    flops_backward: float
+    flops_attention: float
+    hardware_flops: float = Field(description="model FLOPs + recomputation (HFU basis)")
+    flops_per_token: float
+    recompute: Recompute
+    causal: bool
+    steps: list[Step] = Field(default_factory=list)
+
+
+def train_flops(
+    params: float,
+    tokens: float,
+    shape: ModelShape | None = None,
+    *,
+    causal: bool = False,
+    recompute: Recompute = Recompute.none,
+) -> TrainFlopsResult:
+    per_token = flops_per_token(params, shape, causal=causal, recompute=recompute)
+    steps = [
+        step("forward", "2·N·D", f"2 × {format_sci(params)} × {format_sci(tokens)}",
+             format_flops(2 * params * tokens), sources.PALM_6N),
+        step("backward", "4·N·D (input and weight gradients)", f"4 × {format_sci(params)} × {format_sci(tokens)}",
+             format_flops(4 * params * tokens), sources.PALM_6N),
+    ]  # fmt: skip
+    if per_token.attention:
+        steps.append(
+            step(
+                "attention",
+                "c·6·L·s·d_attn·D",
+                f"{per_token.attention:.4g} × {format_sci(tokens)}",
+                format_flops(per_token.attention * tokens),
+                sources.CAUSAL_ATTENTION if causal else sources.PALM_ATTENTION,
+            )
+        )
+    steps.append(
+        step(
+            "model FLOPs",
+            "C = 6·N·D (+ attention)",
+            "sum of the above",
+            format_flops(per_token.model * tokens),
+            sources.KAPLAN_6ND,
+        )
+    )
+    if recompute is not Recompute.none:
+        steps.append(
+            step(
+                f"hardware FLOPs ({recompute} recomputation)",
+                "model FLOPs + recomputed forward",
+                f"{per_token.hardware / per_token.model:.4f} × model FLOPs",
+                format_flops(per_token.hardware * tokens),
+                sources.NARAYANAN_RECOMPUTE,
+            )
+        )
+    return TrainFlopsResult(
+        params=params, tokens=tokens, flops=per_token.model * tokens, flops_forward=per_token.forward * tokens,
+        flops_backward=per_token.backward * tokens, flops_attention=per_token.attention * tokens,
+        hardware_flops=per_token.hardware * tokens, flops_per_token=per_token.model, recompute=recompute,
+        causal=causal, steps=steps,
+    )  # fmt: skip

@@ -1,0 +1,78 @@
+"""Rendering for people: rich tables, derivations, bars. The only module that imports rich.
+
+Results are printed to stdout; nothing here computes anything. Each function takes an engine result
+and turns its base-unit numbers into labelled text (units.py does the formatting).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from napkin.explain import Step
+
+
+def console(stderr: bool = False) -> Console:
+    """A console honouring COLUMNS and NO_COLOR; plain (no colour codes) when not a terminal."""
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+
+
+def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None = None) -> Table:
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_header=False,
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+    )
+    table.add_column("quantity", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def grid(title: str, headers: Sequence[str], rows: Iterable[Sequence[str]], caption: str | None = None) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", caption=caption, caption_justify="left")
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def explanation(steps: Sequence[Step]) -> Table:
+    """The napkin derivation, one step per row: formula, numbers put in, result, source."""
+    table = Table(title="Derivation", box=box.SIMPLE_HEAD, title_justify="left", show_lines=False)
+    table.add_column("step", style="bold")
+    table.add_column("formula")
+    table.add_column("with the numbers")
+    table.add_column("result")
+    table.add_column("source", style="dim", overflow="fold")
+    for s in steps:
+        table.add_row(s.quantity, s.formula, s.substituted, s.result, s.source)
+    return table
+
+
+def bar(parts: Sequence[tuple[str, float]], capacity: float, width: int = 50) -> Text:
+    """A one-line stacked bar of ``parts`` against ``capacity`` (characters differ per part)."""
+    glyphs = "█▓▒░#"
+    text = Text()
+    used = 0
+    legend = []
+    for i, (label, value) in enumerate(parts):
+        cells = round(width * value / capacity) if capacity > 0 else 0
+        cells = min(cells, max(0, width - used)) if used < width else 0
+        text.append(glyphs[i % len(glyphs)] * cells)
+        used += cells
+        legend.append(f"{glyphs[i % len(glyphs)]} {label}")
+    text.append("·" * max(0, width - used))
+    text.append("\n" + "   ".join(legend) + "   · free")
+    return text

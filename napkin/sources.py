@@ -1,0 +1,33 @@
+"""Citations for every formula and constant napkin uses.
+
+Each is shown by ``--explain`` next to the step it justifies. The full texts, the worked numbers and
+the points where sources disagree are collected in the team's FORMULAS reference.
+"""
+
+from typing import Final
+
+KAPLAN_6ND: Final = "Kaplan et al. 2020, arXiv:2001.08361 §2.1 (C ≈ 6N per token)"
+PALM_6N: Final = "PaLM, Chowdhery et al. 2022, arXiv:2204.02311 App. B (2N forward + 4N backward)"
+PALM_ATTENTION: Final = "PaLM App. B: attention adds 6·L·H·(2·Q·T) = 12·L·H·Q·T FLOPs per token"
+CAUSAL_ATTENTION: Final = "causal halving as in Megatron-LM num_floating_point_operations (2025-03, commit 8873b55d6a)"
+NARAYANAN_RECOMPUTE: Final = (
+    "Narayanan et al. 2021, arXiv:2104.04473 §5.1 eq. (3)-(4): full recomputation = one extra forward (8·N·D)"
+)
+PALM_MFU: Final = "PaLM §4.1 and App. B: MFU = achieved tokens/s × model FLOPs per token / peak FLOP/s"
+TIME: Final = "t = C / (n_gpu × peak × MFU) (PaLM App. B; Narayanan eq. 4 with X = peak × MFU)"
+MATMUL: Final = "Narayanan et al. 2021 App.: an (m×k)·(k×n) matmul needs 2·m·k·n FLOPs"
+ROOFLINE: Final = "Williams, Waterman & Patterson 2009, Roofline (CACM 52(4)): ridge = peak / bandwidth"
+ZERO_16: Final = "ZeRO, Rajbhandari et al. 2019, arXiv:1910.02054 §3.1 (mixed-precision Adam: 2+2+12 = 16 B)"
+ZERO_STAGES: Final = "ZeRO §5.1-5.3 and Fig. 1: 4Ψ+KΨ/N_d, 2Ψ+(2+K)Ψ/N_d, (4+K)Ψ/N_d"
+FSDP: Final = "PyTorch FSDP ShardingStrategy.FULL_SHARD ≈ ZeRO-3 (torch/distributed/fsdp/api.py)"
+MEGATRON_18: Final = "Megatron-LM dist_optimizer.md / theoretical_memory_usage.py: bf16 params + fp32 grads = 18 B"
+KORTHIKANTI: Final = "Korthikanti et al. 2022, arXiv:2205.05198 §4, Table 2 (activations per layer)"
+FLASH: Final = "FlashAttention, Dao et al. 2022, arXiv:2205.14135 §3.1: the s×s scores are never stored"
+CHINCHILLA_20: Final = "Hoffmann et al. 2022, arXiv:2203.15556 Table 3 (≈20 tokens per parameter)"
+CHINCHILLA_LAW: Final = "Hoffmann et al. 2022 eq. (2), (4): L = E + A/N^α + B/D^β"
+EPOCH_REFIT: Final = (
+    "Besiroglu et al. 2024 (Epoch AI), arXiv:2404.10102: refit E=1.8172 A=482.01 B=2085.43 α=0.3478 β=0.3658"
+)
+HOFFMANN_CONSTANTS: Final = "Hoffmann et al. 2022 App. D.2 eq. (10), as published: E=1.69 A=406.4 B=410.7 α=0.34 β=0.28"
+PARAMS: Final = "decoder-only parameter count (Kaplan Table 1; Narayanan eq. 2; Megatron theoretical_memory_usage.py)"
+ENERGY: Final = "energy = GPU-hours × board power × PUE (board power from the profile's datasheet)"

@@ -1,0 +1,240 @@
+"""Parsing and formatting of human quantities.
+
+Everything inside napkin is a float in a base unit: a count, FLOP, FLOP/s, bytes, bytes/s, watts,
+seconds. This module is the only place that converts between those and text.
+
+Conventions (stated in every output that shows them):
+
+* Counts use decimal suffixes: K = 1e3, M = 1e6, B = 1e9 (billion), T = 1e12 — never binary.
+* GB = 10⁹ bytes and GiB = 2³⁰ bytes. Vendors quote HBM capacity in GB (decimal); PyTorch and
+  ``nvidia-smi`` report MiB/GiB; mixing them is a 7 % error (../FORMULAS §0).
+* Unit prefixes are case-insensitive (``80gb`` = ``80 GB``); ``m`` therefore means mega, never milli.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from napkin.errors import UsageError
+
+_NUMBER: Final = re.compile(
+    r"^\s*(?P<num>[+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?)\s*(?P<unit>[^\d\s].*?)?\s*$"
+)
+
+#: Decimal SI prefixes (1e3 steps). Case-insensitive, so "m" is mega.
+_SI: Final = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15, "e": 1e18}
+#: Binary (IEC) prefixes for bytes: KiB = 2**10 … PiB = 2**50.
+_IEC: Final = {"ki": 2.0**10, "mi": 2.0**20, "gi": 2.0**30, "ti": 2.0**40, "pi": 2.0**50}
+
+GB: Final = 1e9
+GIB: Final = 2.0**30
+
+
+def _with_prefixes(bases: tuple[str, ...], prefixes: Mapping[str, float]) -> dict[str, float]:
+    return {p + b: mult for p, mult in prefixes.items() for b in bases}
+
+
+COUNT_UNITS: Final = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "bn": 1e9, "t": 1e12}
+# A bare number is in the base unit (bytes, FLOP/s, FLOP, bytes/s, watts).
+BYTE_UNITS: Final = {"": 1.0, **_with_prefixes(("b", "byte", "bytes"), _SI), **_with_prefixes(("b",), _IEC)}
+RATE_UNITS: Final = {"": 1.0, **_with_prefixes(("flop/s", "flops", "op/s", "ops"), _SI)}
+FLOP_UNITS: Final = {"": 1.0, **_with_prefixes(("flop", "flops"), _SI)}
+BANDWIDTH_UNITS: Final = {"": 1.0, **_with_prefixes(("b/s", "bps"), _SI), **_with_prefixes(("b/s",), _IEC)}
+POWER_UNITS: Final = {"": 1.0, **_with_prefixes(("w",), {"": 1.0, "k": 1e3, "m": 1e6})}
+DURATION_UNITS: Final = {
+    "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0,
+    "min": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+}  # fmt: skip
+
+_EXAMPLES: Final = {
+    "count": "a positive count such as 70e9, 70B, 1.5T, 7M or 70_000_000_000",
+    "bytes": "a positive size such as 80GB, 80 GiB or 8e10 (bytes); GB = 1e9 B, GiB = 2^30 B",
+    "rate": "a positive rate such as 989.5 TFLOP/s, 312e12 or 1979 TOPS",
+    "flops": "a positive FLOP count such as 6.3e24 or 5.76e23 FLOP",
+    "bandwidth": "a positive bandwidth such as 3.35 TB/s or 2039 GB/s",
+    "power": "a positive power such as 700 W or 1 kW",
+    "duration": "a positive duration such as 90d, 36 hours, 2w or 3600 (seconds)",
+}
+
+
+def _parse(text: str | float | int, units: Mapping[str, float], kind: str, what: str) -> float:
+    """Parse ``text`` as a positive finite number with an optional unit from ``units``."""
+    if isinstance(text, bool):
+        raise UsageError(f"{what}: {text!r} is not a number; expected {_EXAMPLES[kind]}")
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        match = _NUMBER.match(text)
+        if match is None:
+            raise UsageError(f"{what}: {text!r} is not understood; expected {_EXAMPLES[kind]}")
+        unit = (match.group("unit") or "").strip().lower().replace(" ", "")
+        if unit not in units:
+            raise UsageError(f"{what}: unknown unit {match.group('unit')!r} in {text!r}; expected {_EXAMPLES[kind]}")
+        value = float(match.group("num").replace("_", "")) * units[unit]
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{what}: {text!r} must be positive and finite; expected {_EXAMPLES[kind]}")
+    return value
+
+
+def parse_count(text: str | float | int, what: str = "value") -> float:
+    """``"70B"`` → 7e10. Suffixes K, M, B (billion), T (trillion); e-notation; underscores."""
+    return _parse(text, COUNT_UNITS, "count", what)
+
+
+def parse_int(text: str | float | int, what: str = "value") -> int:
+    """A positive whole count (GPUs, layers, batch): ``"1024"``, ``"1K"``, ``"2e3"``."""
+    value = parse_count(text, what)
+    if value != int(value):
+        raise UsageError(f"{what}: {text!r} must be a whole number")
+    return int(value)
+
+
+def parse_bytes(text: str | float | int, what: str = "value") -> float:
+    """``"80 GB"`` → 8e10; ``"80GiB"`` → 85899345920. A bare number is bytes."""
+    return _parse(text, BYTE_UNITS, "bytes", what)
+
+
+def parse_rate(text: str | float | int, what: str = "value") -> float:
+    """``"989.5 TFLOP/s"`` → 9.895e14 FLOP/s. ``TOPS`` (integer ops) are accepted the same way."""
+    return _parse(text, RATE_UNITS, "rate", what)
+
+
+def parse_flops(text: str | float | int, what: str = "value") -> float:
+    """An amount of work: ``"6.3e24"`` or ``"5.76e23 FLOP"``."""
+    return _parse(text, FLOP_UNITS, "flops", what)
+
+
+def parse_bandwidth(text: str | float | int, what: str = "value") -> float:
+    """``"3.35 TB/s"`` → 3.35e12 bytes/s."""
+    return _parse(text, BANDWIDTH_UNITS, "bandwidth", what)
+
+
+def parse_power(text: str | float | int, what: str = "value") -> float:
+    """``"700 W"`` → 700.0 watts."""
+    return _parse(text, POWER_UNITS, "power", what)
+
+
+def parse_duration(text: str | float | int, what: str = "value") -> float:
+    """``"90d"`` → 7776000.0 seconds. A bare number is seconds."""
+    return _parse(text, DURATION_UNITS, "duration", what)
+
+
+def parse_fraction(text: str | float, what: str = "value") -> float:
+    """A fraction in (0, 1]: ``"0.5"`` or ``"50%"``."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UsageError(
+            f"{what}: {text!r} is not a fraction; expected a number in (0, 1] such as 0.5 or 50%"
+        ) from None
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise UsageError(f"{what}: {text!r} is out of range; expected a number in (0, 1] such as 0.5 or 50%")
+    return value
+
+
+def parse_fraction_range(text: str, what: str = "value") -> tuple[float, float]:
+    """``"0.5"`` → (0.5, 0.5); ``"0.35:0.5"`` → (0.35, 0.5). A range written backwards is an error."""
+    if ":" not in str(text):
+        value = parse_fraction(text, what)
+        return value, value
+    low_text, _, high_text = str(text).partition(":")
+    low, high = parse_fraction(low_text, what), parse_fraction(high_text, what)
+    if low > high:
+        raise UsageError(f"{what}: range {text!r} is written backwards; write LOW:HIGH, e.g. {high_text}:{low_text}")
+    return low, high
+
+
+# --------------------------------------------------------------------------------------------- format
+
+
+def _significant(value: float, digits: int = 3) -> str:
+    """``74.506`` → ``"74.5"``; ``80.0`` → ``"80"``; keeps ``digits`` significant figures, no exponent."""
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _scaled(value: float, steps: list[tuple[float, str]], digits: int) -> str:
+    for mult, prefix in steps:
+        if abs(value) >= mult * 0.9995:
+            return f"{_significant(value / mult, digits)} {prefix}"
+    mult, prefix = steps[-1]
+    return f"{_significant(value / mult, digits)} {prefix}"
+
+
+_SI_STEPS: Final = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+_IEC_STEPS: Final = [
+    (2.0**50, "Pi"),
+    (2.0**40, "Ti"),
+    (2.0**30, "Gi"),
+    (2.0**20, "Mi"),
+    (2.0**10, "Ki"),
+    (1.0, ""),
+]
+_COUNT_STEPS: Final = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")]
+
+
+def format_count(value: float, decimals: int = 1) -> str:
+    """``4e10`` → ``"40.0 B"``; ``1.5e12`` → ``"1.5 T"``; below 1000 the plain number."""
+    for mult, suffix in _COUNT_STEPS:
+        if abs(value) >= mult * (1 - 0.5 * 10.0**-decimals / 1000):
+            return f"{value / mult:.{decimals}f} {suffix}"
+    return f"{value:,.0f}" if value == int(value) else f"{value:.{decimals}f}"
+
+
+def format_sci(value: float, digits: int = 3) -> str:
+    """``6.3e24`` → ``"6.30e24"`` (no plus sign, ``digits`` significant figures)."""
+    mantissa, _, exponent = f"{value:.{digits - 1}e}".partition("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def format_flops(value: float) -> str:
+    """An amount of work: ``"6.30e24 FLOPs"``."""
+    return f"{format_sci(value)} FLOPs"
+
+
+def format_rate(value: float, digits: int = 4) -> str:
+    """``9.895e14`` → ``"989.5 TFLOP/s"``."""
+    return _scaled(value, _SI_STEPS, digits) + "FLOP/s"
+
+
+def format_bytes(value: float) -> str:
+    """Both unit systems, labelled: ``8e10`` → ``"80 GB (74.5 GiB)"``."""
+    return f"{format_bytes_si(value)} ({format_bytes_iec(value)})"
+
+
+def format_bytes_si(value: float) -> str:
+    return _scaled(value, _SI_STEPS, 3) + "B"
+
+
+def format_bytes_iec(value: float) -> str:
+    return _scaled(value, _IEC_STEPS, 3) + "B"
+
+
+def format_bandwidth(value: float) -> str:
+    return _scaled(value, _SI_STEPS, 3) + "B/s"
+
+
+def format_power(value: float) -> str:
+    return _scaled(value, [(1e6, "M"), (1e3, "k"), (1.0, "")], 3) + "W"
+
+
+def format_duration(seconds: float) -> str:
+    """``1.2435e7`` → ``"143.9 days"``; hours below two days, minutes below two hours."""
+    for size, name in ((86400.0, "days"), (3600.0, "hours"), (60.0, "minutes")):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.1f} {name}"
+    return f"{seconds:.3g} s"
+
+
+def format_percent(fraction: float, decimals: int = 1) -> str:
+    return f"{fraction * 100:.{decimals}f} %"
