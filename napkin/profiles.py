@@ -138,6 +138,9 @@ class HardwareProfile(BaseModel):
     display_name: str = Field(min_length=1)
     vendor: str = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
+    device_names: list[str] = Field(
+        default_factory=list, description="names torch reports for this device (napkin bench matches them)"
+    )
     form_factor: str | None = None
     memory: Bytes = Field(description="memory capacity as the datasheet states it (GB = 1e9 B, GiB = 2^30 B)")
     memory_bandwidth: BytesPerSecond

@@ -7,6 +7,7 @@ and turns its base-unit numbers into labelled text (units.py does the formatting
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Sequence
 
 from rich import box
@@ -18,9 +19,12 @@ from napkin.explain import Step
 
 
 def console(stderr: bool = False) -> Console:
-    """A console honouring COLUMNS and NO_COLOR; plain (no colour codes) when not a terminal."""
+    """A console honouring COLUMNS and NO_COLOR; 100 columns when writing to a pipe or file."""
     width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
-    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+    stream = sys.stderr if stderr else sys.stdout
+    if width is None and not stream.isatty():
+        width = 100
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
 
 
 def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None = None) -> Table:
@@ -39,13 +43,37 @@ def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None 
     return table
 
 
-def grid(title: str, headers: Sequence[str], rows: Iterable[Sequence[str]], caption: str | None = None) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", caption=caption, caption_justify="left")
+def grid(
+    title: str, headers: Sequence[str], rows: Iterable[Sequence[str]], caption: str | None = None, align: str = ""
+) -> Table:
+    """A table with a header row; ``align`` gives l/r per column (default: first left, the rest right)."""
+    table = Table(
+        title=title,
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+        pad_edge=False,
+        padding=(0, 1),
+    )
     for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
+        side = align[i] if i < len(align) else ("l" if i == 0 else "r")
+        table.add_column(header, justify="left" if side == "l" else "right", overflow="fold")
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def number(x: float | None) -> str:
+    """Compact and exact where it matters: ``448``, ``65504``, ``1.175e-38``, ``0.0078125``."""
+    if x is None:
+        return "–"
+    if x == int(x) and abs(x) < 1e7:
+        return f"{int(x)}"
+    if 1e-4 <= abs(x) < 1e7:
+        return f"{x:.6g}"
+    mantissa, _, exponent = f"{x:.4g}".partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else mantissa
 
 
 def explanation(steps: Sequence[Step]) -> Table:

@@ -2,8 +2,197 @@
 
 from __future__ import annotations
 
+from datetime import date
+from enum import StrEnum
+from typing import Annotated, Any
+
 import typer
+
+from napkin import units
+from napkin.cli.common import HardwareFileOpt, HardwareOpt, JsonOpt, boundary, emit, load_hardware, warn
+from napkin.errors import UsageError
+from napkin.units import format_percent, format_rate
 
 app = typer.Typer()
 bench_app = typer.Typer(help="Measure what the hardware delivers (needs the 'bench' extra: torch).",
                         no_args_is_help=True)  # fmt: skip
+
+
+class Device(StrEnum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+    mps = "mps"
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    return [units.parse_int(part, flag) for part in text.split(",") if part.strip()]
+
+
+def _shapes(texts: list[str]) -> list[tuple[int, int, int]]:
+    shapes = []
+    for text in texts:
+        parts = [p for p in text.replace("×", "x").lower().split("x") if p.strip()]
+        if len(parts) != 3:
+            raise UsageError(f"--shape: {text!r} must be MxKxN, e.g. 4096x4096x14336")
+        m, k, n = (units.parse_int(p, "--shape") for p in parts)
+        shapes.append((m, k, n))
+    return shapes
+
+
+def _match_profile(device_name: str) -> Any:
+    """The profile whose ``device_names`` lists what torch reports (case/punctuation-insensitive)."""
+    from napkin.profiles import load_catalog, normalize
+
+    key = normalize(device_name)
+    for loaded in load_catalog().visible():
+        if key in {normalize(n) for n in loaded.profile.device_names}:
+            return loaded
+    return None
+
+
+@bench_app.command("matmul")
+def bench_matmul(
+    device: Annotated[Device, typer.Option("--device", help="auto picks CUDA, then MPS, then CPU.")] = Device.auto,
+    dtype: Annotated[str, typer.Option("--dtype", help="Comma-separated: bf16,fp16,fp32,tf32,fp8.")] = "bf16",
+    sizes: Annotated[str, typer.Option("--sizes", help="Square sizes, comma-separated.")] = "1024,2048,4096,8192",
+    shape: Annotated[list[str] | None, typer.Option("--shape", help="Extra MxKxN shapes (repeatable).")] = None,
+    budget: Annotated[str, typer.Option("--budget", help="Time budget in seconds.")] = "30",
+    hardware: HardwareOpt = None,
+    hardware_file: HardwareFileOpt = None,
+    save: Annotated[bool, typer.Option("--save", help="Keep the best FLOP/s per dtype for this hardware.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Time matmuls and compare the achieved FLOP/s with the profile's dense peak."""
+    from napkin import bench
+
+    with boundary():
+        dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
+        size_list = _int_list(sizes, "--sizes")
+        extra = _shapes(shape or [])
+        seconds = units.parse_duration(budget, "--budget")
+        torch = bench.import_torch()
+        dev = bench.pick_device(torch, device.value)
+        name = bench.device_name(torch, dev)
+        loaded = None
+        if hardware is not None or hardware_file is not None:
+            loaded = load_hardware(hardware, hardware_file)
+        elif dev != "cpu":
+            loaded = _match_profile(name)
+            if loaded is None:
+                warn(f"no profile lists the device {name!r}; pass --hardware NAME to compare with a peak")
+        profile = loaded.profile if loaded is not None else None
+
+        def peak(d: str) -> float | None:
+            if profile is None:
+                return None
+            return profile.peak_flops.get(d)  # type: ignore[call-overload,no-any-return]
+
+        from rich.progress import Progress
+
+        with Progress(transient=True, console=_stderr_console()) as bar:
+            task = bar.add_task("matmul", total=1.0)
+            result = bench.run(
+                device=dev,
+                dtypes=dtypes,
+                sizes=size_list,
+                shapes=extra,
+                budget=seconds,
+                peak=peak,
+                hardware=profile.name if profile else None,
+                progress=lambda label, done: bar.update(task, completed=done, description=label),
+            )
+        if save:
+            _save(result, profile, name)
+
+    def render() -> list[Any]:
+        from napkin import render as r
+
+        rows = []
+        for rec in result.records:
+            if rec.status == "ok":
+                rows.append([rec.dtype, f"{rec.m}×{rec.k}×{rec.n}", format_rate(rec.flops_per_second or 0),
+                             format_rate(rec.peak_flops) if rec.peak_flops else "–",
+                             format_percent(rec.fraction_of_peak) if rec.fraction_of_peak is not None else "–",
+                             f"{(rec.seconds or 0) * 1e3:.3g} ms", ""])  # fmt: skip
+            else:
+                rows.append([rec.dtype, f"{rec.m}×{rec.k}×{rec.n}", "–", "–", "–", "–", rec.reason or ""])
+        title = f"Matmul benchmark: {result.device_name} ({result.device}, torch {result.torch_version})"
+        best = ", ".join(f"{d} {format_rate(b.flops_per_second or 0)} at {b.m}" for d, b in result.best.items())
+        return [
+            r.grid(
+                title,
+                ["dtype", "M×K×N", "achieved", "dense peak", "of peak", "median", "note"],
+                rows,
+                align="lrrrrrl",
+                caption=f"best: {best or 'none'}; median over repeats, inputs rotated, result checked",
+            )
+        ]
+
+    if as_json:
+        _emit_records(result)
+    else:
+        emit(result, as_json, render, warnings=result.warnings)
+
+
+def _emit_records(result: Any) -> None:
+    """``--json``: one record per (size, dtype), plus the best per dtype."""
+    import json
+
+    for message in result.warnings:
+        warn(message)
+    typer.echo(json.dumps([rec.model_dump(mode="json") for rec in result.records], indent=2))
+
+
+def _stderr_console() -> Any:
+    from napkin import render as r
+
+    return r.console(stderr=True)
+
+
+def _save(result: Any, profile: Any, name: str) -> None:
+    from napkin.measurements import save
+    from napkin.profiles import Measurement
+
+    if profile is None:
+        raise UsageError(f"--save: no hardware profile for {name!r}; pass --hardware NAME "
+                         "(for example one made with 'napkin hardware new my-gpu --from h100')")  # fmt: skip
+    for dtype, rec in result.best.items():
+        path = save(profile.name, dtype, Measurement(
+            flops_per_second=rec.flops_per_second, date=date.today().isoformat(), device=name,
+            torch_version=result.torch_version, size=f"{rec.m}x{rec.k}x{rec.n}",
+        ))  # fmt: skip
+        warn(f"saved {dtype} {format_rate(rec.flops_per_second)} for {profile.name} in {path}")
+    if not result.best:
+        warn("nothing to save: no size finished")
+
+
+@app.command("verify")
+def verify_command(
+    device: Annotated[Device, typer.Option("--device", help="Where to run the checks.")] = Device.cpu,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check napkin's formulas against torch: FLOPs, optimizer memory, dtypes, activations."""
+    from napkin import verify
+
+    with boundary():
+        result = verify.run(device.value)
+
+    def render() -> list[Any]:
+        from napkin import render as r
+
+        def g(x: float) -> str:
+            return r.number(x)
+
+        rows = [[c.category, c.name, g(c.expected), g(c.measured), "pass" if c.ok else "FAIL", c.detail]
+                for c in result.checks]  # fmt: skip
+        return [r.grid(f"napkin verify ({result.device}, torch {result.torch_version})",
+                       ["area", "check", "napkin", "torch", "", "detail"], rows, align="llrrll",
+                       caption=f"{result.passed} passed, {result.failed} failed")]  # fmt: skip
+
+    emit(result, as_json, render)
+    if result.failed:
+        raise typer.Exit(1)
+
+
+__all__ = ["app", "bench_app"]

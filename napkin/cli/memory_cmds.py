@@ -243,12 +243,11 @@ def dtypes_command(
         return
     from napkin import render as r
 
-    headers = ["format", "s/e/m", "bytes", "max", "min normal", "min subnorm.", "eps"]
+    headers = ["format", "s/e/m", "B", "max", "min normal", "min subnormal", "eps"]
     if v is not None:
         headers += [f"stores {value}", "rel. err"]
 
-    def g(x: float | None) -> str:
-        return "–" if x is None else f"{x:.4g}"
+    g = r.number
 
     body = []
     for row in rows:

@@ -1,0 +1,243 @@
+"""napkin checks its own formulas against torch (the optional ``bench`` extra).
+
+* FLOPs: ``torch.utils.flop_counter.FlopCounterMode`` on a two-layer MLP (6·N·B exactly) and on a
+  GPT-style block (6·N + 12·L·s·d_attn per token, PaLM App. B).
+* Memory: each optimizer napkin knows that torch has is stepped once; the bytes of parameters,
+  gradients and optimizer-state tensors equal napkin's bytes per parameter (fp32 regime).
+* Dtypes: napkin's ranges equal ``torch.finfo``; its rounding equals torch's conversions.
+* Activations: bytes saved for backward by a GPT-style block (``saved_tensors_hooks``) against
+  Korthikanti et al.'s formula; a ratio, within a documented tolerance (ACTIVATION_TOLERANCE).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from napkin.bench import import_torch, pick_device
+from napkin.compute import flops_per_token
+from napkin.dtypes import FORMATS
+from napkin.memory import (
+    OPTIMIZERS,
+    ActivationInputs,
+    Checkpointing,
+    Optimizer,
+    Precision,
+    activation_bytes_per_layer,
+    bytes_per_param,
+    state_elements,
+)
+from napkin.transformer import ModelShape
+
+#: Saved-for-backward bytes of a real block differ from the paper's accounting (PyTorch also saves
+#: LayerNorm statistics, and shares some tensors the paper counts twice). The check passes when
+#: measured / formula is within this band.
+ACTIVATION_TOLERANCE = (0.8, 1.25)
+
+
+class Check(BaseModel):
+    category: str
+    name: str
+    expected: float
+    measured: float
+    ok: bool
+    detail: str = ""
+
+
+class VerifyResult(BaseModel):
+    device: str
+    torch_version: str
+    checks: list[Check]
+    passed: int
+    failed: int
+
+
+def _exact(category: str, name: str, expected: float, measured: float, detail: str = "") -> Check:
+    ok = math.isclose(expected, measured, rel_tol=1e-12, abs_tol=0) or (math.isnan(expected) and math.isnan(measured))
+    return Check(category=category, name=name, expected=expected, measured=measured, ok=ok, detail=detail)
+
+
+# ------------------------------------------------------------------------------------------- FLOPs
+
+
+def _mlp_flops(torch: Any, device: str) -> list[Check]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    b, d, k = 32, 64, 16
+    x = torch.randn(b, d, device=device, requires_grad=True)  # the input needs a gradient too (FORMULAS §2)
+    w1 = torch.randn(d, d, device=device, requires_grad=True)
+    w2 = torch.randn(d, k, device=device, requires_grad=True)
+    n = d * d + d * k
+    with FlopCounterMode(display=False) as fwd:
+        y = (x @ w1) @ w2
+    with FlopCounterMode(display=False) as bwd:
+        y.sum().backward()
+    forward, backward = fwd.get_total_flops(), bwd.get_total_flops()
+    detail = f"B={b}, D={d}, K={k}, N={n}"
+    return [
+        _exact("flops", "MLP forward = 2·N·B", 2 * n * b, forward, detail),
+        _exact("flops", "MLP backward = 4·N·B", 4 * n * b, backward, detail),
+        _exact("flops", "MLP total = 6·N·B", 6 * n * b, forward + backward, detail),
+    ]
+
+
+class _Block:
+    """A GPT-style block written out in matmuls (pre-LN, MHA, GELU MLP, dropout everywhere)."""
+
+    def __init__(self, torch: Any, shape: ModelShape, device: str, dtype: Any, dropout: float) -> None:
+        nn = torch.nn
+        d, f = shape.hidden, shape.d_ffn
+        self.torch, self.shape, self.p = torch, shape, dropout
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.out = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+        self.up, self.down = nn.Linear(d, f, bias=False), nn.Linear(f, d, bias=False)
+        self.modules = [self.ln1, self.ln2, self.qkv, self.out, self.up, self.down]
+        for m in self.modules:
+            m.to(device=device, dtype=dtype)
+
+    def matmul_params(self) -> int:
+        return sum(m.weight.numel() for m in (self.qkv, self.out, self.up, self.down))
+
+    def parameters(self) -> list[Any]:
+        return [p for m in self.modules for p in m.parameters()]
+
+    def __call__(self, x: Any) -> Any:
+        torch, f = self.torch, self.torch.nn.functional
+        b, s, d = x.shape
+        a = self.shape.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (t.view(b, s, a, d // a).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // a)
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+        probs = f.dropout(scores.masked_fill(~mask, float("-inf")).softmax(-1), self.p)
+        attn = (probs @ v).transpose(1, 2).reshape(b, s, d)
+        x = x + f.dropout(self.out(attn), self.p)
+        return x + f.dropout(self.down(f.gelu(self.up(self.ln2(x)))), self.p)
+
+
+def _block_flops(torch: Any, device: str) -> Check:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    shape = ModelShape(layers=1, hidden=64, heads=4, seq=32, vocab=1)
+    block = _Block(torch, shape, device, torch.float32, dropout=0.0)
+    b = 2
+    x = torch.randn(b, shape.seq, shape.hidden, device=device, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        block(x).sum().backward()
+    n = block.matmul_params()
+    expected = flops_per_token(n, shape).model * b * shape.seq
+    return _exact("flops", "GPT block = (6N + 12·L·s·d_attn)·tokens", expected, counter.get_total_flops(),
+                  f"L=1, d=64, a=4, s=32, b=2, N_matmul={n} (PaLM App. B, full s×s scores)")  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ memory
+
+_TORCH_OPTIMIZERS: dict[Optimizer, Callable[[Any, list[Any]], Any]] = {
+    Optimizer.sgd: lambda t, p: t.optim.SGD(p, lr=0.1),
+    Optimizer.sgd_momentum: lambda t, p: t.optim.SGD(p, lr=0.1, momentum=0.9),
+    Optimizer.adagrad: lambda t, p: t.optim.Adagrad(p),
+    Optimizer.rmsprop: lambda t, p: t.optim.RMSprop(p),
+    Optimizer.adam: lambda t, p: t.optim.Adam(p),
+    Optimizer.adamw: lambda t, p: t.optim.AdamW(p),
+    Optimizer.adafactor: lambda t, p: t.optim.Adafactor(p),
+}
+
+
+def _optimizer_memory(torch: Any, device: str) -> list[Check]:
+    checks = []
+    for optimizer, make in _TORCH_OPTIMIZERS.items():
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 32)).to(device)
+        params = list(model.parameters())
+        opt = make(torch, params)
+        model(torch.randn(8, 64, device=device)).square().mean().backward()
+        opt.step()
+        n = sum(p.numel() for p in params)
+        measured = sum(p.numel() * p.element_size() for p in params)
+        measured += sum(p.grad.numel() * p.grad.element_size() for p in params)
+        for state in opt.state.values():  # scalar tensors (the step counter) are bookkeeping, not per-parameter
+            measured += sum(v.numel() * v.element_size() for v in state.values() if torch.is_tensor(v) and v.dim())
+        bpp = bytes_per_param(optimizer, Precision.fp32)
+        state_bytes = 4 * sum(state_elements(optimizer, tuple(p.shape)) for p in params)
+        expected = (bpp.breakdown["params"] + bpp.breakdown["gradients"]) * n + state_bytes
+        states = ", ".join(OPTIMIZERS[optimizer].states) or ("row/col factors" if optimizer.value == "adafactor"
+                                                            else "none")  # fmt: skip
+        checks.append(_exact("memory", f"{optimizer} fp32 bytes", expected, measured,
+                             f"N={n}: params + grads + states ({states}); napkin {bpp.total:g} B/param"))  # fmt: skip
+    return checks
+
+
+# ------------------------------------------------------------------------------------------ dtypes
+
+
+def _dtypes(torch: Any) -> list[Check]:
+    checks = []
+    rng = random.Random(0)
+    samples = [1e-8, 3e-8, 1 + 1e-3, 448.0, 464.0, 500.0, 57344.0, 61440.0, 65504.0, 65520.0, 1e39, -2.5]
+    samples += [rng.choice((-1, 1)) * 10 ** rng.uniform(-10, 6) for _ in range(2000)]
+    samples = [struct.unpack("f", struct.pack("f", s))[0] if abs(s) < 3e38 else s for s in samples]  # fp32-exact
+    for fmt in FORMATS.values():
+        if fmt.torch_name is None:
+            continue
+        dtype = getattr(torch, fmt.torch_name)
+        info = torch.finfo(dtype)
+        for attr, ours in (("max", fmt.max), ("smallest_normal", fmt.smallest_normal), ("eps", fmt.eps)):
+            checks.append(_exact("dtypes", f"{fmt.name} {attr} = torch.finfo", ours, float(getattr(info, attr))))
+        if fmt.name in ("fp64", "fp32"):
+            continue
+        source = torch.tensor(samples, dtype=torch.float32)
+        theirs = source.to(dtype).to(torch.float64).tolist()
+        mismatches = sum(1 for s, t in zip(samples, theirs, strict=True) if not _same(fmt.round(s), t))
+        checks.append(Check(category="dtypes", name=f"{fmt.name} rounding = torch conversion", expected=0,
+                            measured=mismatches, ok=mismatches == 0,
+                            detail=f"{len(samples)} fp32 values incl. overflow, subnormals"))  # fmt: skip
+    return checks
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+# ------------------------------------------------------------------------------------- activations
+
+
+def _activations(torch: Any, device: str) -> Check:
+    shape = ModelShape(layers=1, hidden=256, heads=4, seq=256, vocab=1)
+    dtype = torch.bfloat16
+    block = _Block(torch, shape, device, dtype, dropout=0.1)
+    params = {p.data_ptr() for p in block.parameters()}
+    seen: dict[tuple[int, int], int] = {}
+
+    def pack(t: Any) -> Any:
+        if t.data_ptr() not in params and t.dim() > 0:
+            key = (t.untyped_storage().data_ptr(), t.storage_offset())
+            seen[key] = max(seen.get(key, 0), t.numel() * t.element_size())
+        return t
+
+    x = torch.randn(1, shape.seq, shape.hidden, device=device, dtype=dtype, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        block(x)
+    measured = float(sum(seen.values()))
+    expected, _formula = activation_bytes_per_layer(
+        ActivationInputs(shape=shape, batch=1, checkpointing=Checkpointing.none, element_bytes=2)
+    )
+    ratio = measured / expected
+    low, high = ACTIVATION_TOLERANCE
+    return Check(category="activations", name="GPT block saved bytes vs Korthikanti", expected=expected,
+                 measured=measured, ok=low <= ratio <= high,
+                 detail=f"ratio {ratio:.3f} (tolerance {low}–{high}); s=256, h=256, a=4, bf16, dropout")  # fmt: skip
+
+
+def run(device: str = "cpu") -> VerifyResult:
+    torch = import_torch()
+    dev = pick_device(torch, device)
+    torch.manual_seed(0)
+    checks = [*_mlp_flops(torch, dev), _block_flops(torch, dev), *_optimizer_memory(torch, dev), *_dtypes(torch),
+              _activations(torch, dev)]  # fmt: skip
+    failed = sum(1 for c in checks if not c.ok)
+    return VerifyResult(device=dev, torch_version=str(torch.__version__), checks=checks,
+                        passed=len(checks) - failed, failed=failed)  # fmt: skip
