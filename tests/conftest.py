@@ -1,0 +1,43 @@
+"""Every test runs with its own config directory and deterministic output (llm's autouse pattern)."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from napkin.cli import app
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs the optional 'bench' extra (torch)")
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """napkin never sees the real home directory, and rich renders the same everywhere."""
+    config = tmp_path / "config"
+    monkeypatch.setenv("NAPKIN_CONFIG_DIR", str(config))
+    monkeypatch.delenv("NAPKIN_HARDWARE_PATH", raising=False)
+    monkeypatch.delenv("NAPKIN_HARDWARE", raising=False)
+    monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("TERM", "dumb")
+    yield config
+
+
+class Run:
+    """Invoke the CLI in-process and keep stdout, stderr and the exit code apart."""
+
+    def __init__(self) -> None:
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, input: str | None = None) -> Result:
+        return self.runner.invoke(app, list(args), input=input)
+
+
+@pytest.fixture
+def napkin() -> Run:
+    return Run()

@@ -1,0 +1,192 @@
+"""Compute accounting against published figures, and its invariants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from napkin import profiles
+from napkin.compute import (
+    Money,
+    Recompute,
+    Throughput,
+    TrainQuery,
+    TrainTimeResult,
+    flops_per_token,
+    matmul,
+    mfu,
+    train_flops,
+    train_time,
+)
+from napkin.errors import UsageError
+from napkin.presets import get_preset
+
+H100 = profiles.resolve("h100").profile
+A100 = profiles.resolve("a100").profile
+TPU_V4 = profiles.resolve("tpu-v4").profile
+
+
+def _time(params: float | None, tokens: float | None, gpus: int | None, seconds: float | None = None,
+          mfu_value: float = 0.5, hw: profiles.HardwareProfile = H100) -> TrainTimeResult:  # fmt: skip
+    return train_time(TrainQuery(params=params, tokens=tokens, gpus=gpus, seconds=seconds),
+                      hw, "bf16", Throughput(peak_flops=hw.peak("bf16"), mfu_low=mfu_value, mfu_high=mfu_value))
+
+
+def test_the_lecture_example_70b_15t_1024_h100_is_143_9_days() -> None:
+    r = train_time(TrainQuery(params=70e9, tokens=15e12, gpus=1024), H100, "bf16", Throughput(peak_flops=989.5e12))
+    assert r.flops == pytest.approx(6.3e24, rel=1e-12)
+    assert (r.flops_forward, r.flops_backward) == pytest.approx((2.1e24, 4.2e24), rel=1e-12)
+    assert r.cluster_flops_per_second == pytest.approx(5.066e17, rel=1e-3)
+    assert r.seconds == pytest.approx(1.2435e7, rel=1e-4)
+    assert round(r.days, 1) == 143.9  # FORMULAS §1.1, "about 144 days"
+    assert r.gpu_hours == pytest.approx(1024 * r.seconds / 3600)
+
+
+def test_narayanan_gpt3_175b_on_1024_a100_at_140_tflops_is_34_days() -> None:
+    """Narayanan et al. 2021 eq. (4): 8·T·P/(n·X) with X the achieved (hardware) FLOP/s — "34 days"."""
+    r = train_time(TrainQuery(params=175e9, tokens=300e9, gpus=1024, recompute=Recompute.full), A100, "bf16",
+                   Throughput(peak_flops=312e12, achieved=140e12))  # fmt: skip
+    assert r.days == pytest.approx(33.9, abs=0.05)
+    assert r.hardware_flops == pytest.approx(8 * 175e9 * 300e9)
+    assert r.hfu == pytest.approx(140 / 312)
+    plain = train_time(TrainQuery(params=175e9, tokens=300e9, gpus=1024), A100, "bf16",
+                       Throughput(peak_flops=312e12, achieved=140e12))  # fmt: skip
+    assert plain.days == pytest.approx(25.4, abs=0.05)  # the same run counted as model FLOPs (6TP/nX)
+
+
+def test_palm_540b_mfu_is_45_7_without_and_46_2_with_attention() -> None:
+    """PaLM App. B: 238.3K tokens/s on 6144 TPU v4 at 275 TFLOP/s."""
+    assert mfu(540e9, 6144, TPU_V4, "bf16", tokens_per_second=238.3e3).mfu == pytest.approx(0.457, abs=5e-4)
+    shape = get_preset("palm-540b").shape
+    assert mfu(540e9, 6144, TPU_V4, "bf16", tokens_per_second=238.3e3, shape=shape).mfu == pytest.approx(
+        0.462, abs=5e-4
+    )
+    assert 6 * 540e9 + shape.attention_flops_per_token() == pytest.approx(3.28e12, rel=2e-3)  # Table 22
+
+
+def test_mt_nlg_mfu_from_palm_appendix_b() -> None:
+    result = mfu(530e9, 2240, A100, "bf16", tokens_per_second=65.43e3)
+    assert result.mfu == pytest.approx(0.298, abs=5e-4)
+
+
+def test_llama_65b_mfu_and_duration() -> None:
+    """LLaMA-65B: 380 tokens/s/GPU on 2048 A100-80GB, 1.4T tokens → MFU ≈ 47.6 %, ≈ 21 days."""
+    r = mfu(65.2e9, 2048, A100, "bf16", tokens=1.4e12, tokens_per_second=380 * 2048)
+    assert r.mfu == pytest.approx(0.476, abs=5e-4)
+    assert r.days == pytest.approx(20.8, abs=0.05)
+
+
+def test_mfu_warnings_for_impossible_and_tiny_values() -> None:
+    assert "above 1, which is impossible" in mfu(70e9, 8, H100, "bf16", tokens_per_second=1e5).warnings[0]
+    assert "below 0.05" in mfu(70e9, 1024, H100, "bf16", tokens_per_second=1e3).warnings[0]
+    assert mfu(70e9, 1024, H100, "bf16", tokens_per_second=1e6).warnings == []
+
+
+def test_mfu_needs_exactly_one_throughput_source() -> None:
+    with pytest.raises(UsageError, match="exactly one"):
+        mfu(70e9, 8, H100, "bf16")
+    with pytest.raises(UsageError, match="exactly one"):
+        mfu(70e9, 8, H100, "bf16", seconds=1.0, tokens_per_second=1.0, tokens=1.0)
+
+
+def test_solving_for_gpus_rounds_up_and_meets_the_deadline() -> None:
+    deadline = 90 * 86400.0
+    r = _time(70e9, 15e12, None, deadline)
+    assert r.solved_for == "gpus" and r.gpus == 1638  # 1024 × 143.93 / 90 = 1637.6, rounded up
+    assert r.seconds <= deadline < r.seconds * r.gpus / (r.gpus - 1)
+
+
+def test_solving_for_params_and_tokens() -> None:
+    r = _time(None, 15e12, 1024, 143.9265938 * 86400)
+    assert r.params == pytest.approx(70e9, rel=1e-6)
+    r = _time(70e9, None, 1024, 143.9265938 * 86400)
+    assert r.tokens == pytest.approx(15e12, rel=1e-6)
+
+
+def test_bad_combinations() -> None:
+    with pytest.raises(UsageError, match="give three of --params, --tokens, --gpus and --days/--hours; missing: "
+                                         "--params, --gpus"):  # fmt: skip
+        _time(None, 15e12, None, 1e6)
+    with pytest.raises(UsageError, match="disagree: these inputs give 143.9 days at MFU 0.5, not 10.0 days"):
+        _time(70e9, 15e12, 1024, 10 * 86400)
+    assert _time(70e9, 15e12, 1024, 143.93 * 86400).solved_for is None
+
+
+def test_mfu_range_gives_a_time_range_and_goodput_stretches_it() -> None:
+    r = train_time(TrainQuery(params=70e9, tokens=15e12, gpus=1024), H100, "bf16",
+                   Throughput(peak_flops=989.5e12, mfu_low=0.35, mfu_high=0.5))  # fmt: skip
+    assert r.seconds_range[0] == pytest.approx(1.2435e7, rel=1e-4)
+    assert r.seconds == r.seconds_range[1] == pytest.approx(1.2435e7 * 0.5 / 0.35, rel=1e-4)
+    g = train_time(TrainQuery(params=70e9, tokens=15e12, gpus=1024), H100, "bf16",
+                   Throughput(peak_flops=989.5e12, goodput=0.9))  # fmt: skip
+    assert g.seconds == pytest.approx(1.2435e7 / 0.9, rel=1e-4)
+
+
+def test_cost_energy_and_carbon() -> None:
+    r = train_time(TrainQuery(params=70e9, tokens=15e12, gpus=1024), H100, "bf16", Throughput(peak_flops=989.5e12),
+                   Money(price_per_hour=2.0, pue=1.2, carbon_g_per_kwh=400))  # fmt: skip
+    assert r.cost_usd == pytest.approx(r.gpu_hours * 2.0)
+    assert r.energy_kwh == pytest.approx(r.gpu_hours * 0.7 * 1.2)
+    assert r.co2_tonnes == pytest.approx(r.energy_kwh * 400 / 1e6)  # type: ignore[operator]
+    assert r.gpu_hours == pytest.approx(3.537e6, rel=1e-3)
+
+
+def test_undertrained_note() -> None:
+    assert any("under-trained" in w for w in _time(175e9, 300e9, 1024).warnings)
+    assert not any("under-trained" in w for w in _time(70e9, 1.4e12, 1024).warnings)
+
+
+def test_attention_term_and_recompute() -> None:
+    shape = get_preset("gpt3-175b").shape
+    fpt = flops_per_token(1.7395e11, shape)
+    assert fpt.attention / (6 * 1.7395e11) == pytest.approx(0.0278, abs=2e-4)  # FORMULAS §1.2: +2.78 %
+    causal = flops_per_token(1.7395e11, shape, causal=True)
+    assert causal.attention == pytest.approx(fpt.attention / 2)
+    assert flops_per_token(7e9, recompute=Recompute.full).hardware == pytest.approx(8 * 7e9)
+    t = train_flops(7e9, 1e12, recompute=Recompute.full)
+    assert (t.flops, t.hardware_flops) == pytest.approx((6 * 7e9 * 1e12, 8 * 7e9 * 1e12))
+
+
+def test_matmul_roofline() -> None:
+    big = matmul(4096, 4096, 4096, H100, "bf16")
+    assert big.flops == 2 * 4096**3
+    assert big.arithmetic_intensity == pytest.approx(1365.3, abs=0.1)  # FORMULAS §11
+    assert big.ridge_point == pytest.approx(295.4, abs=0.1)
+    assert big.bound == "compute" and big.seconds == pytest.approx(big.flops / 989.5e12)
+    gemv = matmul(1, 8192, 8192, H100, "bf16")
+    assert gemv.arithmetic_intensity == pytest.approx(1.0, abs=1e-3) and gemv.bound == "memory"
+    assert matmul(512, 8192, 28672, H100, "bf16").arithmetic_intensity == pytest.approx(474, abs=0.5)
+
+
+mfus = st.floats(min_value=0.05, max_value=1.0)
+sizes = st.floats(min_value=1e8, max_value=1e12)
+
+
+@given(sizes, st.floats(min_value=1e9, max_value=1e14), st.integers(min_value=1, max_value=100_000), mfus, mfus)
+def test_time_is_inversely_proportional_to_mfu(n: float, d: float, g: int, m1: float, m2: float) -> None:
+    t1 = _time(n, d, g, mfu_value=m1).seconds
+    t2 = _time(n, d, g, mfu_value=m2).seconds
+    assert t1 * m1 == pytest.approx(t2 * m2, rel=1e-9)
+
+
+@settings(max_examples=60)
+@given(sizes, st.floats(min_value=1e9, max_value=1e14), st.integers(min_value=1, max_value=100_000), mfus)
+def test_train_time_then_mfu_then_train_time_round_trips(n: float, d: float, g: int, m: float) -> None:
+    first = _time(n, d, g, mfu_value=m)
+    back = mfu(n, g, H100, "bf16", tokens=d, seconds=first.seconds)
+    assert back.mfu == pytest.approx(m, rel=1e-9)
+    again = _time(n, d, g, mfu_value=back.mfu)
+    assert again.seconds == pytest.approx(first.seconds, rel=1e-9)
+
+
+@settings(max_examples=60)
+@given(sizes, st.floats(min_value=1e9, max_value=1e14), st.floats(min_value=3600, max_value=1e8), mfus)
+def test_solved_gpus_meet_the_deadline_and_one_fewer_would_not(n: float, d: float, deadline: float, m: float) -> None:
+    r = _time(n, d, None, deadline, mfu_value=m)
+    assert r.seconds <= deadline * (1 + 1e-9)
+    if r.gpus > 1:
+        assert r.seconds * r.gpus / (r.gpus - 1) > deadline * (1 - 1e-9)
+    assert math.isfinite(r.days)
