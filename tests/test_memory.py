@@ -143,12 +143,17 @@ def test_activations_grow_with_batch_and_sequence(
     shape: ModelShape, b1: int, b2: int, ckpt: Checkpointing, flash: bool
 ) -> None:
     lo, hi = sorted((b1, b2))
-    small = activation_bytes_per_layer(ActivationInputs(shape=shape, batch=lo, checkpointing=ckpt, flash_attention=flash))
-    large = activation_bytes_per_layer(ActivationInputs(shape=shape, batch=hi, checkpointing=ckpt, flash_attention=flash))
+    small = activation_bytes_per_layer(
+        ActivationInputs(shape=shape, batch=lo, checkpointing=ckpt, flash_attention=flash)
+    )
+    large = activation_bytes_per_layer(
+        ActivationInputs(shape=shape, batch=hi, checkpointing=ckpt, flash_attention=flash)
+    )
     assert small[0] <= large[0]
     longer = shape.model_copy(update={"seq": shape.seq * 2})
-    assert activation_bytes_per_layer(ActivationInputs(shape=longer, batch=lo, checkpointing=ckpt))[0] >= (
-        activation_bytes_per_layer(ActivationInputs(shape=shape, batch=lo, checkpointing=ckpt))[0]
+    assert (
+        activation_bytes_per_layer(ActivationInputs(shape=longer, batch=lo, checkpointing=ckpt))[0]
+        >= (activation_bytes_per_layer(ActivationInputs(shape=shape, batch=lo, checkpointing=ckpt))[0])
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -84,7 +85,7 @@ def test_bad_fraction(text: str) -> None:
 def test_fraction_ranges() -> None:
     assert units.parse_fraction_range("0.35:0.5") == (0.35, 0.5)
     assert units.parse_fraction_range("0.4") == (0.4, 0.4)
-    with pytest.raises(UsageError, match="backwards; write LOW:HIGH, e.g. 0.35:0.5"):
+    with pytest.raises(UsageError, match=re.escape("backwards; write LOW:HIGH, e.g. 0.35:0.5")):
         units.parse_fraction_range("0.5:0.35", "--mfu")
 
 

@@ -147,18 +147,20 @@ def compare_command(
 @app.command("validate")
 def validate_command(
     paths: Annotated[list[Path] | None, typer.Argument(help="Files to check (default: every profile found).")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Check profile files; each problem is reported as file:line: field: message. Exit 1 if any is invalid."""
     from napkin.profiles import load_catalog, parse_profile
 
     problems: list[str] = []
+    valid: list[str] = []
     checked = 0
     if paths:
         for path in paths:
             checked += 1
             try:
                 parse_profile(path.read_text(encoding="utf-8"), str(path))
-                typer.echo(f"ok  {path}")
+                valid.append(str(path))
             except ProfileError as exc:
                 problems += exc.problems
             except OSError as exc:
@@ -167,10 +169,15 @@ def validate_command(
         catalog = load_catalog()
         for loaded in catalog.profiles:
             checked += 1
-            typer.echo(f"ok  {loaded.path}")
+            valid.append(loaded.path)
         for broken in catalog.broken:
             checked += 1
             problems += list(broken.problems) or [broken.error]
+    if as_json:
+        typer.echo(json.dumps({"valid": valid, "problems": problems}, indent=2))
+    else:
+        for path_text in valid:
+            typer.echo(f"ok  {path_text}")
     for line in problems:
         typer.echo(line, err=True)
     if problems:
@@ -208,6 +215,7 @@ def new_command(
     name: Annotated[str, typer.Argument(help="Name of the new profile (lower-case, e.g. my-h100).")],
     source: Annotated[str, typer.Option("--from", help="Profile to copy.")] = "h100",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing user profile of that name.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Copy a profile into your user directory for editing (never overwrites without --force)."""
     from napkin.files import write_atomic
@@ -222,12 +230,12 @@ def new_command(
         parse_profile(text, str(target))
         write_atomic(target, text, overwrite=force)
         _user_schema(target.parent)
-    typer.echo(str(target))
+    typer.echo(json.dumps({"path": str(target), "from": loaded.profile.name}) if as_json else str(target))
     warn(f"created {target} from {loaded.profile.name}; edit it with 'napkin hardware edit {name}'")
 
 
 @app.command("edit")
-def edit_command(name: NameArg) -> None:
+def edit_command(name: NameArg, as_json: JsonOpt = False) -> None:
     """Open your copy of a profile in $EDITOR (creating it if needed); keep it only if it validates."""
     from napkin.files import write_atomic
     from napkin.profiles import normalize, parse_profile, resolve, user_hardware_dir
@@ -267,7 +275,7 @@ def edit_command(name: NameArg) -> None:
                  f"and reopens with 'napkin hardware edit {name}'", 1)  # fmt: skip
         write_atomic(target, text, overwrite=True)
         draft.unlink()
-    typer.echo(str(target))
+    typer.echo(json.dumps({"path": str(target)}) if as_json else str(target))
 
 
 @app.command("path")

@@ -1,0 +1,210 @@
+"""The CLI through typer's CliRunner: output, --json contracts, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import Run
+
+LECTURE = ["train-time", "--params", "70e9", "--tokens", "15e12", "--gpus", "1024"]
+
+
+def test_train_time_lecture_example(napkin: Run) -> None:
+    r = napkin(*LECTURE)
+    assert r.exit_code == 0, r.stderr
+    assert "143.9 days" in r.stdout
+    assert "6.30e24 FLOPs" in r.stdout and "989.5 TFLOP/s" in r.stdout
+    assert r.stderr == ""
+
+
+def test_suffixes_give_identical_results(napkin: Run) -> None:
+    assert (
+        napkin(*LECTURE).stdout == napkin("train-time", "--params", "70B", "--tokens", "15T", "--gpus", "1024").stdout
+    )
+    a = json.loads(napkin(*LECTURE, "--json").stdout)
+    b = json.loads(napkin("train-time", "-N", "70b", "-D", "15_000_000_000_000", "-G", "1_024", "--json").stdout)
+    assert a == b
+
+
+def test_train_time_json_contract(napkin: Run) -> None:
+    r = napkin(*LECTURE, "--json")
+    data = json.loads(r.stdout)
+    for key in ("flops", "seconds", "days", "gpu_hours", "gpus", "mfu", "peak_flops", "hardware"):
+        assert key in data, key
+    assert data["flops"] == 6.3e24 and data["gpus"] == 1024 and data["mfu"] == 0.5
+    assert data["peak_flops"] == 989.5e12 and data["hardware"] == "h100-sxm"
+    assert round(data["days"], 1) == 143.9 and "steps" not in data
+
+
+def test_solved_quantity_is_reported_under_the_input_key(napkin: Run) -> None:
+    data = json.loads(napkin("train-time", "-N", "70B", "-D", "15T", "--days", "90", "--json").stdout)
+    assert data["solved_for"] == "gpus" and data["gpus"] == 1638
+    data = json.loads(napkin("train-time", "-D", "15T", "-G", "1024", "--days", "90", "--json").stdout)
+    assert data["solved_for"] == "params" and data["params"] == pytest.approx(70e9 * 90 / 143.9266, rel=1e-5)
+
+
+def test_cost_energy_carbon_keys(napkin: Run) -> None:
+    data = json.loads(napkin(*LECTURE, "--price", "2.5", "--pue", "1.2", "--carbon", "400", "--json").stdout)
+    assert data["cost_usd"] == pytest.approx(data["gpu_hours"] * 2.5)
+    assert data["energy_kwh"] == pytest.approx(data["gpu_hours"] * 0.7 * 1.2)
+    assert data["co2_tonnes"] == pytest.approx(data["energy_kwh"] * 400 / 1e6)
+
+
+def test_explain_shows_formulas_and_sources(napkin: Run) -> None:
+    r = napkin(*LECTURE, "--explain")
+    assert r.exit_code == 0
+    for text in ("Derivation", "C = 6·N·D", "Kaplan et al.", "PaLM", "143.9 days"):
+        assert text in r.stdout, text
+    steps = json.loads(napkin(*LECTURE, "--json", "--explain").stdout)["steps"]
+    assert steps[0]["formula"] == "C = 6·N·D = (2N forward + 4N backward)·D"
+    assert steps[0]["source"].startswith("Kaplan et al. 2020, arXiv:2001.08361 §2.1")
+    assert "NVIDIA H100 Tensor Core GPU Datasheet" in steps[1]["source"]
+
+
+def test_narayanan_through_the_cli(napkin: Run) -> None:
+    r = napkin("train-time", "-N", "175B", "-D", "300B", "-G", "1024", "-H", "a100", "--achieved", "140 TFLOP/s",
+               "--recompute", "full", "--json")  # fmt: skip
+    data = json.loads(r.stdout)
+    assert round(data["days"], 1) == 33.9
+    assert "under-trained" in r.stderr  # 1.7 tokens per parameter
+
+
+def test_max_model(napkin: Run) -> None:
+    r = napkin("max-model", "--gpus", "8", "--optimizer", "adamw")
+    assert r.exit_code == 0 and "40.0 B params" in r.stdout
+    assert "16 B = 4 (params) + 4 (gradients) + 8 (optimizer states)" in r.stdout
+    assert "not included: CUDA context" in r.stdout and "pooled across GPUs" in r.stdout
+    data = json.loads(napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--json").stdout)
+    assert data["params"] == pytest.approx(40e9) and data["bytes_per_param"] == 16
+    assert data["memory_bytes"] == 640e9 and data["hardware"] == "h100-sxm"
+    assert data["breakdown"] == {"params": 4, "gradients": 4, "master_weights": 0, "optimizer_states": 8}
+    assert "5.0 B params" in napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--sharding", "none").stdout
+
+
+def test_memory_json_and_bar(napkin: Run) -> None:
+    args = ["memory", "-N", "7.5B", "--gpus", "64", "--precision", "mixed", "--optimizer", "adam"]
+    data = json.loads(napkin(*args, "--sharding", "zero2", "--json").stdout)
+    assert data["per_gpu_bytes"] == pytest.approx(16.64e9, rel=1e-3) and data["fits"] is True
+    assert set(data["breakdown"]) == {"params", "gradients", "master_weights", "optimizer_states"}
+    text = napkin(*args, "--sharding", "none").stdout
+    assert "does NOT fit" in text and "█" in text
+
+
+def test_memory_with_a_model_and_activations(napkin: Run) -> None:
+    data = json.loads(napkin("memory", "--model", "llama3-8b", "--gpus", "8", "--precision", "mixed",
+                             "--checkpointing", "full", "--json").stdout)  # fmt: skip
+    assert data["params"] == 8_030_261_248
+    assert data["breakdown"]["activations"] == 8192 * 4096 * 2 * 32
+    assert data["max_micro_batch"] >= 1
+
+
+def test_mfu_command(napkin: Run) -> None:
+    data = json.loads(napkin("mfu", "--model", "palm-540b", "--gpus", "6144", "-H", "tpu-v4",
+                             "--tokens-per-second", "238.3e3", "--json").stdout)  # fmt: skip
+    assert round(data["mfu"], 3) == 0.462
+    r = napkin("mfu", "-N", "65.2B", "-D", "1.4T", "-G", "2048", "-H", "a100", "--tokens-per-second-per-gpu", "380")
+    assert "47.6 %" in r.stdout and "20.8 days" in r.stdout
+    r = napkin("mfu", "-N", "70B", "-D", "15T", "-G", "8", "--days", "1")
+    assert "above 1, which is impossible" in r.stderr and r.exit_code == 0
+
+
+def test_flops_and_optimal_and_models(napkin: Run) -> None:
+    data = json.loads(napkin("flops", "train", "-N", "7B", "-D", "1T", "--recompute", "full", "--json").stdout)
+    assert (data["flops"], data["hardware_flops"]) == (4.2e22, 5.6e22)
+    data = json.loads(napkin("flops", "matmul", "4096", "4096", "4096", "--json").stdout)
+    assert data["bound"] == "compute" and data["flops"] == 2 * 4096**3
+    data = json.loads(napkin("optimal", "--compute", "5.76e23", "--json").stdout)
+    assert data["fitted"]["tokens_per_param"] == pytest.approx(18.4, abs=0.05)
+    from_gpus = json.loads(napkin("optimal", "--gpus", "1024", "--days", "30", "--json").stdout)
+    assert from_gpus["compute"] == pytest.approx(1024 * 989.5e12 * 0.5 * 30 * 86400)
+    assert "llama3-8b" in napkin("models").stdout
+    assert any(m["name"] == "mixtral-8x7b" for m in json.loads(napkin("models", "--json").stdout))
+
+
+def test_dtypes_tensor_optimizers(napkin: Run) -> None:
+    rows = {row["name"]: row for row in json.loads(napkin("dtypes", "--value", "1e-8", "--json").stdout)}
+    assert rows["fp16"]["stored"] == 0.0 and rows["bf16"]["stored"] == pytest.approx(1.0011717677e-8)
+    assert "65504" in napkin("dtypes").stdout
+    assert "2.42 GB (2.25 GiB)" in napkin("tensor", "49152x12288").stdout
+    table = json.loads(napkin("optimizers", "--json").stdout)
+    assert table["adamw"]["mixed"]["total"] == 16 and table["adamw"]["mixed-fp32-grads"]["total"] == 18
+    assert "adam-8bit" in napkin("optimizers").stdout
+
+
+BAD_INPUTS = [
+    (["train-time", "--params", "abc", "-D", "1T", "-G", "8"], 2,
+     "napkin: error: --params: 'abc' is not understood; expected a positive count such as 70e9, 70B, 1.5T, 7M or "
+     "70_000_000_000"),
+    (["train-time", "-N", "-5", "-D", "1T", "-G", "8"], 2, "napkin: error: --params: '-5' must be positive and finite"),
+    (["train-time", "-N", "nan", "-D", "1T", "-G", "8"], 2, "napkin: error: --params: 'nan' is not understood"),
+    (["train-time", "-N", "inf", "-D", "1T", "-G", "8"], 2, "napkin: error: --params: 'inf' is not understood"),
+    (["train-time", "-N", "0", "-D", "1T", "-G", "8"], 2, "napkin: error: --params: '0' must be positive"),
+    (["train-time", "-N", "7B", "-D", "1T", "-G", "2.5"], 2, "napkin: error: --gpus: '2.5' must be a whole number"),
+    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--mfu", "1.5"], 2,
+     "napkin: error: --mfu: '1.5' is out of range; expected a number in (0, 1] such as 0.5 or 50%"),
+    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--mfu", "0"], 2, "napkin: error: --mfu: '0' is out of range"),
+    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--mfu", "0.5:0.3"], 2,
+     "napkin: error: --mfu: range '0.5:0.3' is written backwards; write LOW:HIGH, e.g. 0.3:0.5"),
+    (["train-time", "-N", "7B"], 2,
+     "napkin: error: give three of --params, --tokens, --gpus and --days/--hours; missing: --tokens, --gpus, "
+     "--days/--hours"),
+    (["train-time", "-N", "70B", "-D", "15T", "-G", "1024", "--days", "10"], 2,
+     "napkin: error: --params, --tokens, --gpus and --days/--hours disagree"),
+    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--hardware", "h10"], 2,
+     "napkin: error: --hardware: unknown hardware 'h10'; closest: h100-sxm"),
+    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "-H", "v100"], 2,
+     "napkin: error: --dtype: v100-sxm2-32gb has no bf16 peak; it has: fp64, fp32, fp16"),
+    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--dtype", "fp7"], 2, "napkin: error: Invalid value for '--dtype'"),
+    (["max-model", "--optimizer", "adamx"], 2,
+     "napkin: error: Invalid value for '--optimizer' / '-o': 'adamx' is not one of 'sgd', 'sgd-momentum'"),
+    (["max-model", "--precision", "fp8"], 2, "napkin: error: Invalid value for '--precision' / '-p': 'fp8'"),
+    (["max-model", "--sharding", "zero4"], 2, "napkin: error: Invalid value for '--sharding': 'zero4' is not one of"),
+    (["max-model", "--gpus", "0"], 2, "napkin: error: --gpus: '0' must be positive"),
+    (["max-model", "--reserve", "200GB"], 2, "napkin: error: --reserve and activations (200 GB (186 GiB)) leave no room"),
+    (["memory", "--gpus", "8"], 2, "napkin: error: --params (or --model) is required"),
+    (["memory", "-N", "7B", "--batch", "4"], 2, "napkin: error: activation options need a model shape"),
+    (["memory", "-N", "7B", "--model", "nope"], 2, "napkin: error: --model: unknown model 'nope'"),
+    (["mfu", "-N", "7B", "-G", "8"], 2, "napkin: error: give exactly one of --days, --hours, --gpu-hours"),
+    (["tensor", "12xq"], 2, "napkin: error: SHAPE: '12xq' is not a shape"),
+    (["dtypes", "--value", "big"], 2, "napkin: error: --value: 'big' is not a number"),
+    (["train-time", "--bogus"], 2, "napkin: error: No such option: --bogus"),
+    (["frobnicate"], 2, "napkin: error: No such command 'frobnicate'. (see 'napkin --help')"),
+    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--hardware-file", "/nonexistent.yaml"], 2,
+     "napkin: error: --hardware-file: cannot read '/nonexistent.yaml': No such file or directory"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "code", "message"), BAD_INPUTS, ids=[" ".join(a[0][:3]) for a in BAD_INPUTS])
+def test_bad_inputs_get_one_line_errors(napkin: Run, args: list[str], code: int, message: str) -> None:
+    r = napkin(*args)
+    assert r.exit_code == code
+    assert r.stdout == ""
+    assert r.stderr.startswith(message), r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+COMMANDS = [
+    ["train-time"], ["max-model"], ["memory"], ["mfu"], ["optimal"], ["models"], ["optimizers"], ["dtypes"],
+    ["tensor"], ["flops", "matmul"], ["flops", "train"], ["bench", "matmul"], ["verify"], ["hardware", "list"],
+    ["hardware", "show"], ["hardware", "compare"], ["hardware", "validate"], ["hardware", "new"],
+    ["hardware", "edit"], ["hardware", "path"], ["hardware", "schema"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_has_help_and_json(napkin: Run, command: list[str]) -> None:
+    r = napkin(*command, "--help")
+    assert r.exit_code == 0 and "Usage: napkin" in r.stdout
+    assert "--json" in r.stdout or command[-1] == "schema"
+
+
+def test_root_help_and_version(napkin: Run) -> None:
+    r = napkin("--help")
+    assert r.exit_code == 0 and "train-time" in r.stdout and "GiB = 2^30 B" in r.stdout
+    assert napkin("-h").stdout == r.stdout
+    assert napkin().exit_code == 0
+    from napkin import __version__
+
+    assert napkin("--version").stdout == f"napkin {__version__}\n"
