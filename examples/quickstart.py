@@ -3,14 +3,17 @@
 Run it with ``python examples/quickstart.py``; a test runs it and checks what it prints.
 """
 
+from napkin.choices import Optimizer, Precision, Sharding
 from napkin.compute import Throughput, TrainQuery, train_time
-from napkin.memory import Optimizer, Precision, Sharding, max_model, memory
+from napkin.memory import max_model, memory
 from napkin.profiles import resolve
 
 h100 = resolve("h100").profile
 
 # How long does a 70B model take on 15T tokens with 1024 H100s at MFU 0.5?
-run = train_time(TrainQuery(params=70e9, tokens=15e12, gpus=1024), h100, "bf16", Throughput(peak_flops=h100.peak("bf16")))
+run = train_time(
+    TrainQuery(params=70e9, tokens=15e12, gpus=1024), h100, "bf16", Throughput(peak_flops=h100.peak("bf16"))
+)
 print(f"train time: {run.days:.1f} days, {run.gpu_hours:,.0f} GPU-hours, {run.flops:.2e} FLOPs")
 
 # What is the largest model 8 H100s can train with AdamW in fp32, states fully sharded?

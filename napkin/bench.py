@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from napkin.base import Record
 from napkin.errors import MissingDependencyError, UsageError
 
 INSTALL_HINT = "napkin bench and napkin verify need torch: pip install 'napkin[bench]'"
@@ -39,7 +40,7 @@ def import_torch() -> Any:
     return torch
 
 
-class MatmulRecord(BaseModel):
+class MatmulRecord(Record):
     device: str
     device_name: str
     dtype: str
@@ -56,7 +57,7 @@ class MatmulRecord(BaseModel):
     repeats: int = 0
 
 
-class BenchResult(BaseModel):
+class BenchResult(Record):
     device: str
     device_name: str
     torch_version: str

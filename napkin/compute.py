@@ -11,11 +11,12 @@ Pure functions over pydantic models: no printing, no files. Formulas (FORMULAS �
 from __future__ import annotations
 
 import math
-from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from napkin import sources
+from napkin.base import Record
+from napkin.choices import Recompute
 from napkin.errors import UsageError
 from napkin.explain import Step, step
 from napkin.profiles import HardwareProfile
@@ -39,13 +40,7 @@ DTYPE_BYTES = {
 }  # fmt: skip
 
 
-class Recompute(StrEnum):
-    none = "none"
-    selective = "selective"  # re-run QKᵀ, softmax and A·V in the backward pass
-    full = "full"  # re-run each block's forward (one extra forward pass)
-
-
-class FlopsPerToken(BaseModel):
+class FlopsPerToken(Record):
     """Training FLOPs per token, split the way the papers split them."""
 
     model_config = ConfigDict(frozen=True)
@@ -87,7 +82,7 @@ def flops_per_token(
     )  # fmt: skip
 
 
-class Throughput(BaseModel):
+class Throughput(Record):
     """How fast one device works: a peak times an MFU range, or an achieved rate."""
 
     model_config = ConfigDict(frozen=True)
@@ -100,13 +95,13 @@ class Throughput(BaseModel):
     goodput: float = Field(default=1.0, gt=0, le=1, description="fraction of wall-clock time doing useful steps")
 
 
-class Money(BaseModel):
+class Money(Record):
     price_per_hour: float | None = Field(default=None, gt=0)
     pue: float = Field(default=1.0, ge=1.0)
     carbon_g_per_kwh: float | None = Field(default=None, ge=0)
 
 
-class TrainTimeResult(BaseModel):
+class TrainTimeResult(Record):
     """Everything train-time reports. Base units: FLOP, FLOP/s, seconds."""
 
     hardware: str
@@ -146,7 +141,7 @@ class TrainTimeResult(BaseModel):
     steps: list[Step] = Field(default_factory=list)
 
 
-class TrainQuery(BaseModel):
+class TrainQuery(Record):
     """A train-time question: any three of params, tokens, gpus and seconds (the fourth is solved)."""
 
     params: float | None = Field(default=None, gt=0)
@@ -329,7 +324,7 @@ def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money 
 # ------------------------------------------------------------------------------------------- MFU
 
 
-class MfuResult(BaseModel):
+class MfuResult(Record):
     hardware: str
     dtype: str
     params: float
@@ -404,7 +399,7 @@ def mfu(
 # ---------------------------------------------------------------------------------------- matmul
 
 
-class MatmulResult(BaseModel):
+class MatmulResult(Record):
     m: int
     k: int
     n: int
@@ -453,7 +448,7 @@ def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> Mat
 # ------------------------------------------------------------------------------------- flops train
 
 
-class TrainFlopsResult(BaseModel):
+class TrainFlopsResult(Record):
     params: float
     tokens: float
     flops: float = Field(description="model FLOPs: 6·N·D + attention")

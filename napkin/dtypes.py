@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from napkin.base import Record
 from napkin.errors import UsageError
 
 
@@ -114,7 +115,7 @@ FORMATS: dict[str, FloatFormat] = {
 INT8_MIN, INT8_MAX = -128, 127
 
 
-class DtypeRow(BaseModel):
+class DtypeRow(Record):
     model_config = ConfigDict(frozen=True)
 
     name: str
@@ -171,7 +172,7 @@ def parse_value(text: str) -> float:
         raise UsageError(f"--value: {text!r} is not a number; give e.g. 1e-8, 448 or 65504") from None
 
 
-class TensorSize(BaseModel):
+class TensorSize(Record):
     shape: list[int]
     dtype: str
     elements: int

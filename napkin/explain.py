@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from napkin.base import Record
 
 
-class Step(BaseModel):
+class Step(Record):
     """One line of a napkin derivation: the formula, the numbers put in, the result and its source."""
 
     model_config = ConfigDict(frozen=True)

@@ -13,9 +13,10 @@ from typing import Any
 
 import yaml
 
+from napkin.choices import Dtype
 from napkin.errors import ProfileError
 from napkin.files import write_atomic
-from napkin.profiles import Dtype, LoadedProfile, Measurement, config_dir, read_yaml
+from napkin.profiles import LoadedProfile, Measurement, config_dir, read_yaml
 
 HEADER = "# Written by 'napkin bench matmul --save'. Best measured dense matmul FLOP/s per profile and dtype.\n"
 

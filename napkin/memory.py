@@ -12,51 +12,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from napkin import sources
+from napkin.base import Record
+from napkin.choices import Checkpointing, Optimizer, Precision, Sharding
 from napkin.errors import UsageError
 from napkin.explain import Step, step
 from napkin.profiles import HardwareProfile
 from napkin.transformer import ModelShape
 from napkin.units import format_bytes, format_count, format_sci
-
-
-class Optimizer(StrEnum):
-    sgd = "sgd"
-    sgd_momentum = "sgd-momentum"
-    adagrad = "adagrad"
-    rmsprop = "rmsprop"
-    adam = "adam"
-    adamw = "adamw"
-    adafactor = "adafactor"
-    lion = "lion"
-    adam_8bit = "adam-8bit"
-    muon = "muon"
-
-
-class Precision(StrEnum):
-    fp32 = "fp32"  # everything 4 B
-    mixed = "mixed"  # 16-bit params and grads, fp32 master weights and states (ZeRO)
-    mixed_fp32_grads = "mixed-fp32-grads"  # 16-bit params, fp32 grads, master, states (Megatron/DeepSpeed)
-    bf16 = "bf16"  # pure 16-bit, no master copy
-
-
-class Sharding(StrEnum):
-    none = "none"  # DDP: every GPU holds everything
-    zero1 = "zero1"  # optimizer states (and master weights) partitioned
-    zero2 = "zero2"  # + gradients
-    zero3 = "zero3"  # + parameters
-    fsdp = "fsdp"  # PyTorch FSDP FULL_SHARD ≈ ZeRO-3
-
-
-class Checkpointing(StrEnum):
-    none = "none"
-    selective = "selective"
-    full = "full"
-
 
 COMPONENTS = ("params", "gradients", "master_weights", "optimizer_states")
 
@@ -119,7 +85,7 @@ PRECISIONS: dict[Precision, PrecisionSpec] = {
 }
 
 
-class BytesPerParam(BaseModel):
+class BytesPerParam(Record):
     """Bytes per parameter of model state, by component; ``total`` is their sum."""
 
     model_config = ConfigDict(frozen=True)
@@ -179,7 +145,7 @@ def per_gpu_bytes_per_param(bpp: BytesPerParam, sharding: Sharding, dp: int) -> 
 # ------------------------------------------------------------------------------------ activations
 
 
-class ActivationInputs(BaseModel):
+class ActivationInputs(Record):
     """What the activation formula needs; ``shape`` gives L, h, a, F and s."""
 
     model_config = ConfigDict(frozen=True)
@@ -231,7 +197,7 @@ def activation_source(x: ActivationInputs) -> str:
 # ----------------------------------------------------------------------------------------- memory
 
 
-class MemoryResult(BaseModel):
+class MemoryResult(Record):
     hardware: str
     params: float
     optimizer: Optimizer
@@ -358,7 +324,7 @@ def _sharding_source(sharding: Sharding) -> str:
 # -------------------------------------------------------------------------------------- max model
 
 
-class MaxModelResult(BaseModel):
+class MaxModelResult(Record):
     hardware: str
     gpus: int
     optimizer: Optimizer

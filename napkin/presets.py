@@ -6,14 +6,15 @@ import difflib
 from functools import cache
 from importlib.resources import files
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from napkin.base import Record
 from napkin.errors import ProfileError, UsageError
 from napkin.profiles import normalize, read_yaml, validation_messages
 from napkin.transformer import ModelShape
 
 
-class ModelPreset(BaseModel):
+class ModelPreset(Record):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str

@@ -24,7 +24,6 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import StrEnum
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -33,7 +32,6 @@ from typing import Annotated, Any, Final, Literal
 import yaml
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -43,6 +41,8 @@ from pydantic import (
 )
 
 from napkin import units
+from napkin.base import Record
+from napkin.choices import Dtype
 from napkin.errors import NapkinError, ProfileError, UsageError
 
 ENV_HARDWARE_PATH: Final = "NAPKIN_HARDWARE_PATH"
@@ -53,21 +53,6 @@ DEFAULT_HARDWARE: Final = "h100"
 Origin = Literal["file", "env", "user", "built-in"]
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class Dtype(StrEnum):
-    """Number formats a peak FLOP/s figure can be given for (dense tensor-core/matrix peaks)."""
-
-    fp64 = "fp64"
-    fp64_tensor = "fp64_tensor"
-    fp32 = "fp32"
-    tf32 = "tf32"
-    bf16 = "bf16"
-    fp16 = "fp16"
-    fp8 = "fp8"
-    fp6 = "fp6"
-    fp4 = "fp4"
-    int8 = "int8"
 
 
 def _quantity(parser: Any, kind: str, example: str) -> Any:
@@ -109,7 +94,7 @@ def _check_slug(value: str) -> str:
 Slug = Annotated[str, AfterValidator(_check_slug)]
 
 
-class Source(BaseModel):
+class Source(Record):
     """Where a set of numbers comes from: a datasheet or whitepaper."""
 
     model_config = _STRICT
@@ -118,7 +103,7 @@ class Source(BaseModel):
     covers: str | None = Field(default=None, description="which figures this source gives")
 
 
-class Measurement(BaseModel):
+class Measurement(Record):
     """A measured matmul throughput (written by ``napkin bench matmul --save``, never by hand)."""
 
     model_config = _STRICT
@@ -129,7 +114,7 @@ class Measurement(BaseModel):
     size: str | None = Field(default=None, description="matmul shape M x K x N of the best result")
 
 
-class HardwareProfile(BaseModel):
+class HardwareProfile(Record):
     """One accelerator. Peaks are dense (no 2:4 sparsity), per device, in FLOP/s."""
 
     model_config = _STRICT
@@ -413,9 +398,40 @@ def load_file(path: str | Path) -> LoadedProfile:
     return LoadedProfile(parse_profile(text, str(file)), "file", str(file), text)
 
 
+def find(name: str, search: Iterable[tuple[Origin, Traversable]] | None = None) -> LoadedProfile:
+    """The first profile along the search path that answers to ``name``; only that one is validated.
+
+    Files are scanned in priority order by their raw ``name`` and ``aliases`` (cheap), so a command
+    pays for validating one profile, not the whole catalog. A matching file that is invalid is an
+    error naming that file; it never falls through to a lower-priority profile.
+    """
+    key = normalize(name)
+    dirs = list(search) if search is not None else search_path()
+    for origin, directory in dirs:
+        for entry in _yaml_files(directory):
+            label = _label(entry)
+            stem_matches = normalize(entry.name.rsplit(".", 1)[0]) == key
+            try:
+                text = entry.read_text(encoding="utf-8")
+                data, _ = read_yaml(text, label)
+            except ProfileError:
+                if stem_matches:
+                    raise
+                continue
+            except (OSError, UnicodeDecodeError) as exc:
+                if stem_matches:
+                    raise ProfileError(f"{label}: cannot read: {exc}") from None
+                continue
+            raw = data if isinstance(data, dict) else {}
+            names = [raw.get("name"), *(raw.get("aliases") or [] if isinstance(raw.get("aliases"), list) else [])]
+            if key in {normalize(str(n)) for n in names if n is not None} or (stem_matches and not raw.get("name")):
+                return LoadedProfile(parse_profile(text, label), origin, label, text)
+    raise UsageError(unknown_name_message(name, load_catalog(dirs).visible()))
+
+
 def resolve(name: str | None = None, hardware_file: str | Path | None = None) -> LoadedProfile:
     """The profile a command should use, with any saved measurements attached."""
-    loaded = load_file(hardware_file) if hardware_file is not None else load_catalog().find(name or DEFAULT_HARDWARE)
+    loaded = load_file(hardware_file) if hardware_file is not None else find(name or DEFAULT_HARDWARE)
     from napkin.measurements import attach  # local: keeps this module free of the writer
 
     return attach(loaded)

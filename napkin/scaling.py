@@ -12,16 +12,17 @@ The default constants are the Epoch AI refit (Besiroglu et al. 2024), the only s
 from __future__ import annotations
 
 import math
-from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from napkin import sources
+from napkin.base import Record
+from napkin.choices import Fit
 from napkin.explain import Step, step
 from napkin.units import format_count, format_flops, format_sci
 
 
-class LawConstants(BaseModel):
+class LawConstants(Record):
     model_config = ConfigDict(frozen=True)
 
     label: str
@@ -31,11 +32,6 @@ class LawConstants(BaseModel):
     alpha: float
     beta: float
     source: str
-
-
-class Fit(StrEnum):
-    epoch = "epoch"
-    hoffmann = "hoffmann"
 
 
 CONSTANTS = {
@@ -51,7 +47,7 @@ def loss(n: float, d: float, c: LawConstants) -> float:
     return float(c.E + c.A / n**c.alpha + c.B / d**c.beta)
 
 
-class Allocation(BaseModel):
+class Allocation(Record):
     method: str
     params: float
     tokens: float
@@ -60,7 +56,7 @@ class Allocation(BaseModel):
     source: str
 
 
-class OptimalResult(BaseModel):
+class OptimalResult(Record):
     compute: float
     rule_of_20: Allocation
     fitted: Allocation

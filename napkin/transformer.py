@@ -7,22 +7,13 @@ PaLM), ``d_h`` head dimension (``Q``), ``n_kv`` key/value heads, ``F`` FFN width
 
 from __future__ import annotations
 
-from enum import StrEnum
+from pydantic import ConfigDict, Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-
-class Mlp(StrEnum):
-    gelu = "gelu"  # two matrices: d→F, F→d
-    swiglu = "swiglu"  # three matrices: gate, up (d→F) and down (F→d)
+from napkin.base import Record
+from napkin.choices import Mlp, Norm
 
 
-class Norm(StrEnum):
-    layernorm = "layernorm"  # γ and β
-    rmsnorm = "rmsnorm"  # γ only
-
-
-class ModelShape(BaseModel):
+class ModelShape(Record):
     """Everything napkin needs to know about a model's architecture."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -17,21 +17,12 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
-
+from napkin.base import Record
 from napkin.bench import import_torch, pick_device
+from napkin.choices import Checkpointing, Optimizer, Precision
 from napkin.compute import flops_per_token
 from napkin.dtypes import FORMATS
-from napkin.memory import (
-    OPTIMIZERS,
-    ActivationInputs,
-    Checkpointing,
-    Optimizer,
-    Precision,
-    activation_bytes_per_layer,
-    bytes_per_param,
-    state_elements,
-)
+from napkin.memory import OPTIMIZERS, ActivationInputs, activation_bytes_per_layer, bytes_per_param, state_elements
 from napkin.transformer import ModelShape
 
 #: Saved-for-backward bytes of a real block differ from the paper's accounting (PyTorch also saves
@@ -40,7 +31,7 @@ from napkin.transformer import ModelShape
 ACTIVATION_TOLERANCE = (0.8, 1.25)
 
 
-class Check(BaseModel):
+class Check(Record):
     category: str
     name: str
     expected: float
@@ -49,7 +40,7 @@ class Check(BaseModel):
     detail: str = ""
 
 
-class VerifyResult(BaseModel):
+class VerifyResult(Record):
     device: str
     torch_version: str
     checks: list[Check]

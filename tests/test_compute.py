@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from napkin import profiles
+from napkin.choices import Recompute
 from napkin.compute import (
     Money,
-    Recompute,
     Throughput,
     TrainQuery,
     TrainTimeResult,

@@ -7,14 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from napkin import profiles
+from napkin.choices import Checkpointing, Optimizer, Precision, Sharding
 from napkin.memory import (
     OPTIMIZERS,
     PRECISIONS,
     ActivationInputs,
-    Checkpointing,
-    Optimizer,
-    Precision,
-    Sharding,
     activation_bytes_per_layer,
     bytes_per_param,
     max_model,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from napkin.scaling import CONSTANTS, Fit, loss, optimal
+from napkin.choices import Fit
+from napkin.scaling import CONSTANTS, loss, optimal
 
 
 def sig3(x: float) -> float:

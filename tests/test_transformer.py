@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from napkin.choices import Mlp, Norm
 from napkin.presets import get_preset, load_presets
-from napkin.transformer import Mlp, ModelShape, Norm
+from napkin.transformer import ModelShape
 
 
 def test_gpt2_small_is_124_439_808() -> None:

@@ -6,7 +6,9 @@ Each command converts napkin's user-facing errors into one line on stderr and an
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import sys
+from typing import Annotated, Any
 
 import typer
 
@@ -14,16 +16,17 @@ from napkin import __version__
 from napkin.cli import compute_cmds, hardware_cmds, live_cmds, memory_cmds
 from napkin.cli.common import NapkinGroup
 
-app = typer.Typer(
-    name="napkin",
-    cls=NapkinGroup,
-    help="Napkin math for deep-learning training runs: FLOPs, time, memory, cost — with sources.",
-    epilog="Units: GB = 1e9 B, GiB = 2^30 B; counts use K/M/B/T = 1e3/1e6/1e9/1e12; peaks are dense.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    add_completion=False,
-)
+_SETTINGS: dict[str, Any] = {
+    "name": "napkin",
+    "cls": NapkinGroup,
+    "help": "Napkin math for deep-learning training runs: FLOPs, time, memory, cost — with sources.",
+    "epilog": "Units: GB = 1e9 B, GiB = 2^30 B; counts use K/M/B/T = 1e3/1e6/1e9/1e12; peaks are dense.",
+    "no_args_is_help": True,
+    "pretty_exceptions_enable": False,
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+    "add_completion": False,
+}
+app = typer.Typer(**_SETTINGS)
 
 
 def _version(value: bool) -> None:
@@ -48,8 +51,28 @@ app.add_typer(hardware_cmds.app, name="hardware")
 app.add_typer(live_cmds.bench_app, name="bench")
 
 
+def _app_for(argv: list[str]) -> typer.Typer:
+    """The app with only the command being run, so startup converts one command, not all of them.
+
+    ``napkin --help`` (no command name) and anything unrecognised get the full app, which gives the
+    same help and the same error messages; a single command behaves exactly as it does in ``app``.
+    """
+    name = next((arg for arg in argv if not arg.startswith("-")), None)
+    commands = [c for c in app.registered_commands if c.name == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not commands and not groups:
+        return app
+    single = typer.Typer(**_SETTINGS)
+    single.registered_callback = app.registered_callback
+    single.registered_commands = commands
+    single.registered_groups = groups
+    return single
+
+
 def main() -> None:
-    app()
+    # napkin uses no pydantic plugins; skipping their discovery (an entry-point scan) saves startup time.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _app_for(sys.argv[1:])()
 
 
 __all__ = ["app", "main"]

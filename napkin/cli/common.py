@@ -7,16 +7,20 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from napkin import units
+from napkin.choices import Dtype
 from napkin.errors import NapkinError, UsageError
-from napkin.explain import Step
-from napkin.profiles import Dtype, LoadedProfile
-from napkin.transformer import ModelShape
+
+if TYPE_CHECKING:  # the engines are imported by the commands that use them, not at startup
+    from pydantic import BaseModel
+
+    from napkin.explain import Step
+    from napkin.profiles import LoadedProfile
+    from napkin.transformer import ModelShape
 
 try:  # typer ≥ 0.25 vendors click; older releases use the click package
     from typer._click import exceptions as click_exceptions  # type: ignore[import-not-found,unused-ignore]
@@ -143,6 +147,8 @@ def build_shape(
     head_dim: int | None = None,
 ) -> tuple[ModelShape | None, float | None, float | None]:
     """(shape, total params, active params) from ``--model`` and/or explicit shape options."""
+    from napkin.transformer import ModelShape
+
     explicit = {
         "layers": layers,
         "hidden": hidden,
@@ -174,4 +180,4 @@ def parse_optional(parser: Callable[[str, str], float], text: str | None, flag: 
     return None if text is None else parser(text, flag)
 
 
-__all__ = ["boundary", "build_shape", "emit", "fail", "load_hardware", "parse_optional", "units", "warn"]
+__all__ = ["boundary", "build_shape", "emit", "fail", "load_hardware", "parse_optional", "warn"]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from napkin import units
+from napkin.choices import Dtype, Fit, Recompute
 from napkin.cli.common import (
     DtypeOpt,
     ExplainOpt,
@@ -27,10 +28,7 @@ from napkin.cli.common import (
     load_hardware,
     parse_optional,
 )
-from napkin.compute import Money, Recompute, Throughput, TrainQuery
 from napkin.errors import UsageError
-from napkin.profiles import Dtype, HardwareProfile
-from napkin.scaling import Fit
 from napkin.units import (
     format_bytes_si,
     format_count,
@@ -39,6 +37,9 @@ from napkin.units import (
     format_percent,
     format_rate,
 )
+
+if TYPE_CHECKING:
+    from napkin.profiles import HardwareProfile
 
 app = typer.Typer()
 flops_app = typer.Typer(help="FLOP counts: a matmul's roofline, or a training run's 6·N·D.", no_args_is_help=True)
@@ -119,6 +120,9 @@ def train_time(
 
     Give any three of --params, --tokens, --gpus and --days/--hours; napkin solves for the fourth.
     """
+    from napkin.compute import Money, Throughput, TrainQuery
+    from napkin.compute import train_time as engine
+
     with boundary():
         shape, model_params, active = build_shape(
             model, layers=layers, hidden=hidden, heads=heads, seq=seq, ffn=ffn, head_dim=head_dim
@@ -146,8 +150,6 @@ def train_time(
             price_per_hour=parse_optional(units.parse_count, price, "--price"),
             pue=_pue(pue), carbon_g_per_kwh=parse_optional(units.parse_count, carbon, "--carbon"),
         )  # fmt: skip
-        from napkin.compute import train_time as engine
-
         result = engine(query, profile, dtype, throughput, money)
 
     def render() -> list[Any]:

@@ -9,14 +9,17 @@ import shlex
 import subprocess
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from napkin.choices import Dtype
 from napkin.cli.common import DtypeOpt, JsonOpt, boundary, emit, fail, load_hardware, warn
 from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.profiles import Dtype, HardwareProfile, LoadedProfile
 from napkin.units import format_bandwidth, format_bytes, format_power, format_rate
+
+if TYPE_CHECKING:
+    from napkin.profiles import HardwareProfile, LoadedProfile
 
 app = typer.Typer(help="Hardware profiles: list, inspect, compare, validate, copy and edit them.",
                   no_args_is_help=True)  # fmt: skip

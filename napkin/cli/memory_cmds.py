@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from napkin import units
+from napkin.choices import Checkpointing, Optimizer, Precision, Sharding
 from napkin.cli.common import (
     ExplainOpt,
     FfnOpt,
@@ -25,9 +26,11 @@ from napkin.cli.common import (
     load_hardware,
 )
 from napkin.errors import UsageError
-from napkin.memory import ActivationInputs, Checkpointing, Optimizer, Precision, Sharding
-from napkin.transformer import ModelShape
 from napkin.units import format_bytes, format_count
+
+if TYPE_CHECKING:
+    from napkin.memory import ActivationInputs
+    from napkin.transformer import ModelShape
 
 app = typer.Typer()
 
@@ -53,6 +56,8 @@ GpusOpt = Annotated[str, typer.Option("--gpus", "-G", help="Number of GPUs.")]
 def _activations(
     shape: ModelShape | None, batch: int, tp: int, sp: bool, ckpt: Checkpointing, flash: bool, explicit: bool
 ) -> ActivationInputs | None:
+    from napkin.memory import ActivationInputs
+
     if shape is None:
         if explicit:
             raise UsageError("activation options need a model shape: --model, or --layers --hidden --heads --seq")

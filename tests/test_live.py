@@ -1,0 +1,92 @@
+"""Live checks with torch (CPU in CI): the matmul benchmark, --save, napkin verify, and no-torch behaviour."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run, needs_torch
+
+pytestmark = [needs_torch, pytest.mark.torch]
+
+
+def test_bench_matmul_cpu_json_agrees_with_torch_utils_benchmark(napkin: Run) -> None:
+    import torch
+    from torch.utils import benchmark
+
+    r = napkin("bench", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", "256,512", "--json")
+    assert r.exit_code == 0, r.stderr
+    records = json.loads(r.stdout)
+    assert [(x["m"], x["k"], x["n"], x["dtype"], x["device"]) for x in records] == [
+        (256, 256, 256, "fp32", "cpu"), (512, 512, 512, "fp32", "cpu")]  # fmt: skip
+    for record in records:
+        assert {"flops_per_second", "peak_flops", "fraction_of_peak"} <= set(record)
+        n = record["m"]
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        timer = benchmark.Timer("a @ b", globals={"a": a, "b": b}, num_threads=torch.get_num_threads())
+        independent = 2 * n**3 / timer.blocked_autorange(min_run_time=0.5).median
+        assert record["flops_per_second"] == pytest.approx(independent, rel=0.15), n
+        assert record["relative_error"] < 1e-5
+
+
+def test_bench_skips_what_cannot_run_and_what_would_overrun(napkin: Run) -> None:
+    r = napkin("bench", "matmul", "--device", "cpu", "--dtype", "tf32,fp8", "--sizes", "64", "--json")
+    reasons = {x["dtype"]: x["reason"] for x in json.loads(r.stdout)}
+    assert reasons == {
+        "tf32": "tf32 is a CUDA tensor-core mode",
+        "fp8": "fp8 matmul (torch._scaled_mm) needs a CUDA device",
+    }
+    r = napkin(
+        "bench", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", "64,16384", "--budget", "1", "--json"
+    )
+    big = json.loads(r.stdout)[1]
+    assert big["status"] == "skipped" and ("would take" in big["reason"] or "probe" in big["reason"])
+
+
+def test_save_calibrates_train_time_and_never_touches_user_files(napkin: Run, isolated: Path) -> None:
+    assert napkin("hardware", "new", "my-cpu", "--from", "h100").exit_code == 0
+    user_file = isolated / "hardware" / "my-cpu.yaml"
+    user_file.write_text(user_file.read_text() + "# hand-written comment, keep me\n")
+    before = user_file.read_bytes()
+    r = napkin("bench", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", "256", "--hardware", "my-cpu",
+               "--save", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    measured = json.loads(r.stdout)[0]["flops_per_second"]
+    assert "saved fp32" in r.stderr
+    assert user_file.read_bytes() == before  # byte for byte
+    shown = json.loads(napkin("hardware", "show", "my-cpu", "--json").stdout)
+    assert shown["measured"]["fp32"]["flops_per_second"] == measured
+    args = ["train-time", "-N", "1B", "-D", "1B", "-G", "1", "--hardware", "my-cpu", "--dtype", "fp32", "--json"]
+    datasheet = json.loads(napkin(*args).stdout)
+    calibrated = json.loads(napkin(*args, "--peak", "measured").stdout)
+    assert calibrated["peak_flops"] == measured and calibrated["peak_source"].startswith("measured")
+    assert calibrated["seconds"] == pytest.approx(datasheet["seconds"] * 67e12 / measured)
+    missing = napkin("train-time", "-N", "1B", "-D", "1B", "-G", "1", "--peak", "measured")
+    assert missing.exit_code == 2 and "no saved bf16 measurement for h100-sxm" in missing.stderr
+
+
+def test_save_without_a_profile_on_cpu_is_an_error(napkin: Run) -> None:
+    r = napkin("bench", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", "64", "--save")
+    assert r.exit_code == 2 and "--save: no hardware profile" in r.stderr
+
+
+def test_verify_passes_on_cpu(napkin: Run) -> None:
+    r = napkin("verify", "--device", "cpu", "--json")
+    assert r.exit_code == 0, r.stdout
+    data = json.loads(r.stdout)
+    assert data["failed"] == 0 and data["passed"] >= 30
+    names = {c["name"] for c in data["checks"]}
+    assert {"MLP total = 6·N·B", "adafactor fp32 bytes", "fp8-e4m3 rounding = torch conversion"} <= names
+    assert "34 passed, 0 failed" in napkin("verify").stdout
+
+
+def test_without_torch_bench_and_verify_say_how_to_install(napkin: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes "import torch" raise ImportError
+    for args in (["bench", "matmul"], ["verify"]):
+        r = napkin(*args)
+        assert r.exit_code == 1
+        assert r.stderr == "napkin: error: napkin bench and napkin verify need torch: pip install 'napkin[bench]'\n"
+    assert napkin("train-time", "-N", "7B", "-D", "1T", "-G", "8").exit_code == 0
