@@ -18,7 +18,10 @@ BASELINE = [sys.executable, "-c", "import typer, rich, pydantic, yaml"]
 # The smallest real program on the same stack: one typer command that validates and prints one pydantic
 # model. typer and pydantic load their machinery lazily, so the bare imports above cost less than any
 # app that uses them; this floor shows how much of napkin's time is the stack itself.
-FLOOR = [sys.executable, "-c", """
+FLOOR = [
+    sys.executable,
+    "-c",
+    """
 import typer, yaml
 from pydantic import BaseModel
 class M(BaseModel):
@@ -28,7 +31,8 @@ app = typer.Typer()
 def run(x: float = 1.0) -> None:
     print(M(x=x).model_dump_json())
 app()
-"""]
+""",
+]
 NAPKIN = [sys.executable, "-m", "napkin", "train-time", "--params", "70e9", "--tokens", "15e12", "--gpus", "1024",
           "--json"]  # fmt: skip
 
@@ -53,8 +57,10 @@ def main() -> None:
     ours = median_seconds(NAPKIN, runs)
     print(f"import typer, rich, pydantic, yaml:        {base * 1000:4.0f} ms (median of {runs})")
     print(f"one typer command + one pydantic model:    {floor * 1000:4.0f} ms  ratio {floor / base:.2f}")
-    print(f"napkin train-time --json:                  {ours * 1000:4.0f} ms  ratio {ours / base:.2f}"
-          f" (vs the floor {ours / floor:.2f})")
+    print(
+        f"napkin train-time --json:                  {ours * 1000:4.0f} ms  ratio {ours / base:.2f}"
+        f" (vs the floor {ours / floor:.2f})"
+    )
 
 
 if __name__ == "__main__":

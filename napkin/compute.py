@@ -259,10 +259,10 @@ def train_time(
     steps.append(step(
         "wall-clock time", "t = C / (G · peak · MFU" + (" · goodput)" if t.goodput != 1 else ")"),
         f"{format_sci(flops)} / ({format_sci(gpus * rate)}{goodput_text})",
-        f"{seconds:,.4g} s = {seconds / SECONDS_PER_DAY:.1f} days", sources.TIME,
+        f"{format_sci(seconds, 4)} s = {seconds / SECONDS_PER_DAY:.1f} days", sources.TIME,
     ))  # fmt: skip
     gpu_hours = gpus * seconds / 3600
-    steps.append(step("GPU-hours", "G × t / 3600", f"{gpus:,} × {seconds:,.4g} s / 3600", f"{gpu_hours:,.4g}",
+    steps.append(step("GPU-hours", "G × t / 3600", f"{gpus:,} × {format_sci(seconds, 4)} s / 3600", f"{gpu_hours:,.0f}",
                       "definition"))  # fmt: skip
 
     result = TrainTimeResult(
@@ -297,7 +297,7 @@ def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money 
             step(
                 "cost",
                 "GPU-hours × price per GPU-hour",
-                f"{result.gpu_hours:,.4g} × ${price:g}",
+                f"{result.gpu_hours:,.0f} × ${price:g}",
                 f"${result.cost_usd:,.0f}",
                 "definition",
             )
@@ -310,13 +310,13 @@ def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money 
     result.pue = money.pue
     result.energy_kwh = result.gpu_hours * hardware.power / 1000 * money.pue
     result.steps.append(step(
-        "energy", "GPU-hours × board power × PUE", f"{result.gpu_hours:,.4g} h × {hardware.power:g} W × {money.pue:g}",
-        f"{result.energy_kwh:,.4g} kWh = {result.energy_kwh / 1000:,.4g} MWh", sources.ENERGY,
+        "energy", "GPU-hours × board power × PUE", f"{result.gpu_hours:,.0f} h × {hardware.power:g} W × {money.pue:g}",
+        f"{result.energy_kwh:,.0f} kWh = {result.energy_kwh / 1000:,.1f} MWh", sources.ENERGY,
     ))  # fmt: skip
     if money.carbon_g_per_kwh is not None:
         result.co2_tonnes = result.energy_kwh * money.carbon_g_per_kwh / 1e6
         result.steps.append(step(
-            "emissions", "kWh × gCO₂e/kWh / 10⁶", f"{result.energy_kwh:,.4g} × {money.carbon_g_per_kwh:g} / 10⁶",
+            "emissions", "kWh × gCO₂e/kWh / 10⁶", f"{result.energy_kwh:,.0f} × {money.carbon_g_per_kwh:g} / 10⁶",
             f"{result.co2_tonnes:,.4g} t CO₂e", "definition (grid carbon intensity given by --carbon)",
         ))  # fmt: skip
 

@@ -22,7 +22,7 @@ from napkin.errors import UsageError
 from napkin.explain import Step, step
 from napkin.profiles import HardwareProfile
 from napkin.transformer import ModelShape
-from napkin.units import format_bytes, format_count, format_sci
+from napkin.units import format_bytes, format_bytes_si, format_count, format_sci
 
 COMPONENTS = ("params", "gradients", "master_weights", "optimizer_states")
 
@@ -267,7 +267,7 @@ def memory(
             step(
                 "activations",
                 "per layer × L",
-                f"{format_bytes(per_layer)} × {activations.shape.layers}",
+                f"{format_bytes_si(per_layer)} × {activations.shape.layers}",
                 format_bytes(breakdown["activations"]),
                 sources.KORTHIKANTI,
             )
@@ -278,7 +278,7 @@ def memory(
         step(
             "fits?",
             "per-GPU total ≤ capacity − reserve",
-            f"{format_bytes(total)} vs {format_bytes(hardware.memory)} − {format_bytes(reserve_bytes)}",
+            f"{format_bytes_si(total)} vs {format_bytes_si(hardware.memory)} − {format_bytes_si(reserve_bytes)}",
             "yes" if total <= available else "no",
             hardware.sources[0].title,
         )
@@ -380,7 +380,7 @@ def max_model(
         step(f"per-GPU bytes per parameter ({sharding}, N_d = {dp}, t = {tp})", _sharding_formula(sharding) + " / t",
              f"{per_param:.4g} B", f"{per_param:.4g} B", _sharding_source(sharding)),
         step("largest model", "N = (capacity − reserve − activations) / per-GPU bytes per parameter",
-             f"({format_bytes(hardware.memory)} − {format_bytes(reserve_bytes)} − {format_bytes(act)})"
+             f"({format_bytes_si(hardware.memory)} − {format_bytes_si(reserve_bytes)} − {format_bytes_si(act)})"
              f" / {per_param:.4g} B",
              f"{format_count(params)} params", hardware.sources[0].title),
     ]  # fmt: skip

@@ -76,17 +76,17 @@ def number(x: float | None) -> str:
     return f"{mantissa}e{int(exponent)}" if exponent else mantissa
 
 
-def explanation(steps: Sequence[Step]) -> Table:
-    """The napkin derivation, one step per row: formula, numbers put in, result, source."""
-    table = Table(title="Derivation", box=box.SIMPLE_HEAD, title_justify="left", show_lines=False)
-    table.add_column("step", style="bold")
-    table.add_column("formula")
-    table.add_column("with the numbers")
-    table.add_column("result")
-    table.add_column("source", style="dim", overflow="fold")
-    for s in steps:
-        table.add_row(s.quantity, s.formula, s.substituted, s.result, s.source)
-    return table
+def explanation(steps: Sequence[Step]) -> Text:
+    """The napkin derivation, as a lecture writes it: formula, numbers put in, result, then the source."""
+    text = Text("Derivation\n", style="bold")
+    for n, s in enumerate(steps, 1):
+        text.append(f"{n:>2}. {s.quantity}\n", style="bold")
+        text.append(f"    {s.formula}\n")
+        if s.substituted:
+            text.append(f"      = {s.substituted}\n")
+        text.append(f"      = {s.result}\n")
+        text.append(f"    source: {s.source}\n", style="dim")
+    return text
 
 
 def bar(parts: Sequence[tuple[str, float]], capacity: float, width: int = 50) -> Text:

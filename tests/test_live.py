@@ -14,22 +14,32 @@ pytestmark = [needs_torch, pytest.mark.torch]
 
 
 def test_bench_matmul_cpu_json_agrees_with_torch_utils_benchmark(napkin: Run) -> None:
+    """Within 15 % of torch.utils.benchmark on the same shapes. Each side keeps its best of three
+    alternating attempts, so a neighbour process stealing a core from one of them does not decide it."""
     import torch
     from torch.utils import benchmark
 
-    r = napkin("bench", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", "256,512", "--json")
-    assert r.exit_code == 0, r.stderr
-    records = json.loads(r.stdout)
-    assert [(x["m"], x["k"], x["n"], x["dtype"], x["device"]) for x in records] == [
-        (256, 256, 256, "fp32", "cpu"), (512, 512, 512, "fp32", "cpu")]  # fmt: skip
-    for record in records:
-        assert {"flops_per_second", "peak_flops", "fraction_of_peak"} <= set(record)
-        n = record["m"]
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        timer = benchmark.Timer("a @ b", globals={"a": a, "b": b}, num_threads=torch.get_num_threads())
-        independent = 2 * n**3 / timer.blocked_autorange(min_run_time=0.5).median
-        assert record["flops_per_second"] == pytest.approx(independent, rel=0.15), n
-        assert record["relative_error"] < 1e-5
+    args = ["bench", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", "256,512", "--json"]
+    ours: dict[int, float] = {}
+    theirs: dict[int, float] = {}
+    for _attempt in range(3):
+        r = napkin(*args)
+        assert r.exit_code == 0, r.stderr
+        records = json.loads(r.stdout)
+        assert [(x["m"], x["k"], x["n"], x["dtype"], x["device"]) for x in records] == [
+            (256, 256, 256, "fp32", "cpu"), (512, 512, 512, "fp32", "cpu")]  # fmt: skip
+        for record in records:
+            assert {"flops_per_second", "peak_flops", "fraction_of_peak"} <= set(record)
+            assert record["relative_error"] < 1e-5
+            n = record["m"]
+            ours[n] = max(ours.get(n, 0.0), record["flops_per_second"])
+            a, b = torch.randn(n, n), torch.randn(n, n)
+            timer = benchmark.Timer("a @ b", globals={"a": a, "b": b}, num_threads=torch.get_num_threads())
+            theirs[n] = max(theirs.get(n, 0.0), 2 * n**3 / timer.blocked_autorange(min_run_time=0.3).median)
+        if all(ours[n] == pytest.approx(theirs[n], rel=0.15) for n in ours):
+            break
+    for n in (256, 512):
+        assert ours[n] == pytest.approx(theirs[n], rel=0.15), n
 
 
 def test_bench_skips_what_cannot_run_and_what_would_overrun(napkin: Run) -> None:

@@ -93,7 +93,8 @@ def show_command(
              + (f", {format_bandwidth(p.interconnect_bandwidth)}" if p.interconnect_bandwidth else ""))]  # fmt: skip
     for dtype, peak in p.peak_flops.items():
         unit = format_rate(peak).replace("FLOP/s", "OP/s") if dtype is Dtype.int8 else format_rate(peak)
-        rows.append((f"peak {dtype} (dense)", f"{unit}  ridge {peak / p.memory_bandwidth:,.0f} FLOP/B"))
+        per_byte = "OP/B" if dtype is Dtype.int8 else "FLOP/B"
+        rows.append((f"peak {dtype} (dense)", f"{unit}  ridge {peak / p.memory_bandwidth:,.0f} {per_byte}"))
     for dtype, m in p.measured.items():
         rows.append((f"measured {dtype}", f"{format_rate(m.flops_per_second)} ({m.date}, {m.device}, {m.size})"))
     if p.price_per_hour:
