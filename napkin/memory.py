@@ -172,6 +172,8 @@ def activation_bytes_per_layer(x: ActivationInputs) -> tuple[float, str]:
     statistics, 4·a·s·b bytes); full recomputation keeps only the layer input, s·b·h·e.
     """
     sh, e, t = x.shape, x.element_bytes, x.tensor_parallel
+    if sh.heads is None:
+        raise UsageError("--heads: activation memory needs the number of attention heads (the a·s²·b term)")
     s, b, h, a = sh.seq, x.batch, sh.hidden, sh.heads
     sbh = s * b * h
     sp = t if x.sequence_parallel else 1
@@ -337,6 +339,8 @@ class MaxModelResult(Record):
     per_gpu_memory_bytes: float
     reserve_bytes: float
     activation_bytes: float
+    shape_params: float | None = Field(default=None, description="parameters of the given model shape")
+    max_micro_batch: int | None = Field(default=None, description="largest micro-batch for that shape's model")
     excluded: str
     steps: list[Step] = Field(default_factory=list)
 
@@ -384,11 +388,18 @@ def max_model(
              f" / {per_param:.4g} B",
              f"{format_count(params)} params", hardware.sources[0].title),
     ]  # fmt: skip
+    shape_params = max_batch = None
+    if activations is not None:
+        # The shape's own model: the largest micro-batch that fits beside its states (same engine as memory()).
+        shape_params = float(activations.shape.params())
+        own = memory(shape_params, hardware, optimizer=optimizer, precision=precision, sharding=sharding, gpus=gpus,
+                     activations=activations, reserve_bytes=reserve_bytes)  # fmt: skip
+        max_batch = own.max_micro_batch
     return MaxModelResult(
         hardware=hardware.name, gpus=gpus, optimizer=optimizer, precision=precision, sharding=sharding,
         params=params, bytes_per_param=bpp.total, breakdown=bpp.breakdown, memory_bytes=pooled,
-        per_gpu_memory_bytes=hardware.memory, reserve_bytes=reserve_bytes, activation_bytes=act, excluded=EXCLUDED,
-        steps=steps,
+        per_gpu_memory_bytes=hardware.memory, reserve_bytes=reserve_bytes, activation_bytes=act,
+        shape_params=shape_params, max_micro_batch=max_batch, excluded=EXCLUDED, steps=steps,
     )  # fmt: skip
 
 

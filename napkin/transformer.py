@@ -20,7 +20,9 @@ class ModelShape(Record):
 
     layers: int = Field(gt=0, description="L, transformer blocks")
     hidden: int = Field(gt=0, description="d, model width")
-    heads: int = Field(gt=0, description="a, attention (query) heads")
+    heads: int | None = Field(
+        default=None, gt=0, description="a, attention (query) heads; FLOPs need only d_attn = a·d_h (default d)"
+    )
     seq: int = Field(gt=0, description="s, training sequence length")
     kv_heads: int | None = Field(default=None, gt=0, description="n_kv (GQA/MQA); default = heads")
     head_dim: int | None = Field(default=None, gt=0, description="d_h; default = hidden / heads")
@@ -36,6 +38,10 @@ class ModelShape(Record):
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelShape:
+        if self.heads is None:
+            if self.head_dim is not None or self.kv_heads is not None:
+                raise ValueError("head_dim and kv_heads need heads")
+            return self
         if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) is not divisible by heads ({self.heads}); give head_dim")
         if self.kv_heads is not None and self.heads % self.kv_heads:
@@ -47,16 +53,18 @@ class ModelShape(Record):
     # --- derived sizes -------------------------------------------------------------------------
     @property
     def d_head(self) -> int:
-        return self.head_dim if self.head_dim is not None else self.hidden // self.heads
+        if self.head_dim is not None:
+            return self.head_dim
+        return self.hidden // self.heads if self.heads is not None else self.hidden
 
     @property
     def n_kv(self) -> int:
-        return self.kv_heads if self.kv_heads is not None else self.heads
+        return self.kv_heads if self.kv_heads is not None else (self.heads or 1)
 
     @property
     def d_attn(self) -> int:
         """a·d_h: the width of the attention (query) projection; = d for classic GPT shapes."""
-        return self.heads * self.d_head
+        return (self.heads or 1) * self.d_head
 
     @property
     def d_ffn(self) -> int:

@@ -208,3 +208,26 @@ def test_root_help_and_version(napkin: Run) -> None:
     from napkin import __version__
 
     assert napkin("--version").stdout == f"napkin {__version__}\n"
+
+
+def test_max_model_with_a_shape_reports_the_largest_micro_batch(napkin: Run) -> None:
+    data = json.loads(napkin("max-model", "--gpus", "8", "--model", "llama3-8b", "--precision", "mixed",
+                             "--checkpointing", "full", "--json").stdout)  # fmt: skip
+    states = 16 * 8_030_261_248 / 8
+    per_sample = 8192 * 4096 * 2 * 32  # full recomputation keeps s·b·h·e per layer
+    assert data["shape_params"] == 8_030_261_248
+    assert data["max_micro_batch"] == int((80e9 - states) // per_sample) == 29
+    assert data["params"] == pytest.approx((80e9 - per_sample) / 2)
+
+
+def test_flops_need_no_heads_but_activations_do(napkin: Run) -> None:
+    data = json.loads(napkin("flops", "train", "-N", "175B", "-D", "300B", "--layers", "96", "--hidden", "12288",
+                             "--seq", "2048", "--json").stdout)  # fmt: skip
+    assert data["flops_attention"] == pytest.approx(12 * 96 * 2048 * 12288 * 300e9)
+    r = napkin("memory", "-N", "7B", "--layers", "32", "--hidden", "4096", "--seq", "4096")
+    assert r.exit_code == 2
+    assert (
+        r.stderr == "napkin: error: --heads: activation memory needs the number of attention heads (the a·s²·b term)\n"
+    )
+    r = napkin("flops", "train", "-N", "7B", "-D", "1T", "--layers", "32")
+    assert r.stderr.startswith("napkin: error: a model shape needs --layers, --hidden and --seq")

@@ -168,10 +168,11 @@ def build_shape(
         return shape, float(shape.params()), float(shape.active_params())
     if not given:
         return None, None, None
-    needed = [k for k in ("layers", "hidden", "heads", "seq") if k not in given]
+    needed = [k for k in ("layers", "hidden", "seq") if k not in given]
     if needed:
         raise UsageError(
-            "a model shape needs --layers, --hidden, --heads and --seq; missing: " + ", ".join("--" + k for k in needed)
+            "a model shape needs --layers, --hidden and --seq (and --heads for activations); missing: "
+            + ", ".join("--" + k for k in needed)
         )
     return ModelShape.model_validate(given), None, None
 

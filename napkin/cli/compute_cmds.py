@@ -373,8 +373,14 @@ def flops_train(
         from napkin import render as r
 
         rows = [
-            ("forward (2·N·D)", format_flops(result.flops_forward)),
-            ("backward (4·N·D)", format_flops(result.flops_backward)),
+            (
+                "forward (2·N·D" + (" + ⅓ attention)" if result.flops_attention else ")"),
+                format_flops(result.flops_forward),
+            ),
+            (
+                "backward (4·N·D" + (" + ⅔ attention)" if result.flops_attention else ")"),
+                format_flops(result.flops_backward),
+            ),
         ]
         if result.flops_attention:
             rows.append(
@@ -478,7 +484,7 @@ def models_command(as_json: JsonOpt = False) -> None:
 
     rows = [
         (p.name, format_count(p.params), format_count(p.active_params), str(p.shape.layers), str(p.shape.hidden),
-         str(p.shape.heads), str(p.shape.seq), p.description)
+         str(p.shape.heads or "–"), str(p.shape.seq), p.description)
         for p in presets.values()
     ]  # fmt: skip
     r.console().print(

@@ -127,6 +127,14 @@ def max_model_command(
         if result.activation_bytes:
             rows.append(("activations per GPU", format_bytes(result.activation_bytes)))
         rows.append(("largest model", f"{format_count(result.params)} params"))
+        if result.max_micro_batch is not None and result.shape_params is not None:
+            rows.append(
+                (
+                    "largest micro-batch",
+                    f"{result.max_micro_batch} sequences for the given shape's "
+                    f"{format_count(result.shape_params)}-param model",
+                )
+            )
         return [r.key_values("Largest trainable model", rows, caption=result.excluded)]
 
     emit(result, as_json, render, explain=explain, steps=result.steps)
