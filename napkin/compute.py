@@ -214,7 +214,8 @@ def train_time(
     seconds = flops / (gpus * rate * t.goodput)
     rate_high = _rate_per_gpu(t, t.mfu_high, per_token)
     seconds_fast = flops / (gpus * rate_high * t.goodput)
-    if solved is None and abs(seconds - given["seconds"]) / given["seconds"] > 0.01:
+    consistent = seconds_fast * 0.99 <= given["seconds"] <= seconds * 1.01 if solved is None else True
+    if not consistent:
         raise UsageError(
             f"--params, --tokens, --gpus and --days/--hours disagree: these inputs give {format_duration(seconds)} "
             f"at MFU {mfu:g}, not {format_duration(given['seconds'])}; leave one of them out to solve for it"
@@ -284,6 +285,13 @@ def train_time(
             "see 'napkin optimal'"
         )
     return result
+
+
+def compute_budget(gpus: int, peak: float, mfu: float, seconds: float) -> tuple[float, Step]:
+    """Training compute a cluster delivers: C = G × peak × MFU × t (the time formula solved for C)."""
+    budget = gpus * peak * mfu * seconds
+    numbers = f"{gpus:,} × {format_rate(peak)} × {mfu:g} × {format_sci(seconds)} s"
+    return budget, step("compute budget", "C = G × peak × MFU × t", numbers, format_flops(budget), sources.TIME)
 
 
 def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money | None) -> None:

@@ -82,9 +82,9 @@ def explanation(steps: Sequence[Step]) -> Text:
     for n, s in enumerate(steps, 1):
         text.append(f"{n:>2}. {s.quantity}\n", style="bold")
         text.append(f"    {s.formula}\n")
-        if s.substituted:
-            text.append(f"      = {s.substituted}\n")
-        text.append(f"      = {s.result}\n")
+        if s.substituted:  # numbers put in; "with" when they are themselves assignments
+            text.append(f"      {'with' if '=' in s.substituted else '='} {s.substituted}\n")
+        text.append(f"      {'→' if '=' in s.result else '='} {s.result}\n")
         text.append(f"    source: {s.source}\n", style="dim")
     return text
 

@@ -12,6 +12,7 @@ The default constants are the Epoch AI refit (Besiroglu et al. 2024), the only s
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from pydantic import ConfigDict, Field
 
@@ -63,7 +64,8 @@ class OptimalResult(Record):
     steps: list[Step] = Field(default_factory=list)
 
 
-def optimal(compute: float, fit: Fit = Fit.epoch) -> OptimalResult:
+def optimal(compute: float, fit: Fit = Fit.epoch, derivation: Sequence[Step] = ()) -> OptimalResult:
+    """N* and D* for ``compute`` FLOPs; ``derivation`` holds the steps that produced ``compute``, if any."""
     c = CONSTANTS[fit]
     n20 = math.sqrt(compute / (6 * 20))
     a, b = c.beta / (c.alpha + c.beta), c.alpha / (c.alpha + c.beta)
@@ -97,6 +99,6 @@ def optimal(compute: float, fit: Fit = Fit.epoch) -> OptimalResult:
              sources.CHINCHILLA_LAW),
         step("loss at the optimum", "L = E + A/N^α + B/D^β", f"E = {c.E}, A = {c.A}, B = {c.B}",
              f"{fitted.loss:.3f}", sources.CHINCHILLA_LAW),
-        step("compute", "C", "", format_flops(compute), "input"),
     ]  # fmt: skip
+    steps = [*derivation, *steps] if derivation else [step("compute", "C", "", format_flops(compute), "input"), *steps]
     return OptimalResult(compute=compute, rule_of_20=rule, fitted=fitted, steps=steps)

@@ -423,6 +423,7 @@ def optimal_command(
 
     with boundary():
         seconds = _duration(days, hours)
+        derivation = []
         if compute is not None:
             if gpus is not None or seconds is not None:
                 raise UsageError("give --compute, or --gpus with --days/--hours, not both")
@@ -430,11 +431,13 @@ def optimal_command(
         else:
             if gpus is None or seconds is None:
                 raise UsageError("give --compute, or --gpus with --days/--hours (and --hardware, --mfu)")
+            from napkin.compute import compute_budget
+
             profile = load_hardware(hardware, hardware_file).profile
-            budget = (
-                units.parse_int(gpus, "--gpus") * profile.peak(dtype) * units.parse_fraction(mfu, "--mfu") * seconds
-            )
-        result = optimal(budget, fit)
+            g, rate = units.parse_int(gpus, "--gpus"), units.parse_fraction(mfu, "--mfu")
+            budget, budget_step = compute_budget(g, profile.peak(dtype), rate, seconds)
+            derivation.append(budget_step)
+        result = optimal(budget, fit, derivation)
 
     def render() -> list[Any]:
         from napkin import render as r
