@@ -7,9 +7,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner, Result
 
 from napkin.cli import app
+
+# No per-example deadline: the first example of a test may build pydantic validators (deferred at
+# import), and a 2-core CI machine under load must not turn that into a flaky failure.
+settings.register_profile("napkin", deadline=None)
+settings.load_profile("napkin")
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs the optional 'bench' extra (torch)")
