@@ -100,3 +100,23 @@ def test_without_torch_bench_and_verify_say_how_to_install(napkin: Run, monkeypa
         assert r.exit_code == 1
         assert r.stderr == "napkin: error: napkin bench and napkin verify need torch: pip install 'napkin[bench]'\n"
     assert napkin("train-time", "-N", "7B", "-D", "1T", "-G", "8").exit_code == 0
+
+
+def test_device_names_map_to_profiles() -> None:
+    from napkin.cli.live_cmds import _match_profile
+
+    assert _match_profile("NVIDIA H100 80GB HBM3").profile.name == "h100-sxm"
+    assert _match_profile("NVIDIA H200").profile.name == "h200-sxm"
+    assert _match_profile("NVIDIA A100-SXM4-40GB").profile.name == "a100-sxm-40gb"
+    assert _match_profile("NVIDIA H100 PCIe").profile.name == "h100-pcie"
+    assert _match_profile("Some Future GPU") is None
+
+
+@pytest.mark.parametrize(("peak", "phrase"), [(1e9, "the profile is wrong or uses a sparse"), (1e16, "throttled")])
+def test_bench_warns_when_the_peak_is_implausible(peak: float, phrase: str) -> None:
+    from napkin import bench
+
+    result = bench.run(device="cpu", dtypes=["fp32"], sizes=[128], budget=5, peak=lambda _d: peak)
+    record = result.best["fp32"]
+    assert record.fraction_of_peak == pytest.approx((record.flops_per_second or 0) / peak)
+    assert len(result.warnings) == 1 and phrase in result.warnings[0]
