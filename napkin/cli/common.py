@@ -110,22 +110,26 @@ ExplainOpt = Annotated[
 HardwareOpt = Annotated[
     str | None,
     typer.Option(
-        "--hardware", "-H", envvar="NAPKIN_HARDWARE", show_default="h100",
+        "--hardware", "-H", metavar="NAME", envvar="NAPKIN_HARDWARE", show_default="h100",
         help="Hardware profile name or alias (see 'napkin hardware list').",
     ),
 ]  # fmt: skip
 HardwareFileOpt = Annotated[
     Path | None,
-    typer.Option("--hardware-file", help="Use this profile YAML file instead of a named profile."),
+    typer.Option("--hardware-file", metavar="PATH", help="Use this profile YAML file instead of a named profile."),
 ]
 DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Number format whose dense peak is used.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model preset (see 'napkin models').")]
-LayersOpt = Annotated[int | None, typer.Option("--layers", min=1, help="L: transformer layers.")]
-HiddenOpt = Annotated[int | None, typer.Option("--hidden", min=1, help="d: model width.")]
-HeadsOpt = Annotated[int | None, typer.Option("--heads", min=1, help="a: attention heads.")]
-SeqOpt = Annotated[int | None, typer.Option("--seq", min=1, help="s: sequence length (tokens).")]
-FfnOpt = Annotated[int | None, typer.Option("--ffn", min=1, help="F: FFN inner width (default 4·d).")]
-HeadDimOpt = Annotated[int | None, typer.Option("--head-dim", min=1, help="d_h: head dimension (default d/a).")]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", "-m", metavar="NAME", help="Model preset (see 'napkin models').")
+]
+LayersOpt = Annotated[int | None, typer.Option("--layers", min=1, metavar="INT", help="L: transformer layers.")]
+HiddenOpt = Annotated[int | None, typer.Option("--hidden", min=1, metavar="INT", help="d: model width.")]
+HeadsOpt = Annotated[int | None, typer.Option("--heads", min=1, metavar="INT", help="a: attention heads.")]
+SeqOpt = Annotated[int | None, typer.Option("--seq", min=1, metavar="INT", help="s: sequence length (tokens).")]
+FfnOpt = Annotated[int | None, typer.Option("--ffn", min=1, metavar="INT", help="F: FFN inner width (default 4·d).")]
+HeadDimOpt = Annotated[
+    int | None, typer.Option("--head-dim", min=1, metavar="INT", help="d_h: head dimension (default d/a).")
+]
 
 
 def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile:

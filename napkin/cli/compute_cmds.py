@@ -50,11 +50,15 @@ class Peak(StrEnum):
     measured = "measured"
 
 
-ParamsOpt = Annotated[str | None, typer.Option("--params", "-N", help="N: parameters, e.g. 70e9 or 70B.")]
-TokensOpt = Annotated[str | None, typer.Option("--tokens", "-D", help="D: training tokens, e.g. 15e12 or 15T.")]
-GpusOpt = Annotated[str | None, typer.Option("--gpus", "-G", help="G: number of GPUs (devices).")]
-DaysOpt = Annotated[str | None, typer.Option("--days", help="Wall-clock duration in days.")]
-HoursOpt = Annotated[str | None, typer.Option("--hours", help="Wall-clock duration in hours.")]
+ParamsOpt = Annotated[
+    str | None, typer.Option("--params", "-N", metavar="COUNT", help="N: parameters, e.g. 70e9 or 70B.")
+]
+TokensOpt = Annotated[
+    str | None, typer.Option("--tokens", "-D", metavar="COUNT", help="D: training tokens, e.g. 15e12 or 15T.")
+]
+GpusOpt = Annotated[str | None, typer.Option("--gpus", "-G", metavar="COUNT", help="G: number of GPUs (devices).")]
+DaysOpt = Annotated[str | None, typer.Option("--days", metavar="NUMBER", help="Wall-clock duration in days.")]
+HoursOpt = Annotated[str | None, typer.Option("--hours", metavar="NUMBER", help="Wall-clock duration in hours.")]
 RecomputeOpt = Annotated[
     Recompute,
     typer.Option("--recompute", help="Activation recomputation: adds hardware FLOPs (HFU), not model FLOPs."),
@@ -101,18 +105,31 @@ def train_time(
     hardware: HardwareOpt = None,
     hardware_file: HardwareFileOpt = None,
     dtype: DtypeOpt = Dtype.bf16,
-    mfu: Annotated[str, typer.Option("--mfu", help="Model FLOPs utilisation, or a range LOW:HIGH (0.35:0.5).")] = "0.5",
+    mfu: Annotated[
+        str,
+        typer.Option(
+            "--mfu", metavar="FRACTION[:FRACTION]", help="Model FLOPs utilisation, or a range LOW:HIGH (0.35:0.5)."
+        ),
+    ] = "0.5",
     achieved: Annotated[
         str | None,
-        typer.Option("--achieved", help="Sustained hardware FLOP/s per GPU (replaces peak × MFU)."),
+        typer.Option("--achieved", metavar="FLOP/S", help="Sustained hardware FLOP/s per GPU (replaces peak × MFU)."),
     ] = None,
     peak: Annotated[Peak, typer.Option("--peak", help="Datasheet peak or your saved benchmark.")] = Peak.datasheet,
-    goodput: Annotated[str, typer.Option("--goodput", help="Fraction of time doing useful steps.")] = "1",
+    goodput: Annotated[
+        str, typer.Option("--goodput", metavar="FRACTION", help="Fraction of time doing useful steps.")
+    ] = "1",
     recompute: RecomputeOpt = Recompute.none,
     causal: CausalOpt = False,
-    price: Annotated[str | None, typer.Option("--price", help="USD per GPU-hour (default: the profile's).")] = None,
-    pue: Annotated[str, typer.Option("--pue", help="Data-centre power usage effectiveness (≥ 1).")] = "1.0",
-    carbon: Annotated[str | None, typer.Option("--carbon", help="Grid carbon intensity, gCO₂e per kWh.")] = None,
+    price: Annotated[
+        str | None, typer.Option("--price", metavar="USD", help="USD per GPU-hour (default: the profile's).")
+    ] = None,
+    pue: Annotated[
+        str, typer.Option("--pue", metavar="NUMBER", help="Data-centre power usage effectiveness (≥ 1).")
+    ] = "1.0",
+    carbon: Annotated[
+        str | None, typer.Option("--carbon", metavar="G/KWH", help="Grid carbon intensity, gCO₂e per kWh.")
+    ] = None,
     as_json: JsonOpt = False,
     explain: ExplainOpt = False,
 ) -> None:
@@ -219,12 +236,14 @@ def mfu_command(
     gpus: GpusOpt = None,
     days: DaysOpt = None,
     hours: HoursOpt = None,
-    gpu_hours: Annotated[str | None, typer.Option("--gpu-hours", help="Total GPU-hours of the run.")] = None,
+    gpu_hours: Annotated[
+        str | None, typer.Option("--gpu-hours", metavar="NUMBER", help="Total GPU-hours of the run.")
+    ] = None,
     tokens_per_second: Annotated[
-        str | None, typer.Option("--tokens-per-second", help="Cluster throughput, tokens/s.")
+        str | None, typer.Option("--tokens-per-second", metavar="NUMBER", help="Cluster throughput, tokens/s.")
     ] = None,
     tokens_per_second_per_gpu: Annotated[
-        str | None, typer.Option("--tokens-per-second-per-gpu", help="Throughput per GPU, tokens/s.")
+        str | None, typer.Option("--tokens-per-second-per-gpu", metavar="NUMBER", help="Throughput per GPU, tokens/s.")
     ] = None,
     model: ModelOpt = None,
     layers: LayersOpt = None,
@@ -404,11 +423,15 @@ def flops_train(
 
 @app.command("optimal")
 def optimal_command(
-    compute: Annotated[str | None, typer.Option("--compute", "-C", help="Training compute budget in FLOPs.")] = None,
+    compute: Annotated[
+        str | None, typer.Option("--compute", "-C", metavar="FLOPS", help="Training compute budget in FLOPs.")
+    ] = None,
     gpus: GpusOpt = None,
     days: DaysOpt = None,
     hours: HoursOpt = None,
-    mfu: Annotated[str, typer.Option("--mfu", help="MFU used to turn GPUs × time into FLOPs.")] = "0.5",
+    mfu: Annotated[
+        str, typer.Option("--mfu", metavar="FRACTION[:FRACTION]", help="MFU used to turn GPUs × time into FLOPs.")
+    ] = "0.5",
     hardware: HardwareOpt = None,
     hardware_file: HardwareFileOpt = None,
     dtype: DtypeOpt = Dtype.bf16,

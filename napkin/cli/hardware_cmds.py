@@ -71,7 +71,9 @@ def list_command(as_json: JsonOpt = False) -> None:
 @app.command("show")
 def show_command(
     name: Annotated[str | None, typer.Argument(help="Profile name or alias.")] = None,
-    hardware_file: Annotated[Path | None, typer.Option("--hardware-file", help="Show this file instead.")] = None,
+    hardware_file: Annotated[
+        Path | None, typer.Option("--hardware-file", metavar="PATH", help="Show this file instead.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Every field of one profile, with units and sources."""
@@ -217,7 +219,7 @@ def copy_text(source: LoadedProfile, name: str) -> str:
 @app.command("new")
 def new_command(
     name: Annotated[str, typer.Argument(help="Name of the new profile (lower-case, e.g. my-h100).")],
-    source: Annotated[str, typer.Option("--from", help="Profile to copy.")] = "h100",
+    source: Annotated[str, typer.Option("--from", metavar="NAME", help="Profile to copy.")] = "h100",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing user profile of that name.")] = False,
     as_json: JsonOpt = False,
 ) -> None:

@@ -54,10 +54,16 @@ def _match_profile(device_name: str) -> Any:
 @bench_app.command("matmul")
 def bench_matmul(
     device: Annotated[Device, typer.Option("--device", help="auto picks CUDA, then MPS, then CPU.")] = Device.auto,
-    dtype: Annotated[str, typer.Option("--dtype", help="Comma-separated: bf16,fp16,fp32,tf32,fp8.")] = "bf16",
-    sizes: Annotated[str, typer.Option("--sizes", help="Square sizes, comma-separated.")] = "1024,2048,4096,8192",
-    shape: Annotated[list[str] | None, typer.Option("--shape", help="Extra MxKxN shapes (repeatable).")] = None,
-    budget: Annotated[str, typer.Option("--budget", help="Time budget in seconds.")] = "30",
+    dtype: Annotated[
+        str, typer.Option("--dtype", metavar="DTYPE,…", help="Comma-separated: bf16,fp16,fp32,tf32,fp8.")
+    ] = "bf16",
+    sizes: Annotated[
+        str, typer.Option("--sizes", metavar="N,N,…", help="Square sizes, comma-separated.")
+    ] = "1024,2048,4096,8192",
+    shape: Annotated[
+        list[str] | None, typer.Option("--shape", metavar="MxKxN", help="Extra MxKxN shapes (repeatable).")
+    ] = None,
+    budget: Annotated[str, typer.Option("--budget", metavar="SECONDS", help="Time budget in seconds.")] = "30",
     hardware: HardwareOpt = None,
     hardware_file: HardwareFileOpt = None,
     save: Annotated[bool, typer.Option("--save", help="Keep the best FLOP/s per dtype for this hardware.")] = False,

@@ -48,9 +48,12 @@ SpOpt = Annotated[bool, typer.Option("--sequence-parallel", help="Shard LayerNor
 CkptOpt = Annotated[Checkpointing, typer.Option("--checkpointing", help="Activation recomputation.")]
 FlashOpt = Annotated[bool, typer.Option("--flash-attention", help="FlashAttention: no s×s scores stored.")]
 ReserveOpt = Annotated[
-    str, typer.Option("--reserve", help="Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).")
+    str,
+    typer.Option(
+        "--reserve", metavar="BYTES|FRACTION", help="Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%)."
+    ),
 ]
-GpusOpt = Annotated[str, typer.Option("--gpus", "-G", help="Number of GPUs.")]
+GpusOpt = Annotated[str, typer.Option("--gpus", "-G", metavar="COUNT", help="Number of GPUs.")]
 
 
 def _activations(
@@ -142,7 +145,9 @@ def max_model_command(
 
 @app.command("memory")
 def memory_command(
-    params: Annotated[str | None, typer.Option("--params", "-N", help="N: parameters, e.g. 7B.")] = None,
+    params: Annotated[
+        str | None, typer.Option("--params", "-N", metavar="COUNT", help="N: parameters, e.g. 7B.")
+    ] = None,
     gpus: GpusOpt = "1",
     optimizer: OptimizerOpt = Optimizer.adamw,
     precision: PrecisionOpt = Precision.fp32,
@@ -240,7 +245,9 @@ def optimizers_command(as_json: JsonOpt = False) -> None:
 
 @app.command("dtypes")
 def dtypes_command(
-    value: Annotated[str | None, typer.Option("--value", help="Show what each format stores for this number.")] = None,
+    value: Annotated[
+        str | None, typer.Option("--value", metavar="NUMBER", help="Show what each format stores for this number.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Number formats: bits, range, precision — and what each stores for a value (exact rounding)."""
@@ -282,7 +289,9 @@ def dtypes_command(
 @app.command("tensor")
 def tensor_command(
     shape: Annotated[str, typer.Argument(help="Tensor shape, e.g. 49152x12288.")],
-    dtype: Annotated[str, typer.Option("--dtype", help="fp32, bf16, fp16, fp8, int8, fp64, …")] = "fp32",
+    dtype: Annotated[
+        str, typer.Option("--dtype", metavar="DTYPE", help="fp32, bf16, fp16, fp8, int8, fp64, …")
+    ] = "fp32",
     as_json: JsonOpt = False,
 ) -> None:
     """Bytes of a dense tensor, in GB and GiB."""
