@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -231,3 +232,12 @@ def test_flops_need_no_heads_but_activations_do(napkin: Run) -> None:
     )
     r = napkin("flops", "train", "-N", "7B", "-D", "1T", "--layers", "32")
     assert r.stderr.startswith("napkin: error: a model shape needs --layers, --hidden and --seq")
+
+
+def test_hardware_from_the_environment_and_explicit_choices(napkin: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NAPKIN_HARDWARE", "a100")
+    assert json.loads(napkin("max-model", "--json").stdout)["hardware"] == "a100-sxm-80gb"
+    example = str(Path(__file__).resolve().parent.parent / "examples" / "my-h100.yaml")
+    assert json.loads(napkin("max-model", "--hardware-file", example, "--json").stdout)["hardware"] == "my-h100-cloud"
+    r = napkin("max-model", "--hardware", "h100", "--hardware-file", example)
+    assert r.exit_code == 2 and r.stderr == "napkin: error: give --hardware or --hardware-file, not both\n"

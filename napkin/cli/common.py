@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -136,7 +137,10 @@ def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile
     from napkin.profiles import resolve
 
     if name is not None and hardware_file is not None:
-        raise UsageError("give --hardware or --hardware-file, not both")
+        if name == os.environ.get("NAPKIN_HARDWARE"):
+            name = None  # an explicit file beats the default from the environment
+        else:
+            raise UsageError("give --hardware or --hardware-file, not both")
     return resolve(name, hardware_file)
 
 
