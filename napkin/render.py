@@ -6,6 +6,7 @@ and turns its base-unit numbers into labelled text (units.py does the formatting
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -68,6 +69,8 @@ def number(x: float | None) -> str:
     """Compact and exact where it matters: ``448``, ``65504``, ``1.175e-38``, ``0.0078125``."""
     if x is None:
         return "–"
+    if not math.isfinite(x):
+        return str(x)
     if x == int(x) and abs(x) < 1e7:
         return f"{int(x)}"
     if 1e-4 <= abs(x) < 1e7:

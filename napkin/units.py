@@ -60,6 +60,7 @@ _EXAMPLES: Final = {
     "bandwidth": "a positive bandwidth such as 3.35 TB/s or 2039 GB/s",
     "power": "a positive power such as 700 W or 1 kW",
     "duration": "a positive duration such as 90d, 36 hours, 2w or 3600 (seconds)",
+    "number": "a positive number such as 90, 2.49 or 1.2e3",
 }
 
 
@@ -80,6 +81,11 @@ def _parse(text: str | float | int, units: Mapping[str, float], kind: str, what:
     if not math.isfinite(value) or value <= 0:
         raise UsageError(f"{what}: {text!r} must be positive and finite; expected {_EXAMPLES[kind]}")
     return value
+
+
+def parse_number(text: str | float | int, what: str = "value") -> float:
+    """A plain positive number (days, a price, a PUE): ``"90"``, ``"2.49"``, ``"$2.49"``."""
+    return _parse(text.lstrip("$") if isinstance(text, str) else text, {"": 1.0}, "number", what)
 
 
 def parse_count(text: str | float | int, what: str = "value") -> float:

@@ -241,3 +241,30 @@ def test_hardware_from_the_environment_and_explicit_choices(napkin: Run, monkeyp
     assert json.loads(napkin("max-model", "--hardware-file", example, "--json").stdout)["hardware"] == "my-h100-cloud"
     r = napkin("max-model", "--hardware", "h100", "--hardware-file", example)
     assert r.exit_code == 2 and r.stderr == "napkin: error: give --hardware or --hardware-file, not both\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--price", "-3"],
+         "napkin: error: --price: '-3' must be positive and finite; expected a positive number such as 90, 2.49"),
+        (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--pue", "0.5"], "napkin: error: --pue: '0.5' must be ≥ 1"),
+        (["train-time", "-N", "7B", "-D", "1T", "--days", "1", "--hours", "2"], "napkin: error: give --days or --hours, not both"),
+        (["hardware", "compare", "h100"], "napkin: error: NAMES: give two or more profiles to compare"),
+        (["memory", "--gpus", "3", "--model", "llama3-8b", "--tensor-parallel", "2"],
+         "napkin: error: --gpus (3) must be a multiple of --tensor-parallel (2)"),
+        (["memory", "-N", "7B", "--model", "llama3-8b"],
+         "napkin: error: give --params or --model, not both (the preset fixes the parameter count)"),
+        (["flops", "train", "-N", "7B"], "napkin: error: --tokens is required"),
+    ],
+)  # fmt: skip
+def test_more_bad_combinations(napkin: Run, args: list[str], message: str) -> None:
+    r = napkin(*args)
+    assert r.exit_code == 2 and r.stderr.startswith(message) and r.stderr.count("\n") == 1
+
+
+def test_prices_may_carry_a_dollar_sign_and_dtypes_handle_infinity(napkin: Run) -> None:
+    data = json.loads(napkin("train-time", "-N", "7B", "-D", "1T", "-G", "8", "--price", "$2.50", "--json").stdout)
+    assert data["price_per_hour"] == 2.5
+    r = napkin("dtypes", "--value", "inf")
+    assert r.exit_code == 0 and "inf" in r.stdout

@@ -185,8 +185,22 @@ def build_shape(
     return ModelShape.model_validate(given), None, None
 
 
+def pick_params(params: str | None, from_model: float | None, *, required: bool = True) -> float | None:
+    """N from ``--params`` or from the ``--model`` preset; both at once is an error (the preset fixes N)."""
+    from napkin import units
+
+    n = parse_optional(units.parse_count, params, "--params")
+    if from_model is not None:
+        if n is not None:
+            raise UsageError("give --params or --model, not both (the preset fixes the parameter count)")
+        return from_model
+    if n is None and required:
+        raise UsageError("--params (or --model) is required")
+    return n
+
+
 def parse_optional(parser: Callable[[str, str], float], text: str | None, flag: str) -> float | None:
     return None if text is None else parser(text, flag)
 
 
-__all__ = ["boundary", "build_shape", "emit", "fail", "load_hardware", "parse_optional", "warn"]
+__all__ = ["boundary", "build_shape", "emit", "fail", "load_hardware", "parse_optional", "pick_params", "warn"]

@@ -27,6 +27,7 @@ from napkin.cli.common import (
     emit,
     load_hardware,
     parse_optional,
+    pick_params,
 )
 from napkin.errors import UsageError
 from napkin.units import (
@@ -70,9 +71,9 @@ def _duration(days: str | None, hours: str | None) -> float | None:
     if days is not None and hours is not None:
         raise UsageError("give --days or --hours, not both")
     if days is not None:
-        return units.parse_count(days, "--days") * 86400
+        return units.parse_number(days, "--days") * 86400
     if hours is not None:
-        return units.parse_count(hours, "--hours") * 3600
+        return units.parse_number(hours, "--hours") * 3600
     return None
 
 
@@ -144,11 +145,7 @@ def train_time(
         shape, model_params, active = build_shape(
             model, layers=layers, hidden=hidden, heads=heads, seq=seq, ffn=ffn, head_dim=head_dim
         )
-        n = parse_optional(units.parse_count, params, "--params")
-        if model_params is not None:
-            if n is not None:
-                raise UsageError("give --params or --model, not both (the preset fixes the parameter count)")
-            n = model_params
+        n = pick_params(params, model_params, required=False)
         query = TrainQuery(
             params=n, tokens=parse_optional(units.parse_count, tokens, "--tokens"),
             gpus=None if gpus is None else units.parse_int(gpus, "--gpus"), seconds=_duration(days, hours),
@@ -164,8 +161,8 @@ def train_time(
             goodput=units.parse_fraction(goodput, "--goodput"),
         )  # fmt: skip
         money = Money(
-            price_per_hour=parse_optional(units.parse_count, price, "--price"),
-            pue=_pue(pue), carbon_g_per_kwh=parse_optional(units.parse_count, carbon, "--carbon"),
+            price_per_hour=parse_optional(units.parse_number, price, "--price"),
+            pue=_pue(pue), carbon_g_per_kwh=parse_optional(units.parse_number, carbon, "--carbon"),
         )  # fmt: skip
         result = engine(query, profile, dtype, throughput, money)
 
@@ -223,7 +220,7 @@ def train_time(
 
 
 def _pue(text: str) -> float:
-    value = units.parse_count(text, "--pue")
+    value = units.parse_number(text, "--pue")
     if value < 1:
         raise UsageError(f"--pue: {text!r} must be ≥ 1 (1.0 = no overhead; typical data centres 1.1–1.5)")
     return value
@@ -268,11 +265,8 @@ def mfu_command(
         shape, _total, active = build_shape(
             model, layers=layers, hidden=hidden, heads=heads, seq=seq, ffn=ffn, head_dim=head_dim
         )
-        n = parse_optional(units.parse_count, params, "--params")
-        if n is None:
-            n = active
-        if n is None:
-            raise UsageError("--params (or --model) is required")
+        n = pick_params(params, active)
+        assert n is not None
         if gpus is None:
             raise UsageError("--gpus is required")
         g = units.parse_int(gpus, "--gpus")
@@ -381,9 +375,10 @@ def flops_train(
         shape, _total, active = build_shape(
             model, layers=layers, hidden=hidden, heads=heads, seq=seq, ffn=ffn, head_dim=head_dim
         )
-        n = parse_optional(units.parse_count, params, "--params") or active
-        if n is None or tokens is None:
-            raise UsageError("--params (or --model) and --tokens are required")
+        n = pick_params(params, active)
+        assert n is not None
+        if tokens is None:
+            raise UsageError("--tokens is required")
         from napkin.compute import train_flops
 
         result = train_flops(n, units.parse_count(tokens, "--tokens"), shape, causal=causal, recompute=recompute)

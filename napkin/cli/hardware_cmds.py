@@ -119,6 +119,8 @@ def compare_command(
     from napkin.profiles import load_catalog
 
     with boundary():
+        if len(names) < 2:
+            raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
         catalog = load_catalog()
         loaded = [catalog.find(n) for n in names]
     profiles = [entry.profile for entry in loaded]

@@ -24,6 +24,7 @@ from napkin.cli.common import (
     build_shape,
     emit,
     load_hardware,
+    pick_params,
 )
 from napkin.errors import UsageError
 from napkin.units import format_bytes, format_count
@@ -175,9 +176,8 @@ def memory_command(
         g = units.parse_int(gpus, "--gpus")
         shape, total, _a = build_shape(model, layers=layers, hidden=hidden, heads=heads, seq=seq, ffn=ffn,
                                        head_dim=head_dim)  # fmt: skip
-        n = units.parse_count(params, "--params") if params is not None else total
-        if n is None:
-            raise UsageError("--params (or --model) is required")
+        n = pick_params(params, total)
+        assert n is not None
         explicit = batch != 1 or tensor_parallel != 1 or sequence_parallel or flash_attention
         explicit = explicit or checkpointing is not Checkpointing.none
         acts = _activations(shape, batch, tensor_parallel, sequence_parallel, checkpointing, flash_attention, explicit)
