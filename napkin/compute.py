@@ -22,6 +22,7 @@ from napkin.explain import Step, step
 from napkin.profiles import HardwareProfile
 from napkin.transformer import ModelShape
 from napkin.units import (
+    format_bandwidth,
     format_duration,
     format_flops,
     format_percent,
@@ -236,7 +237,7 @@ def train_time(
         conv = "c = 1 (causal)" if query.causal else "c = 2 (full s×s)"
         steps.insert(1, step(
             "attention FLOPs", f"C_att = c·6·L·s·d_attn·D, {conv}",
-            f"{per_token.attention:.4g} FLOPs/token × {format_sci(tokens)}",
+            f"{format_sci(per_token.attention)} FLOPs/token × {format_sci(tokens)}",
             format_flops(per_token.attention * tokens),
             sources.CAUSAL_ATTENTION if query.causal else sources.PALM_ATTENTION,
         ))  # fmt: skip
@@ -376,10 +377,11 @@ def mfu(
     value = tokens_per_second * per_token.model / (gpus * peak)
     steps = [
         step("model FLOPs per token", "6N + c·6·L·s·d_attn" if per_token.attention else "6N",
-             f"6 × {format_sci(params)}" + (f" + {per_token.attention:.4g}" if per_token.attention else ""),
-             f"{per_token.model:.4g} FLOPs", sources.PALM_6N),
+             f"6 × {format_sci(params)}" + (f" + {format_sci(per_token.attention)}" if per_token.attention else ""),
+             f"{format_sci(per_token.model)} FLOPs",
+             f"{sources.PALM_6N}; {sources.PALM_ATTENTION}" if per_token.attention else sources.PALM_6N),
         step("MFU", "tokens/s × FLOPs per token / (G × peak)",
-             f"{tokens_per_second:,.4g} × {per_token.model:.4g} / ({gpus:,} × {format_rate(peak)})",
+             f"{tokens_per_second:,.0f} × {format_sci(per_token.model)} / ({gpus:,} × {format_rate(peak)})",
              format_percent(value), sources.PALM_MFU),
     ]  # fmt: skip
     warnings = []
@@ -440,7 +442,7 @@ def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> Mat
              f"{traffic:,.0f} B", "each operand and the output cross memory once (ideal tiling)"),
         step("arithmetic intensity", "FLOPs / bytes", f"{format_sci(flops)} / {format_sci(traffic)}",
              f"{intensity:,.1f} FLOP/B", sources.ROOFLINE),
-        step("ridge point", "peak / bandwidth", f"{format_rate(peak)} / {bandwidth:.4g} B/s",
+        step("ridge point", "peak / bandwidth", f"{format_rate(peak)} / {format_bandwidth(bandwidth)}",
              f"{ridge:,.1f} FLOP/B", sources.ROOFLINE),
         step("roofline time", "max(FLOPs / peak, bytes / bandwidth)",
              f"max({flops / peak:.3g} s, {traffic / bandwidth:.3g} s)", f"{seconds:.4g} s", sources.ROOFLINE),
@@ -490,7 +492,7 @@ def train_flops(
             step(
                 "attention",
                 "c·6·L·s·d_attn·D",
-                f"{per_token.attention:.4g} × {format_sci(tokens)}",
+                f"{format_sci(per_token.attention)} × {format_sci(tokens)}",
                 format_flops(per_token.attention * tokens),
                 sources.CAUSAL_ATTENTION if causal else sources.PALM_ATTENTION,
             )

@@ -306,7 +306,7 @@ def mfu_command(
             ("parameters", f"{format_count(result.params)}"),
             ("throughput", f"{result.tokens_per_second:,.0f} tokens/s"
                            f" ({result.tokens_per_second_per_gpu:,.1f} per GPU)"),
-            ("FLOPs per token", f"{result.flops_per_token:.4g} (model)"),
+            ("FLOPs per token", f"{units.format_sci(result.flops_per_token)} (model)"),
             ("MFU", format_percent(result.mfu)),
         ]  # fmt: skip
         if result.hfu != result.mfu:
