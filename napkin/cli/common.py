@@ -23,10 +23,7 @@ if TYPE_CHECKING:  # the engines are imported by the commands that use them, not
     from napkin.profiles import LoadedProfile
     from napkin.transformer import ModelShape
 
-try:  # typer ≥ 0.25 vendors click; older releases use the click package
-    from typer._click import exceptions as click_exceptions  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover
-    from click import exceptions as click_exceptions  # type: ignore[import-not-found,no-redef,unused-ignore]
+from typer._click import exceptions as click_exceptions  # typer vendors click (pyproject: typer>=0.29)
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -47,7 +44,7 @@ def boundary() -> Iterator[None]:
         fail(str(exc), exc.exit_code)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = ".".join(str(p) for p in first["loc"]) or "input"
         fail(f"{where}: {first['msg'].removeprefix('Value error, ')}", 2)
 
 
