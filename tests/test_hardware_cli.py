@@ -161,3 +161,17 @@ def test_hardware_file_option_and_env_dirs(napkin: Run, tmp_path: Path, monkeypa
     monkeypatch.setenv("NAPKIN_HARDWARE_PATH", str(example.parent))
     shown = json.loads(napkin("hardware", "show", "my-h100-cloud", "--json").stdout)
     assert shown["origin"] == "env"
+
+
+def test_a_foreign_schema_json_in_the_user_dir_is_never_overwritten(napkin: Run, isolated: Path) -> None:
+    directory = isolated / "hardware"
+    directory.mkdir(parents=True)
+    mine = directory / "schema.json"
+    mine.write_text('{"title": "my own schema"}\n')
+    r = napkin("hardware", "new", "box", "--from", "l4")
+    assert r.exit_code == 0 and "is not napkin's schema; left as it is" in r.stderr
+    assert mine.read_text() == '{"title": "my own schema"}\n'
+    stale = {"title": "napkin hardware profile", "properties": {}}
+    mine.write_text(json.dumps(stale))
+    assert napkin("hardware", "new", "box2", "--from", "l4").exit_code == 0
+    assert json.loads(mine.read_text()) == schema()  # napkin's own, refreshed

@@ -200,8 +200,18 @@ def _user_schema(directory: Path) -> None:
 
     target = directory / SCHEMA_FILE
     text = json.dumps(schema(), indent=2, ensure_ascii=False) + "\n"
-    if not target.exists() or target.read_text(encoding="utf-8") != text:
-        write_atomic(target, text, overwrite=True)  # napkin's own file, regenerated from the model
+    if not target.exists():
+        write_atomic(target, text)
+        return
+    current = target.read_text(encoding="utf-8")
+    try:
+        ours = json.loads(current).get("title") == schema()["title"]
+    except (ValueError, AttributeError):
+        ours = False
+    if ours and current != text:
+        write_atomic(target, text, overwrite=True)  # napkin's own file, regenerated after an upgrade
+    elif not ours:
+        warn(f"{target} is not napkin's schema; left as it is (editors may not complete profile fields)")
 
 
 def copy_text(source: LoadedProfile, name: str) -> str:
