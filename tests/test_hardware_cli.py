@@ -175,3 +175,16 @@ def test_a_foreign_schema_json_in_the_user_dir_is_never_overwritten(napkin: Run,
     mine.write_text(json.dumps(stale))
     assert napkin("hardware", "new", "box2", "--from", "l4").exit_code == 0
     assert json.loads(mine.read_text()) == schema()  # napkin's own, refreshed
+
+
+def test_edit_changes_a_profile_from_napkin_hardware_path_in_place(
+    napkin: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "cluster.yaml").write_text((Path(__file__).parent.parent / "examples" / "my-h100.yaml").read_text())
+    monkeypatch.setenv("NAPKIN_HARDWARE_PATH", str(team))
+    monkeypatch.setenv("EDITOR", fake_editor(tmp_path, "open(path, 'w').write(text.replace('72 GB', '70 GB'))"))
+    r = napkin("hardware", "edit", "my-h100-cloud")
+    assert r.exit_code == 0 and r.stdout.strip() == str(team / "cluster.yaml")
+    assert "memory: 70 GB" in (team / "cluster.yaml").read_text()

@@ -263,7 +263,7 @@ def edit_command(name: NameArg, as_json: JsonOpt = False) -> None:
         target = next((p for p in sorted(directory.glob("*.yaml")) if normalize(p.stem) == normalize(name)), None)
         if target is None:
             loaded = resolve(name)
-            if loaded.origin == "user":
+            if loaded.origin in ("user", "env"):  # the user's own file: edit it where it is
                 target = Path(loaded.path)
             else:
                 target = directory / f"{loaded.profile.name}.yaml"
