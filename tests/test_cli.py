@@ -66,7 +66,7 @@ def test_explain_shows_formulas_and_sources(napkin: Run) -> None:
 
 def test_narayanan_through_the_cli(napkin: Run) -> None:
     r = napkin("train-time", "-N", "175B", "-D", "300B", "-G", "1024", "-H", "a100", "--achieved", "140 TFLOP/s",
-               "--recompute", "full", "--json")  # fmt: skip
+               "--recompute", "--json")  # fmt: skip
     data = json.loads(r.stdout)
     assert round(data["days"], 1) == 33.9
     assert "under-trained" in r.stderr  # 1.7 tokens per parameter
@@ -112,7 +112,7 @@ def test_mfu_command(napkin: Run) -> None:
 
 
 def test_flops_and_optimal_and_models(napkin: Run) -> None:
-    data = json.loads(napkin("flops", "train", "-N", "7B", "-D", "1T", "--recompute", "full", "--json").stdout)
+    data = json.loads(napkin("flops", "train", "-N", "7B", "-D", "1T", "--recompute", "--json").stdout)
     assert (data["flops"], data["hardware_flops"]) == (4.2e22, 5.6e22)
     data = json.loads(napkin("flops", "matmul", "4096", "4096", "4096", "--json").stdout)
     assert data["bound"] == "compute" and data["flops"] == 2 * 4096**3
@@ -268,3 +268,14 @@ def test_prices_may_carry_a_dollar_sign_and_dtypes_handle_infinity(napkin: Run) 
     assert data["price_per_hour"] == 2.5
     r = napkin("dtypes", "--value", "inf")
     assert r.exit_code == 0 and "inf" in r.stdout
+
+
+def test_recompute_flags(napkin: Run) -> None:
+    base = ["flops", "train", "--model", "gpt3-175b", "-D", "300B", "--json"]
+    plain, full, selective = (json.loads(napkin(*base, *extra).stdout)
+                              for extra in ([], ["--recompute"], ["--selective-recompute"]))  # fmt: skip
+    assert plain["hardware_flops"] == plain["flops"]
+    assert full["flops"] == plain["flops"] < selective["hardware_flops"] < full["hardware_flops"]
+    assert selective["hardware_flops"] - plain["flops"] == pytest.approx(plain["flops_attention"] / 3)
+    r = napkin(*base, "--recompute", "--selective-recompute")
+    assert r.exit_code == 2 and "give --recompute or --selective-recompute, not both" in r.stderr

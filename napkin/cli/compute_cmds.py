@@ -61,9 +61,24 @@ GpusOpt = Annotated[str | None, typer.Option("--gpus", "-G", metavar="COUNT", he
 DaysOpt = Annotated[str | None, typer.Option("--days", metavar="NUMBER", help="Wall-clock duration in days.")]
 HoursOpt = Annotated[str | None, typer.Option("--hours", metavar="NUMBER", help="Wall-clock duration in hours.")]
 RecomputeOpt = Annotated[
-    Recompute,
-    typer.Option("--recompute", help="Activation recomputation: adds hardware FLOPs (HFU), not model FLOPs."),
+    bool,
+    typer.Option(
+        "--recompute",
+        help="Full activation recomputation: one extra forward, hardware FLOPs 8·N·D (HFU), model FLOPs unchanged.",
+    ),
 ]
+SelectiveOpt = Annotated[
+    bool,
+    typer.Option("--selective-recompute", help="Recompute only the attention scores (Korthikanti et al. 2022)."),
+]
+
+
+def _recompute(full: bool, selective: bool) -> Recompute:
+    if full and selective:
+        raise UsageError("give --recompute or --selective-recompute, not both")
+    return Recompute.full if full else Recompute.selective if selective else Recompute.none
+
+
 CausalOpt = Annotated[bool, typer.Option("--causal", help="Count only the unmasked half of attention (c = 1).")]
 
 
@@ -120,7 +135,8 @@ def train_time(
     goodput: Annotated[
         str, typer.Option("--goodput", metavar="FRACTION", help="Fraction of time doing useful steps.")
     ] = "1",
-    recompute: RecomputeOpt = Recompute.none,
+    recompute_full: RecomputeOpt = False,
+    recompute_selective: SelectiveOpt = False,
     causal: CausalOpt = False,
     price: Annotated[
         str | None, typer.Option("--price", metavar="USD", help="USD per GPU-hour (default: the profile's).")
@@ -142,6 +158,7 @@ def train_time(
     from napkin.compute import train_time as engine
 
     with boundary():
+        recompute = _recompute(recompute_full, recompute_selective)
         shape, model_params, active = build_shape(
             model, layers=layers, hidden=hidden, heads=heads, seq=seq, ffn=ffn, head_dim=head_dim
         )
@@ -252,7 +269,8 @@ def mfu_command(
     hardware: HardwareOpt = None,
     hardware_file: HardwareFileOpt = None,
     dtype: DtypeOpt = Dtype.bf16,
-    recompute: RecomputeOpt = Recompute.none,
+    recompute_full: RecomputeOpt = False,
+    recompute_selective: SelectiveOpt = False,
     causal: CausalOpt = False,
     as_json: JsonOpt = False,
     explain: ExplainOpt = False,
@@ -262,6 +280,7 @@ def mfu_command(
     Give one of --days, --hours, --gpu-hours, --tokens-per-second or --tokens-per-second-per-gpu.
     """
     with boundary():
+        recompute = _recompute(recompute_full, recompute_selective)
         shape, _total, active = build_shape(
             model, layers=layers, hidden=hidden, heads=heads, seq=seq, ffn=ffn, head_dim=head_dim
         )
@@ -365,13 +384,15 @@ def flops_train(
     seq: SeqOpt = None,
     ffn: FfnOpt = None,
     head_dim: HeadDimOpt = None,
-    recompute: RecomputeOpt = Recompute.none,
+    recompute_full: RecomputeOpt = False,
+    recompute_selective: SelectiveOpt = False,
     causal: CausalOpt = False,
     as_json: JsonOpt = False,
     explain: ExplainOpt = False,
 ) -> None:
     """Training FLOPs: 6·N·D (2N forward + 4N backward), plus attention with a shape."""
     with boundary():
+        recompute = _recompute(recompute_full, recompute_selective)
         shape, _total, active = build_shape(
             model, layers=layers, hidden=hidden, heads=heads, seq=seq, ffn=ffn, head_dim=head_dim
         )
