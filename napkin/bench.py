@@ -157,11 +157,24 @@ def _time_once(torch: Any, device: str, fn: Callable[[Any, Any], Any], pairs: Se
     return (time.perf_counter() - start) / len(pairs)
 
 
+MIN_REPEATS = 3
+
+
+def buffers_for(m: int, k: int, n: int) -> int:
+    """Input buffers to rotate: many for small shapes (which fit in cache), a few for large ones."""
+    return 8 if m * k * n <= 512**3 else 3
+
+
+def measure_cost(seconds_per_matmul: float, m: int, k: int, n: int) -> float:
+    """Least time ``measure`` needs: the checked product, two warm-ups and MIN_REPEATS timed passes."""
+    return seconds_per_matmul * (2 + buffers_for(m, k, n) * (1 + MIN_REPEATS))
+
+
 def measure(
     torch: Any, device: str, dtype: str, m: int, k: int, n: int, target_seconds: float
 ) -> tuple[float, float, int]:
     """(median seconds per matmul, relative error, repeats) for one shape and dtype."""
-    buffers = 8 if m * k * n <= 512**3 else 3
+    buffers = buffers_for(m, k, n)
     pairs = _operands(torch, device, dtype, m, k, n, buffers)
     fn = _matmul_fn(torch, dtype, device)
     c = fn(*pairs[0])
@@ -172,7 +185,7 @@ def measure(
     batch_floor = 1e-3 if device != "cpu" else 0.0
     inner = max(1, math.ceil(batch_floor / max(one, 1e-9) / len(pairs)))
     batch = pairs * inner
-    repeats = int(min(50, max(3, target_seconds / max(one * len(batch), 1e-9))))
+    repeats = int(min(50, max(MIN_REPEATS, target_seconds / max(one * len(batch), 1e-9))))
     times = [_time_once(torch, device, fn, batch) for _ in range(repeats)]
     return statistics.median(times), error, repeats
 
@@ -203,7 +216,7 @@ def run(
     done = 0
     try:
         for dtype in dtypes:
-            reason = _unsupported(torch, dev, dtype)
+            unsupported = _unsupported(torch, dev, dtype)
             rate: float | None = None  # FLOP/s seen so far for this dtype, to predict the next size
             for m, k, n in all_shapes:
                 done += 1
@@ -212,36 +225,13 @@ def run(
                 if progress is not None:
                     progress(f"{dtype} {m}×{k}×{n}", done / total)
                 left = deadline - time.perf_counter()
-                flops = 2.0 * m * k * n
-                if reason is not None:
-                    record.reason = reason
-                elif left <= 0:
-                    record.reason = "time budget used up"
-                elif rate is not None and flops / rate * 6 > left:
-                    record.reason = f"would take ~{flops / rate * 6:.1f} s, more than the {left:.1f} s left"
-                elif rate is None and flops > 2 * 512**3 and _probe_too_slow(torch, dev, dtype, flops, left):
-                    record.reason = f"a probe predicts more than the {left:.1f} s left"
-                else:
+                if unsupported is None and left > 0 and rate is None:
+                    rate = _probe_rate(torch, dev, dtype)  # first size of this dtype: how fast does it run here?
+                record.reason = unsupported or _over_budget(record, rate, left)
+                if record.reason is None:
                     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
                     share = max(0.05, min(2.0, left / max(1, total - done + 1)))
-                    try:
-                        seconds, error, repeats = measure(torch, dev, dtype, m, k, n, share)
-                    except (RuntimeError, MemoryError) as exc:
-                        if "out of memory" not in str(exc).lower() and not isinstance(exc, MemoryError):
-                            raise
-                        record.reason = "out of memory"
-                        if dev == "cuda":
-                            torch.cuda.empty_cache()
-                    else:
-                        rate = flops / seconds
-                        record.status, record.seconds, record.flops_per_second = "ok", seconds, rate
-                        record.relative_error, record.repeats = error, repeats
-                        if record.peak_flops:
-                            record.fraction_of_peak = rate / record.peak_flops
-                        if error > TOLERANCE[dtype]:
-                            record.status = "skipped"
-                            record.reason = f"wrong result: relative error {error:.2e} > {TOLERANCE[dtype]:g}"
-                            record.flops_per_second = record.fraction_of_peak = None
+                    rate = _measure_into(record, torch, share) or rate
                 records.append(record)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
@@ -265,10 +255,46 @@ def run(
                        records=records, best=best, warnings=warnings)  # fmt: skip
 
 
-def _probe_too_slow(torch: Any, device: str, dtype: str, flops: float, left: float) -> bool:
-    """Time one 256³ matmul and extrapolate (a CPU bf16 matmul can be 200× slower than fp32)."""
-    pairs = _operands(torch, device, dtype, 256, 256, 256, 1)
+def _over_budget(record: MatmulRecord, rate: float | None, left: float) -> str | None:
+    """Why ``record``'s shape cannot run in the ``left`` seconds of the budget (None if it can)."""
+    if left <= 0 or rate is None:
+        return "time budget used up"
+    cost = measure_cost(2.0 * record.m * record.k * record.n / rate, record.m, record.k, record.n)
+    return f"would take ~{cost:.1f} s, more than the {left:.1f} s left of the budget" if cost > left else None
+
+
+def _measure_into(record: MatmulRecord, torch: Any, target_seconds: float) -> float | None:
+    """Measure ``record``'s shape and fill it in; the achieved FLOP/s, or None if it could not run."""
+    m, k, n = record.m, record.k, record.n
+    try:
+        seconds, error, repeats = measure(torch, record.device, record.dtype, m, k, n, target_seconds)
+    except (RuntimeError, MemoryError) as exc:
+        if "out of memory" not in str(exc).lower() and not isinstance(exc, MemoryError):
+            raise
+        record.reason = "out of memory"
+        if record.device == "cuda":
+            torch.cuda.empty_cache()
+        return None
+    rate = 2.0 * m * k * n / seconds
+    record.seconds, record.relative_error, record.repeats = seconds, error, repeats
+    if error > TOLERANCE[record.dtype]:
+        record.reason = f"wrong result: relative error {error:.2e} > {TOLERANCE[record.dtype]:g}"
+        return rate
+    record.status, record.flops_per_second = "ok", rate
+    if record.peak_flops:
+        record.fraction_of_peak = rate / record.peak_flops
+    return rate
+
+
+def _probe_rate(torch: Any, device: str, dtype: str) -> float:
+    """FLOP/s of one 128³ matmul, to predict larger ones (some CPUs run fp16 or bf16 100× slower than fp32).
+
+    Small matmuls run below peak, so the prediction errs on the slow side: sizes are skipped early
+    rather than overrunning the budget.
+    """
+    size = 128
+    pairs = _operands(torch, device, dtype, size, size, size, 1)
     fn = _matmul_fn(torch, dtype, device)
     _time_once(torch, device, fn, pairs)
     seconds = _time_once(torch, device, fn, pairs)
-    return flops / (2.0 * 256**3 / max(seconds, 1e-9)) * 6 > left
+    return 2.0 * size**3 / max(seconds, 1e-9)

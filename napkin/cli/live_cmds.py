@@ -55,8 +55,13 @@ def _match_profile(device_name: str) -> Any:
 def bench_matmul(
     device: Annotated[Device, typer.Option("--device", help="auto picks CUDA, then MPS, then CPU.")] = Device.auto,
     dtype: Annotated[
-        str, typer.Option("--dtype", metavar="DTYPE,…", help="Comma-separated: bf16,fp16,fp32,tf32,fp8.")
-    ] = "bf16",
+        str,
+        typer.Option(
+            "--dtype",
+            metavar="DTYPE,…",
+            help="Comma-separated subset of bf16,fp16,fp32,tf32,fp8 (unsupported ones are skipped with the reason).",
+        ),
+    ] = "bf16,fp16,fp32,tf32,fp8",
     sizes: Annotated[
         str, typer.Option("--sizes", metavar="N,N,…", help="Square sizes, comma-separated.")
     ] = "1024,2048,4096,8192",
