@@ -49,7 +49,7 @@ def main() -> int:
     profile = next((p.profile for p in load_catalog().visible()
                     if normalize(name) in {normalize(n) for n in p.profile.device_names}), None)  # fmt: skip
     result = bench.run(device=args.device, dtypes=dtypes, sizes=sizes, budget=20 if args.quick else 150,
-                       peak=lambda d: profile.peak_flops.get(d) if profile else None,  # type: ignore[call-overload]
+                       peak=lambda d: profile.peak_if_known(d) if profile else None,
                        hardware=profile.name if profile else None)  # fmt: skip
     print(f"device: {result.device_name} ({result.device}), torch {result.torch_version}, "
           f"profile: {profile.name if profile else 'none matched'}")  # fmt: skip

@@ -138,7 +138,8 @@ def _matmul_fn(torch: Any, dtype: str, device: str) -> Callable[[Any, Any], Any]
             return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
         return fp8
-    return torch.matmul  # type: ignore[no-any-return]
+    matmul: Callable[[Any, Any], Any] = torch.matmul
+    return matmul
 
 
 def _relative_error(torch: Any, a: Any, b: Any, c: Any) -> float:

@@ -390,7 +390,7 @@ def mfu(
             f"MFU {value:.2f} is above 1, which is impossible: check the peak ({dtype} on {hardware.name}), "
             "whether a sparse figure is in use, and the units of the inputs"
         )
-    measured = hardware.measured.get(dtype)  # type: ignore[call-overload]
+    measured = hardware.measured_for(dtype)
     if measured is not None and value * peak > measured.flops_per_second:
         ceiling = measured.flops_per_second / peak
         warnings.append(f"MFU {value:.3f} is above the measured matmul ceiling {ceiling:.3f} of {hardware.name}")

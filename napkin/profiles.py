@@ -176,6 +176,14 @@ class HardwareProfile(Record):
             have = ", ".join(self.peak_flops)
             raise UsageError(f"--dtype: {self.name} has no {dtype} peak; it has: {have}") from None
 
+    def peak_if_known(self, dtype: str) -> float | None:
+        """Dense peak FLOP/s for ``dtype``, or None when the profile gives none."""
+        return self.peak_flops.get(Dtype(dtype)) if dtype in Dtype.__members__ else None
+
+    def measured_for(self, dtype: str) -> Measurement | None:
+        """The saved benchmark for ``dtype`` (``napkin bench matmul --save``), if any."""
+        return self.measured.get(Dtype(dtype)) if dtype in Dtype.__members__ else None
+
     def ridge_point(self, dtype: str) -> float:
         """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound (roofline)."""
         return self.peak(dtype) / self.memory_bandwidth

@@ -135,7 +135,8 @@ def test_cost_energy_and_carbon() -> None:
                    Money(price_per_hour=2.0, pue=1.2, carbon_g_per_kwh=400))  # fmt: skip
     assert r.cost_usd == pytest.approx(r.gpu_hours * 2.0)
     assert r.energy_kwh == pytest.approx(r.gpu_hours * 0.7 * 1.2)
-    assert r.co2_tonnes == pytest.approx(r.energy_kwh * 400 / 1e6)  # type: ignore[operator]
+    assert r.energy_kwh is not None
+    assert r.co2_tonnes == pytest.approx(r.energy_kwh * 400 / 1e6)
     assert r.gpu_hours == pytest.approx(3.537e6, rel=1e-3)
 
 

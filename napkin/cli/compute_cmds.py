@@ -95,7 +95,7 @@ def _duration(days: str | None, hours: str | None) -> float | None:
 def _peak(profile: HardwareProfile, dtype: str, which: Peak) -> tuple[float, str]:
     if which is Peak.datasheet:
         return profile.peak(dtype), "datasheet"
-    measured = profile.measured.get(Dtype(dtype))
+    measured = profile.measured_for(dtype)
     if measured is None:
         raise UsageError(
             f"--peak measured: no saved {dtype} measurement for {profile.name}; "

@@ -97,7 +97,7 @@ def bench_matmul(
         def peak(d: str) -> float | None:
             if profile is None:
                 return None
-            return profile.peak_flops.get(d)  # type: ignore[call-overload,no-any-return]
+            return profile.peak_if_known(d)
 
         from rich.progress import Progress
 
