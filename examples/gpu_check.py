@@ -15,7 +15,7 @@ import sys
 import time
 
 from napkin import bench, verify
-from napkin.profiles import load_catalog, normalize
+from napkin.profiles import find_by_device
 
 
 def independent_tflops(device: str, dtype: str, n: int) -> float | None:
@@ -46,8 +46,8 @@ def main() -> int:
     sizes = [256, 512] if args.quick else [2048, 4096, 8192]
     torch = bench.import_torch()
     name = bench.device_name(torch, args.device) if args.device != "cpu" else "cpu"
-    profile = next((p.profile for p in load_catalog().visible()
-                    if normalize(name) in {normalize(n) for n in p.profile.device_names}), None)  # fmt: skip
+    matched = find_by_device(name)
+    profile = matched.profile if matched is not None else None
     result = bench.run(device=args.device, dtypes=dtypes, sizes=sizes, budget=20 if args.quick else 150,
                        peak=lambda d: profile.peak_if_known(d) if profile else None,
                        hardware=profile.name if profile else None)  # fmt: skip

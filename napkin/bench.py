@@ -19,6 +19,8 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -65,6 +67,20 @@ class BenchResult(Record):
     records: list[MatmulRecord]
     best: dict[str, MatmulRecord]
     warnings: list[str] = Field(default_factory=list)
+
+
+def save_best(result: BenchResult, profile_name: str) -> Path | None:
+    """Keep the best FLOP/s per dtype of ``result`` as ``profile_name``'s measurements; the file, if any."""
+    from napkin.measurements import save
+    from napkin.profiles import Measurement
+
+    path = None
+    for dtype, rec in result.best.items():
+        path = save(profile_name, dtype, Measurement(
+            flops_per_second=rec.flops_per_second, date=date.today().isoformat(), device=rec.device_name,
+            torch_version=result.torch_version, size=f"{rec.m}x{rec.k}x{rec.n}",
+        ))  # fmt: skip
+    return path
 
 
 def pick_device(torch: Any, device: str) -> str:

@@ -85,9 +85,17 @@ Watts = Annotated[float, *_quantity(units.parse_power, "power", "700 W")]
 _STRICT = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
+SLUG_RULE: Final = "use lower-case letters, digits, '.', '_' and '-', e.g. 'my-h100'"
+
+
+def is_slug(value: str) -> bool:
+    """A valid profile name (it is also the file name)."""
+    return re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value) is not None
+
+
 def _check_slug(value: str) -> str:
-    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value):
-        raise ValueError("use lower-case letters, digits, '.', '_' and '-', e.g. 'my-h100'")
+    if not is_slug(value):
+        raise ValueError(SLUG_RULE)
     return value
 
 
@@ -183,6 +191,18 @@ class HardwareProfile(Record):
     def measured_for(self, dtype: str) -> Measurement | None:
         """The saved benchmark for ``dtype`` (``napkin bench matmul --save``), if any."""
         return self.measured.get(Dtype(dtype)) if dtype in Dtype.__members__ else None
+
+    def peak_with_source(self, dtype: str, measured: bool = False) -> tuple[float, str]:
+        """The datasheet's dense peak, or the saved benchmark (``napkin bench matmul --save``), and which."""
+        if not measured:
+            return self.peak(dtype), "datasheet"
+        found = self.measured_for(dtype)
+        if found is None:
+            raise UsageError(
+                f"--peak measured: no saved {dtype} measurement for {self.name}; "
+                f"run 'napkin bench matmul --hardware {self.name} --dtype {dtype} --save' first"
+            )
+        return found.flops_per_second, f"measured {found.date} on {found.device}"
 
     def ridge_point(self, dtype: str) -> float:
         """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound (roofline)."""
@@ -435,6 +455,28 @@ def find(name: str, search: Iterable[tuple[Origin, Traversable]] | None = None) 
             if key in {normalize(str(n)) for n in names if n is not None} or (stem_matches and not raw.get("name")):
                 return LoadedProfile(parse_profile(text, label), origin, label, text)
     raise UsageError(unknown_name_message(name, load_catalog(dirs).visible()))
+
+
+def find_by_device(device_name: str) -> LoadedProfile | None:
+    """The visible profile whose ``device_names`` lists what torch reports (case/punctuation-insensitive)."""
+    key = normalize(device_name)
+    for loaded in load_catalog().visible():
+        if key in {normalize(n) for n in loaded.profile.device_names}:
+            return loaded
+    return None
+
+
+def copy_text(source: LoadedProfile, name: str, today: str) -> str:
+    """``source``'s YAML renamed to ``name`` (aliases dropped unless the name is kept); comments and layout kept."""
+    header = (f"# Copied from the {source.origin} profile '{source.profile.name}' by 'napkin hardware new' "
+              f"on {today}. Edit freely; 'napkin hardware validate' checks it.\n")  # fmt: skip
+    text = re.sub(r"^name:.*$", f"name: {name}", source.text, count=1, flags=re.MULTILINE)
+    if name != source.profile.name:
+        text = re.sub(r"^aliases:.*$", "aliases: []", text, count=1, flags=re.MULTILINE)
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].startswith("# yaml-language-server"):
+        return lines[0] + header + "".join(lines[1:])
+    return f"# yaml-language-server: $schema={SCHEMA_FILE}\n" + header + text
 
 
 def resolve(name: str | None = None, hardware_file: str | Path | None = None) -> LoadedProfile:

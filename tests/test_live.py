@@ -103,13 +103,17 @@ def test_without_torch_bench_and_verify_say_how_to_install(napkin: Run, monkeypa
 
 
 def test_device_names_map_to_profiles() -> None:
-    from napkin.cli.live_cmds import _match_profile
+    from napkin.profiles import find_by_device
 
-    assert _match_profile("NVIDIA H100 80GB HBM3").profile.name == "h100-sxm"
-    assert _match_profile("NVIDIA H200").profile.name == "h200-sxm"
-    assert _match_profile("NVIDIA A100-SXM4-40GB").profile.name == "a100-sxm-40gb"
-    assert _match_profile("NVIDIA H100 PCIe").profile.name == "h100-pcie"
-    assert _match_profile("Some Future GPU") is None
+    def matched(device_name: str) -> str | None:
+        found = find_by_device(device_name)
+        return found.profile.name if found is not None else None
+
+    assert matched("NVIDIA H100 80GB HBM3") == "h100-sxm"
+    assert matched("NVIDIA H200") == "h200-sxm"
+    assert matched("NVIDIA A100-SXM4-40GB") == "a100-sxm-40gb"
+    assert matched("NVIDIA H100 PCIe") == "h100-pcie"
+    assert matched("Some Future GPU") is None
 
 
 @pytest.mark.parametrize(("peak", "phrase"), [(1e9, "the profile is wrong or uses a sparse"), (1e16, "throttled")])

@@ -40,7 +40,7 @@ from napkin.units import (
 )
 
 if TYPE_CHECKING:
-    from napkin.profiles import HardwareProfile
+    pass
 
 app = typer.Typer()
 flops_app = typer.Typer(help="FLOP counts: a matmul's roofline, or a training run's 6·N·D.", no_args_is_help=True)
@@ -90,18 +90,6 @@ def _duration(days: str | None, hours: str | None) -> float | None:
     if hours is not None:
         return units.parse_number(hours, "--hours") * 3600
     return None
-
-
-def _peak(profile: HardwareProfile, dtype: str, which: Peak) -> tuple[float, str]:
-    if which is Peak.datasheet:
-        return profile.peak(dtype), "datasheet"
-    measured = profile.measured_for(dtype)
-    if measured is None:
-        raise UsageError(
-            f"--peak measured: no saved {dtype} measurement for {profile.name}; "
-            f"run 'napkin bench matmul --hardware {profile.name} --dtype {dtype} --save' first"
-        )
-    return measured.flops_per_second, f"measured {measured.date} on {measured.device}"
 
 
 @app.command("train-time")
@@ -170,7 +158,7 @@ def train_time(
             recompute=recompute,
         )  # fmt: skip
         profile = load_hardware(hardware, hardware_file).profile
-        peak_value, peak_source = _peak(profile, dtype, peak)
+        peak_value, peak_source = profile.peak_with_source(dtype, measured=peak is Peak.measured)
         low, high = units.parse_fraction_range(mfu, "--mfu")
         throughput = Throughput(
             peak_flops=peak_value, peak_source=peak_source, mfu_low=low, mfu_high=high,

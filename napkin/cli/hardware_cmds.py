@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 from datetime import date
@@ -19,7 +18,7 @@ from napkin.errors import NapkinError, ProfileError, UsageError
 from napkin.units import format_bandwidth, format_bytes, format_power, format_rate
 
 if TYPE_CHECKING:
-    from napkin.profiles import HardwareProfile, LoadedProfile
+    from napkin.profiles import HardwareProfile
 
 app = typer.Typer(help="Hardware profiles: list, inspect, compare, validate, copy and edit them.",
                   no_args_is_help=True)  # fmt: skip
@@ -214,20 +213,6 @@ def _user_schema(directory: Path) -> None:
         warn(f"{target} is not napkin's schema; left as it is (editors may not complete profile fields)")
 
 
-def copy_text(source: LoadedProfile, name: str) -> str:
-    """The source profile's YAML, renamed; comments and layout kept."""
-    text = source.text
-    header = (f"# Copied from the {source.origin} profile '{source.profile.name}' by 'napkin hardware new' "
-              f"on {date.today().isoformat()}. Edit freely; 'napkin hardware validate' checks it.\n")  # fmt: skip
-    text = re.sub(r"^name:.*$", f"name: {name}", text, count=1, flags=re.MULTILINE)
-    if name != source.profile.name:
-        text = re.sub(r"^aliases:.*$", "aliases: []", text, count=1, flags=re.MULTILINE)
-    lines = text.splitlines(keepends=True)
-    if lines and lines[0].startswith("# yaml-language-server"):
-        return lines[0] + header + "".join(lines[1:])
-    return "# yaml-language-server: $schema=schema.json\n" + header + text
-
-
 @app.command("new")
 def new_command(
     name: Annotated[str, typer.Argument(help="Name of the new profile (lower-case, e.g. my-h100).")],
@@ -237,13 +222,13 @@ def new_command(
 ) -> None:
     """Copy a profile into your user directory for editing (never overwrites without --force)."""
     from napkin.files import write_atomic
-    from napkin.profiles import parse_profile, resolve, user_hardware_dir
+    from napkin.profiles import SLUG_RULE, copy_text, is_slug, parse_profile, resolve, user_hardware_dir
 
     with boundary():
-        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
-            raise UsageError(f"NAME: {name!r} must use lower-case letters, digits, '.', '_' and '-'")
+        if not is_slug(name):
+            raise UsageError(f"NAME: {name!r}: {SLUG_RULE}")
         loaded = resolve(source)
-        text = copy_text(loaded, name)
+        text = copy_text(loaded, name, date.today().isoformat())
         target = user_hardware_dir() / f"{name}.yaml"
         parse_profile(text, str(target))
         write_atomic(target, text, overwrite=force)
@@ -256,7 +241,7 @@ def new_command(
 def edit_command(name: NameArg, as_json: JsonOpt = False) -> None:
     """Open your copy of a profile in $EDITOR (creating it if needed); keep it only if it validates."""
     from napkin.files import write_atomic
-    from napkin.profiles import normalize, parse_profile, resolve, user_hardware_dir
+    from napkin.profiles import copy_text, normalize, parse_profile, resolve, user_hardware_dir
 
     with boundary():
         directory = user_hardware_dir()
@@ -267,7 +252,7 @@ def edit_command(name: NameArg, as_json: JsonOpt = False) -> None:
                 target = Path(loaded.path)
             else:
                 target = directory / f"{loaded.profile.name}.yaml"
-                write_atomic(target, copy_text(loaded, loaded.profile.name))
+                write_atomic(target, copy_text(loaded, loaded.profile.name, date.today().isoformat()))
                 warn(f"created {target} from the {loaded.origin} profile; it overrides it from now on")
         _user_schema(directory)
         draft = target.with_name(f".{target.stem}.draft.yaml")

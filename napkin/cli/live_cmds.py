@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -38,17 +37,6 @@ def _shapes(texts: list[str]) -> list[tuple[int, int, int]]:
         m, k, n = (units.parse_int(p, "--shape") for p in parts)
         shapes.append((m, k, n))
     return shapes
-
-
-def _match_profile(device_name: str) -> Any:
-    """The profile whose ``device_names`` lists what torch reports (case/punctuation-insensitive)."""
-    from napkin.profiles import load_catalog, normalize
-
-    key = normalize(device_name)
-    for loaded in load_catalog().visible():
-        if key in {normalize(n) for n in loaded.profile.device_names}:
-            return loaded
-    return None
 
 
 @bench_app.command("matmul")
@@ -89,7 +77,9 @@ def bench_matmul(
         if hardware is not None or hardware_file is not None:
             loaded = load_hardware(hardware, hardware_file)
         elif dev != "cpu":
-            loaded = _match_profile(name)
+            from napkin.profiles import find_by_device
+
+            loaded = find_by_device(name)
             if loaded is None:
                 warn(f"no profile lists the device {name!r}; pass --hardware NAME to compare with a peak")
         profile = loaded.profile if loaded is not None else None
@@ -162,19 +152,15 @@ def _stderr_console() -> Any:
 
 
 def _save(result: Any, profile: Any, name: str) -> None:
-    from napkin.measurements import save
-    from napkin.profiles import Measurement
+    from napkin.bench import save_best
 
     if profile is None:
         raise UsageError(f"--save: no hardware profile for {name!r}; pass --hardware NAME "
                          "(for example one made with 'napkin hardware new my-gpu --from h100')")  # fmt: skip
+    path = save_best(result, profile.name)
     for dtype, rec in result.best.items():
-        path = save(profile.name, dtype, Measurement(
-            flops_per_second=rec.flops_per_second, date=date.today().isoformat(), device=name,
-            torch_version=result.torch_version, size=f"{rec.m}x{rec.k}x{rec.n}",
-        ))  # fmt: skip
         warn(f"saved {dtype} {format_rate(rec.flops_per_second)} for {profile.name} in {path}")
-    if not result.best:
+    if path is None:
         warn("nothing to save: no size finished")
 
 
