@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field
 from napkin import sources
 from napkin.base import Record
 from napkin.choices import Recompute
+from napkin.dtypes import STORAGE_BYTES
 from napkin.errors import UsageError
 from napkin.explain import Step, step
 from napkin.profiles import HardwareProfile
@@ -33,12 +34,6 @@ from napkin.units import (
 SECONDS_PER_DAY = 86400.0
 CHINCHILLA_TOKENS_PER_PARAM = 20.0  # Hoffmann et al. 2022 Table 3 (≈20 tokens per parameter)
 UNDERTRAINED_TOKENS_PER_PARAM = 10.0  # napkin's "far below 20" threshold for the under-training note
-
-#: Bytes per element of each dtype, for memory traffic (tf32 is stored as fp32).
-DTYPE_BYTES = {
-    "fp64": 8.0, "fp64_tensor": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0,
-    "fp8": 1.0, "int8": 1.0, "fp6": 0.75, "fp4": 0.5,
-}  # fmt: skip
 
 
 class FlopsPerToken(Record):
@@ -430,7 +425,7 @@ class MatmulResult(Record):
 def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> MatmulResult:
     """Roofline of one (m×k)·(k×n) matmul: 2mkn FLOPs over bytes·(mk + kn + mn) of traffic."""
     flops = 2.0 * m * k * n
-    element = DTYPE_BYTES[dtype]
+    element = STORAGE_BYTES[dtype]
     traffic = element * (m * k + k * n + m * n)
     intensity = flops / traffic
     peak, bandwidth = hardware.peak(dtype), hardware.memory_bandwidth

@@ -114,6 +114,13 @@ FORMATS: dict[str, FloatFormat] = {
 
 INT8_MIN, INT8_MAX = -128, 127
 
+#: Bytes per stored element, by format name and by the dtype names hardware profiles use for peaks
+#: (tf32 is an fp32 compute mode and is stored as fp32; fp6/fp4 are packed).
+STORAGE_BYTES: dict[str, float] = {
+    **{f.name: f.storage_bytes for f in FORMATS.values()},
+    "fp64_tensor": 8.0, "fp8": 1.0, "fp6": 0.75, "fp4": 0.5, "int8": 1.0,
+}  # fmt: skip
+
 
 class DtypeRow(Record):
     model_config = ConfigDict(frozen=True)
@@ -186,11 +193,9 @@ def tensor_size(shape: tuple[int, ...], dtype: str) -> TensorSize:
 
 def tensor_bytes(shape: tuple[int, ...], dtype: str) -> float:
     """Bytes of a dense tensor: elements × bytes per element."""
-    from napkin.compute import DTYPE_BYTES
-
-    per = DTYPE_BYTES.get(dtype) or (FORMATS[dtype].storage_bytes if dtype in FORMATS else None)
+    per = STORAGE_BYTES.get(dtype)
     if per is None:
-        known = ", ".join(sorted({*DTYPE_BYTES, *FORMATS} - {"fp64_tensor"}))
+        known = ", ".join(sorted(set(STORAGE_BYTES) - {"fp64_tensor"}))
         raise UsageError(f"--dtype: unknown dtype {dtype!r}; accepted: {known}")
     return math.prod(shape) * per
 

@@ -22,7 +22,7 @@ from napkin.errors import UsageError
 from napkin.explain import Step, step
 from napkin.profiles import HardwareProfile
 from napkin.transformer import ModelShape
-from napkin.units import format_bytes, format_bytes_si, format_count, format_sci
+from napkin.units import format_bytes, format_bytes_si, format_count, format_sci, parse_bytes, parse_fraction
 
 COMPONENTS = ("params", "gradients", "master_weights", "optimizer_states")
 
@@ -405,8 +405,6 @@ def max_model(
 
 def parse_reserve(text: str, capacity: float) -> float:
     """``--reserve``: bytes (``"4GB"``) or a fraction of capacity (``"0.1"``, ``"10%"``)."""
-    from napkin.units import parse_bytes, parse_fraction
-
     raw = text.strip()
     if raw in ("0", "0%", "0.0"):
         return 0.0

@@ -358,16 +358,6 @@ class Catalog:
             result.append(loaded)
         return result
 
-    def find(self, name: str) -> LoadedProfile:
-        key = normalize(name)
-        for loaded in self.profiles:
-            if key in loaded.profile.lookup_keys():
-                return loaded
-        for broken in self.broken:
-            if normalize(Path(broken.path).stem) == key:
-                raise ProfileError(broken.error)
-        raise UsageError(unknown_name_message(name, self.visible()))
-
 
 def unknown_name_message(name: str, known: list[LoadedProfile]) -> str:
     by_key: dict[str, str] = {}

@@ -176,4 +176,4 @@ def test_bundled_profiles_are_read_as_traversables_from_a_zip(tmp_path: Path) ->
     root = zipfile.Path(archive) / "hardware"
     catalog = profiles.load_catalog([("built-in", root)])
     assert len(catalog.profiles) == len(DATASHEET) and not catalog.broken
-    assert catalog.find("h100").path == "<built-in>/h100-sxm.yaml"
+    assert profiles.find("h100", [("built-in", root)]).path == "<built-in>/h100-sxm.yaml"

@@ -26,8 +26,13 @@ if TYPE_CHECKING:  # the engines are imported by the commands that use them, not
 from typer._click import exceptions as click_exceptions  # typer vendors click (pyproject: typer>=0.29)
 
 
-def fail(message: str, code: int) -> NoReturn:
+def error(message: str) -> None:
+    """The one format of napkin's error lines (stderr)."""
     typer.echo(f"napkin: error: {message}", err=True)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    error(message)
     raise typer.Exit(code)
 
 
@@ -61,10 +66,10 @@ class NapkinGroup(typer.core.TyperGroup):
         except click_exceptions.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx else "napkin"
             message = exc.format_message().replace("Value error, ", "")
-            typer.echo(f"napkin: error: {message} (see '{command} --help')", err=True)
+            error(f"{message} (see '{command} --help')")
             sys.exit(2)
         except click_exceptions.ClickException as exc:
-            typer.echo(f"napkin: error: {exc.format_message()}", err=True)
+            error(exc.format_message())
             sys.exit(exc.exit_code)
         except typer.Abort:
             typer.echo("napkin: aborted", err=True)
@@ -80,13 +85,17 @@ def emit(
     explain: bool = False,
     steps: Sequence[Step] = (),
     warnings: Sequence[str] = (),
+    json_data: Any = None,
 ) -> None:
-    """Print ``result``: JSON (base units) or rich renderables; warnings go to stderr."""
+    """Print ``result``: JSON (base units; ``json_data`` instead when given) or rich renderables.
+
+    Warnings go to stderr either way.
+    """
     for message in warnings:
         warn(message)
     if as_json:
         exclude = None if explain else {"steps"}
-        data = result.model_dump(mode="json", exclude=exclude)
+        data = json_data if json_data is not None else result.model_dump(mode="json", exclude=exclude)
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
     from napkin import render as r
@@ -166,10 +175,7 @@ def build_shape(
     if model is not None:
         from napkin.presets import get_preset
 
-        preset = get_preset(model)
-        shape = preset.shape.model_copy(update=given) if given else preset.shape
-        if given:
-            shape = ModelShape.model_validate(shape.model_dump())
+        shape = ModelShape.model_validate({**get_preset(model).shape.model_dump(), **given})
         return shape, float(shape.params()), float(shape.active_params())
     if not given:
         return None, None, None

@@ -115,17 +115,18 @@ def compare_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Side by side, with the ridge point (dense peak / bandwidth, FLOP per byte)."""
-    from napkin.profiles import load_catalog
+    from napkin.profiles import resolve
 
     with boundary():
         if len(names) < 2:
             raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
-        catalog = load_catalog()
-        loaded = [catalog.find(n) for n in names]
-    profiles = [entry.profile for entry in loaded]
+        profiles = [resolve(n).profile for n in names]
+
+    def ridge(p: HardwareProfile) -> float | None:
+        return p.ridge_point(dtype) if dtype in p.peak_flops else None
+
     if as_json:
-        data = [{**_profile_row(p), "ridge_point": p.peak_flops[dtype] / p.memory_bandwidth
-                 if dtype in p.peak_flops else None} for p in profiles]  # fmt: skip
+        data = [{**_profile_row(p), "ridge_point": ridge(p)} for p in profiles]
         typer.echo(json.dumps(data, indent=2))
         return
     from napkin import render as r
@@ -139,8 +140,8 @@ def compare_command(
             ["interconnect", *(format_bandwidth(p.interconnect_bandwidth) if p.interconnect_bandwidth else "–"
                                for p in profiles)]]  # fmt: skip
     rows += [[f"{d} dense", *(peak(p, d) for p in profiles)] for d in Dtype if any(d in p.peak_flops for p in profiles)]
-    rows.append([f"ridge ({dtype})", *(f"{p.peak_flops[dtype] / p.memory_bandwidth:,.0f} FLOP/B"
-                                       if dtype in p.peak_flops else "–" for p in profiles)])  # fmt: skip
+    rows.append([f"ridge ({dtype})", *(f"{value:,.0f} FLOP/B" if (value := ridge(p)) is not None else "–"
+                                       for p in profiles)])  # fmt: skip
     r.console().print(
         r.grid(
             "Hardware comparison",
@@ -188,8 +189,7 @@ def validate_command(
     for line in problems:
         typer.echo(line, err=True)
     if problems:
-        typer.echo(f"napkin: error: {len(problems)} problem(s) in {checked} file(s)", err=True)
-        raise typer.Exit(1)
+        fail(f"{len(problems)} problem(s) in {checked} file(s)", 1)
 
 
 def _user_schema(directory: Path) -> None:

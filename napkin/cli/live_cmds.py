@@ -130,19 +130,8 @@ def bench_matmul(
             )
         ]
 
-    if as_json:
-        _emit_records(result)
-    else:
-        emit(result, as_json, render, warnings=result.warnings)
-
-
-def _emit_records(result: Any) -> None:
-    """``--json``: one record per (size, dtype), plus the best per dtype."""
-    import json
-
-    for message in result.warnings:
-        warn(message)
-    typer.echo(json.dumps([rec.model_dump(mode="json") for rec in result.records], indent=2))
+    records = [rec.model_dump(mode="json") for rec in result.records]  # --json: one record per (size, dtype)
+    emit(result, as_json, render, warnings=result.warnings, json_data=records)
 
 
 def _stderr_console() -> Any:
