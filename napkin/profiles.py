@@ -47,6 +47,7 @@ from napkin.errors import NapkinError, ProfileError, UsageError
 
 ENV_HARDWARE_PATH: Final = "NAPKIN_HARDWARE_PATH"
 ENV_CONFIG_DIR: Final = "NAPKIN_CONFIG_DIR"
+ENV_HARDWARE: Final = "NAPKIN_HARDWARE"  # the default profile name when none is given
 SCHEMA_FILE: Final = "schema.json"
 DEFAULT_HARDWARE: Final = "h100"
 
@@ -471,7 +472,10 @@ def copy_text(source: LoadedProfile, name: str, today: str) -> str:
 
 def resolve(name: str | None = None, hardware_file: str | Path | None = None) -> LoadedProfile:
     """The profile a command should use, with any saved measurements attached."""
-    loaded = load_file(hardware_file) if hardware_file is not None else find(name or DEFAULT_HARDWARE)
+    if hardware_file is not None:
+        loaded = load_file(hardware_file)
+    else:
+        loaded = find(name or os.environ.get(ENV_HARDWARE) or DEFAULT_HARDWARE)
     from napkin.measurements import attach  # local: keeps this module free of the writer
 
     return attach(loaded)

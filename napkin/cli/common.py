@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -117,7 +116,7 @@ ExplainOpt = Annotated[
 HardwareOpt = Annotated[
     str | None,
     typer.Option(
-        "--hardware", "-H", metavar="NAME", envvar="NAPKIN_HARDWARE", show_default="h100",
+        "--hardware", "-H", metavar="NAME", show_default="$NAPKIN_HARDWARE, else h100",
         help="Hardware profile name or alias (see 'napkin hardware list').",
     ),
 ]  # fmt: skip
@@ -143,10 +142,7 @@ def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile
     from napkin.profiles import resolve
 
     if name is not None and hardware_file is not None:
-        if name == os.environ.get("NAPKIN_HARDWARE"):
-            name = None  # an explicit file beats the default from the environment
-        else:
-            raise UsageError("give --hardware or --hardware-file, not both")
+        raise UsageError("give --hardware or --hardware-file, not both")
     return resolve(name, hardware_file)
 
 
