@@ -1,6 +1,7 @@
 """The closed sets of names napkin accepts (dtypes, optimizers, precisions, …), as string enums.
 
-Kept apart from the engines so the CLI can declare its options without importing them.
+Kept apart from the engines so the CLI can declare its options without importing them; pure Python,
+cheap to import.
 """
 
 from enum import StrEnum
@@ -19,6 +20,14 @@ class Dtype(StrEnum):
     fp6 = "fp6"
     fp4 = "fp4"
     int8 = "int8"
+
+
+#: Bytes per stored element, by the dtype names of hardware peaks and of ``napkin dtypes`` (tf32 is an
+#: fp32 compute mode, stored as fp32; fp6 and fp4 are packed). The one table napkin has.
+STORAGE_BYTES: dict[str, float] = {
+    "fp64": 8.0, "fp64_tensor": 8.0, "fp32": 4.0, "tf32": 4.0, "bf16": 2.0, "fp16": 2.0,
+    "fp8": 1.0, "fp8-e4m3": 1.0, "fp8-e5m2": 1.0, "int8": 1.0, "fp6": 0.75, "fp4": 0.5,
+}  # fmt: skip
 
 
 class Recompute(StrEnum):

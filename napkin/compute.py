@@ -16,8 +16,7 @@ from pydantic import ConfigDict, Field
 
 from napkin import sources
 from napkin.base import Record
-from napkin.choices import Recompute
-from napkin.dtypes import STORAGE_BYTES
+from napkin.choices import STORAGE_BYTES, Recompute
 from napkin.errors import UsageError
 from napkin.explain import Step, step
 from napkin.profiles import HardwareProfile

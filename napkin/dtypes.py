@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 from pydantic import ConfigDict
 
 from napkin.base import Record
+from napkin.choices import STORAGE_BYTES
 from napkin.errors import UsageError
 
 
@@ -26,9 +26,12 @@ class FloatFormat:
     mantissa_bits: int
     has_inf: bool = True
     nan_only_all_ones: bool = False  # e4m3fn: the all-ones exponent is a normal binade except S.1111.111
-    storage_bytes: float = 0.0
     torch_name: str | None = None
     note: str = ""
+
+    @property
+    def storage_bytes(self) -> float:
+        return STORAGE_BYTES[self.name]
 
     @property
     def bias(self) -> int:
@@ -45,10 +48,10 @@ class FloatFormat:
 
     @property
     def max(self) -> float:
-        frac = Fraction(2 ** (self.mantissa_bits + 1) - 1, 2**self.mantissa_bits)  # 1.111…1
+        top = 2 ** (self.mantissa_bits + 1) - 1  # 1.111…1 in units of the last mantissa bit
         if self.nan_only_all_ones:
-            frac -= Fraction(1, 2**self.mantissa_bits)  # 1.11…10: the all-ones mantissa is NaN
-        return float(frac * Fraction(2) ** self.emax)
+            top -= 1  # 1.11…10: the all-ones mantissa is NaN
+        return math.ldexp(top, self.emax - self.mantissa_bits)
 
     @property
     def smallest_normal(self) -> float:
@@ -75,6 +78,8 @@ class FloatFormat:
             return value if self.has_inf else math.copysign(self.max, value)
         if value == 0:
             return value
+        from fractions import Fraction  # exact arithmetic only when rounding (keeps startup light)
+
         sign = -1.0 if value < 0 else 1.0
         x = Fraction(abs(value))
         exponent = max(math.frexp(abs(value))[1] - 1, self.emin)
@@ -93,33 +98,25 @@ class FloatFormat:
 FORMATS: dict[str, FloatFormat] = {
     f.name: f
     for f in (
-        FloatFormat("fp64", 11, 52, storage_bytes=8, torch_name="float64"),
-        FloatFormat("fp32", 8, 23, storage_bytes=4, torch_name="float32"),
-        FloatFormat("tf32", 8, 10, storage_bytes=4, note="compute mode of fp32 matmuls; stored as fp32"),
-        FloatFormat("bf16", 8, 7, storage_bytes=2, torch_name="bfloat16"),
-        FloatFormat("fp16", 5, 10, storage_bytes=2, torch_name="float16"),
+        FloatFormat("fp64", 11, 52, torch_name="float64"),
+        FloatFormat("fp32", 8, 23, torch_name="float32"),
+        FloatFormat("tf32", 8, 10, note="compute mode of fp32 matmuls; stored as fp32"),
+        FloatFormat("bf16", 8, 7, torch_name="bfloat16"),
+        FloatFormat("fp16", 5, 10, torch_name="float16"),
         FloatFormat(
             "fp8-e4m3",
             4,
             3,
             has_inf=False,
             nan_only_all_ones=True,
-            storage_bytes=1,
             torch_name="float8_e4m3fn",
             note="no inf (saturates at ±448); S.1111.111 is NaN",
         ),
-        FloatFormat("fp8-e5m2", 5, 2, storage_bytes=1, torch_name="float8_e5m2"),
+        FloatFormat("fp8-e5m2", 5, 2, torch_name="float8_e5m2"),
     )
 }
 
 INT8_MIN, INT8_MAX = -128, 127
-
-#: Bytes per stored element, by format name and by the dtype names hardware profiles use for peaks
-#: (tf32 is an fp32 compute mode and is stored as fp32; fp6/fp4 are packed).
-STORAGE_BYTES: dict[str, float] = {
-    **{f.name: f.storage_bytes for f in FORMATS.values()},
-    "fp64_tensor": 8.0, "fp8": 1.0, "fp6": 0.75, "fp4": 0.5, "int8": 1.0,
-}  # fmt: skip
 
 
 class DtypeRow(Record):
