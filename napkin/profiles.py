@@ -388,6 +388,13 @@ def _label(entry: Traversable) -> str:
     return str(entry) if isinstance(entry, Path) else f"<built-in>/{entry.name}"
 
 
+def _read(entry: Traversable, label: str) -> str:
+    try:
+        return entry.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{label}: cannot read: {exc}") from None
+
+
 def load_catalog(search: Iterable[tuple[Origin, Traversable]] | None = None) -> Catalog:
     """Read every profile along the search path; invalid files are collected, not raised."""
     catalog = Catalog()
@@ -395,13 +402,10 @@ def load_catalog(search: Iterable[tuple[Origin, Traversable]] | None = None) -> 
         for entry in _yaml_files(directory):
             label = _label(entry)
             try:
-                text = entry.read_text(encoding="utf-8")
+                text = _read(entry, label)
                 profile = parse_profile(text, label)
             except ProfileError as exc:
                 catalog.broken.append(BrokenProfile(origin, label, str(exc), tuple(exc.problems)))
-                continue
-            except (OSError, UnicodeDecodeError) as exc:
-                catalog.broken.append(BrokenProfile(origin, label, f"{label}: cannot read: {exc}"))
                 continue
             catalog.profiles.append(LoadedProfile(profile, origin, label, text))
     return catalog
@@ -431,15 +435,11 @@ def find(name: str, search: Iterable[tuple[Origin, Traversable]] | None = None) 
             label = _label(entry)
             stem_matches = normalize(entry.name.rsplit(".", 1)[0]) == key
             try:
-                text = entry.read_text(encoding="utf-8")
+                text = _read(entry, label)
                 data, _ = read_yaml(text, label)
             except ProfileError:
                 if stem_matches:
                     raise
-                continue
-            except (OSError, UnicodeDecodeError) as exc:
-                if stem_matches:
-                    raise ProfileError(f"{label}: cannot read: {exc}") from None
                 continue
             raw = data if isinstance(data, dict) else {}
             names = [raw.get("name"), *(raw.get("aliases") or [] if isinstance(raw.get("aliases"), list) else [])]
