@@ -11,7 +11,7 @@ $napkin train-time --params 70B --tokens 15T --gpus 1024 --mfu 0.35:0.5 --price 
 $napkin train-time --params 70B --tokens 15T --days 60 --json | python3 -c 'import json,sys; print("GPUs for 60 days:", json.load(sys.stdin)["gpus"])'
 
 # 3. Does Llama 3 70B's training state fit on 64 GPUs with FSDP, and with what micro-batch?
-$napkin memory --model llama3-70b --gpus 64 --precision mixed --sharding fsdp --flash-attention --checkpointing full
+$napkin memory --model llama3-70b --gpus 64 --precision mixed --sharding fsdp --flash-attention --recompute full
 
 # 4. Is 15T tokens compute-optimal for this budget?
 $napkin optimal --compute 6.3e24

@@ -2,10 +2,62 @@
 
 The library is the product; the ``napkin`` command is a thin layer over it. Every quantity is
 computed in base units (FLOP, bytes, seconds, watts) and converted only when shown.
+
+    import napkin
+    napkin.train_time(params="70B", tokens="15T", gpus=1024).days      # 143.9…
+    napkin.memory(model="llama3-8b", gpus=8, precision="mixed", tensor_parallel=2, recompute="full").fits
+
+The question functions live in ``napkin.api`` and the domain objects in their own modules; both are
+imported on first use, so ``import napkin`` stays cheap.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from napkin.errors import NapkinError, ProfileError, UsageError
 
 __version__ = "0.1.0"
 
-__all__ = ["NapkinError", "ProfileError", "UsageError", "__version__"]
+if TYPE_CHECKING:
+    from napkin.api import (
+        dtypes,
+        flops,
+        matmul,
+        max_model,
+        memory,
+        mfu,
+        models,
+        optimal,
+        optimizers,
+        tensor,
+        train_time,
+    )
+    from napkin.api import get_hardware as hardware
+    from napkin.layout import Layout
+    from napkin.model import Model
+    from napkin.workload import Workload
+
+_LAZY = {
+    "train_time": "napkin.api", "mfu": "napkin.api", "flops": "napkin.api", "matmul": "napkin.api",
+    "memory": "napkin.api", "max_model": "napkin.api", "optimal": "napkin.api", "tensor": "napkin.api",
+    "dtypes": "napkin.api", "optimizers": "napkin.api", "models": "napkin.api",
+    "hardware": "napkin.api:get_hardware", "Model": "napkin.model", "Layout": "napkin.layout",
+    "Workload": "napkin.workload",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'napkin' has no attribute {name!r}")
+    import importlib
+
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr or name)
+
+
+__all__ = [
+    "Layout", "Model", "NapkinError", "ProfileError", "UsageError", "Workload", "__version__", "dtypes", "flops",
+    "hardware", "matmul", "max_model", "memory", "mfu", "models", "optimal", "optimizers", "tensor", "train_time",
+]  # fmt: skip

@@ -64,10 +64,10 @@ class Sharding(StrEnum):
     fsdp = "fsdp"  # PyTorch FSDP FULL_SHARD ≈ ZeRO-3
 
 
-class Checkpointing(StrEnum):
+class Offload(StrEnum):
     none = "none"
-    selective = "selective"
-    full = "full"
+    optimizer = "optimizer"  # optimizer states (and master weights) in CPU memory (ZeRO-Offload)
+    params = "params"  # + parameters (ZeRO-Infinity, FSDP CPUOffload)
 
 
 class Fit(StrEnum):

@@ -11,6 +11,7 @@ Pure functions over pydantic models: no printing, no files. Formulas (FORMULAS �
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from pydantic import ConfigDict, Field
 
@@ -19,10 +20,13 @@ from napkin.base import Record
 from napkin.choices import STORAGE_BYTES, Recompute
 from napkin.errors import UsageError
 from napkin.explain import Step, step
+from napkin.model import Model
 from napkin.profiles import HardwareProfile
-from napkin.transformer import ModelShape
+from napkin.result import Result
 from napkin.units import (
     format_bandwidth,
+    format_bytes_si,
+    format_count,
     format_duration,
     format_flops,
     format_percent,
@@ -52,28 +56,29 @@ class FlopsPerToken(Record):
 
 def flops_per_token(
     params: float,
-    shape: ModelShape | None = None,
+    model: Model | None = None,
+    seq: int | None = None,
     *,
     causal: bool = False,
     recompute: Recompute = Recompute.none,
 ) -> FlopsPerToken:
-    """6N (+ attention) model FLOPs per token, and the hardware FLOPs a recomputation scheme adds."""
-    attention = shape.attention_flops_per_token(causal) if shape is not None else 0.0
+    """6N (+ attention, given a model and a sequence length) model FLOPs per token, and the hardware
+    FLOPs a recomputation scheme adds."""
+    attention = model.attention_flops_per_token(seq, causal) if model is not None and seq else 0.0
     forward = 2 * params + attention / 3
     backward = 4 * params + 2 * attention / 3
-    model = forward + backward
     if recompute is Recompute.full:
         # One extra forward of the blocks (Narayanan eq. 3: 4 forwards instead of 3); without a shape
         # the whole model is re-run, which gives the familiar 8·N·D.
-        blocks = shape.block_params() if shape is not None else params
+        blocks = model.block_params() if model is not None else params
         extra = 2 * blocks + attention / 3
     elif recompute is Recompute.selective:
         extra = attention / 3  # only the attention scores are recomputed (Korthikanti §4.3)
     else:
         extra = 0.0
     return FlopsPerToken(
-        params=params, forward=forward, backward=backward, attention=attention, model=model,
-        hardware=model + extra, recompute=recompute, causal=causal,
+        params=params, forward=forward, backward=backward, attention=attention, model=forward + backward,
+        hardware=forward + backward + extra, recompute=recompute, causal=causal,
     )  # fmt: skip
 
 
@@ -96,8 +101,11 @@ class Money(Record):
     carbon_g_per_kwh: float | None = Field(default=None, ge=0)
 
 
-class TrainTimeResult(Record):
+class TrainTimeResult(Result):
     """Everything train-time reports. Base units: FLOP, FLOP/s, seconds."""
+
+    title: ClassVar[str] = "Training time"
+    headline: ClassVar[tuple[str, ...]] = ("days", "gpus", "mfu", "hardware")
 
     hardware: str
     dtype: str
@@ -132,8 +140,54 @@ class TrainTimeResult(Record):
     power_watts: float | None = None
     pue: float | None = None
     co2_tonnes: float | None = None
-    warnings: list[str] = Field(default_factory=list)
-    steps: list[Step] = Field(default_factory=list)
+    recompute: Recompute = Recompute.none
+    causal: bool = False
+    layout: str | None = Field(default=None, description="the layout whose predicted MFU was used")
+
+    def rows(self) -> list[tuple[str, str]]:
+        mark = {k: " (solved)" if self.solved_for == k else "" for k in ("params", "tokens", "gpus")}
+        active = f" ({format_count(self.active_params)} active)" if self.active_params != self.params else ""
+        rows = [
+            ("hardware", f"{self.hardware}: {self.dtype} dense peak {format_rate(self.peak_flops)}"
+                         f" ({self.peak_source})"),
+            ("parameters", f"{format_count(self.params)} params{mark['params']}{active}"),
+            ("tokens", f"{format_count(self.tokens)} tokens{mark['tokens']} ({self.tokens_per_param:,.1f} per param)"),
+            ("GPUs", f"{self.gpus:,}{mark['gpus']}"),
+            ("training FLOPs", f"{format_flops(self.flops)} (forward {format_sci(self.flops_forward)}"
+                               f" + backward {format_sci(self.flops_backward)})"),
+        ]  # fmt: skip
+        if self.hardware_flops != self.flops:
+            rows.append(
+                ("hardware FLOPs", f"{format_flops(self.hardware_flops)} (with {self.recompute} recomputation)")
+            )
+        low, high = self.mfu_range
+        mfu_text = f"{low:g}–{high:g}" if low != high else f"{self.mfu:.3g}"
+        if self.hfu != self.mfu:
+            mfu_text += f" (HFU {self.hfu:.3g})"
+        if self.layout is not None:
+            mfu_text += f", predicted for {self.layout}"
+        rows += [
+            ("MFU", mfu_text + (f", goodput {self.goodput:g}" if self.goodput != 1 else "")),
+            ("per-GPU FLOP/s", format_rate(self.per_gpu_flops_per_second) + " effective"),
+            ("cluster FLOP/s", format_rate(self.cluster_flops_per_second) + " effective"),
+            ("time", f"{format_sci(self.seconds)} s = {self.hours:,.0f} hours = {self.days:,.1f} days"),
+        ]
+        if self.seconds_range[0] != self.seconds_range[1]:
+            rows.append(("time range", f"{format_duration(self.seconds_range[0])} (MFU {high:g}) – "
+                                       f"{format_duration(self.seconds_range[1])} (MFU {low:g})"))  # fmt: skip
+        rows.append(("GPU-hours", f"{self.gpu_hours:,.0f}"))
+        if self.cost_usd is not None:
+            rows.append(("cost", f"${self.cost_usd:,.0f} at ${self.price_per_hour:g} per GPU-hour"))
+        if self.energy_kwh is not None:
+            rows.append(
+                ("energy", f"{self.energy_kwh / 1000:,.1f} MWh ({self.power_watts:g} W per GPU × PUE {self.pue:g})")
+            )
+        if self.co2_tonnes is not None:
+            rows.append(("emissions", f"{self.co2_tonnes:,.1f} t CO₂e"))
+        return rows
+
+    def caption(self) -> str:
+        return "C = 6·N·D; t = C / (G × dense peak × MFU)"
 
 
 class TrainQuery(Record):
@@ -143,7 +197,8 @@ class TrainQuery(Record):
     tokens: float | None = Field(default=None, gt=0)
     gpus: int | None = Field(default=None, gt=0)
     seconds: float | None = Field(default=None, gt=0)
-    shape: ModelShape | None = None
+    model: Model | None = None
+    seq: int | None = Field(default=None, gt=0, description="sequence length (attention FLOPs need it)")
     active_params: float | None = Field(default=None, gt=0, description="MoE: parameters used per token")
     causal: bool = False
     recompute: Recompute = Recompute.none
@@ -175,12 +230,12 @@ def train_time(
     t, steps, warnings = throughput, [], []
     mfu = t.mfu_low  # conservative end: the slowest plausible run
     solved = missing[0] if missing else None
-    if solved == "params" and query.shape is not None:
-        raise UsageError("--params cannot be solved when --model or a shape fixes the parameter count")
+    if solved == "params" and query.model is not None:
+        raise UsageError("params cannot be solved when a model fixes the parameter count", field="params")
 
     # Per-token cost is linear in N: fpt(N) = k·N + a (the attention term does not depend on N).
     def fpt(n: float) -> FlopsPerToken:
-        return flops_per_token(n, query.shape, causal=query.causal, recompute=query.recompute)
+        return flops_per_token(n, query.model, query.seq, causal=query.causal, recompute=query.recompute)
 
     if solved == "params":
         probe0, probe1 = fpt(0.0), fpt(1.0)
@@ -270,7 +325,8 @@ def train_time(
         goodput=t.goodput, per_gpu_flops_per_second=rate, cluster_flops_per_second=gpus * rate, seconds=seconds,
         seconds_range=(seconds_fast, seconds), hours=seconds / 3600, days=seconds / SECONDS_PER_DAY,
         days_range=(seconds_fast / SECONDS_PER_DAY, seconds / SECONDS_PER_DAY), gpu_hours=gpu_hours,
-        tokens_per_param=tokens / n_total, warnings=warnings, steps=steps,
+        tokens_per_param=tokens / n_total, warnings=warnings, steps=steps, recompute=query.recompute,
+        causal=query.causal,
     )  # fmt: skip
     _add_money(result, hardware, money)
     if result.tokens_per_param < UNDERTRAINED_TOKENS_PER_PARAM:
@@ -327,7 +383,10 @@ def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money 
 # ------------------------------------------------------------------------------------------- MFU
 
 
-class MfuResult(Record):
+class MfuResult(Result):
+    title: ClassVar[str] = "Model FLOPs utilisation"
+    headline: ClassVar[tuple[str, ...]] = ("mfu", "hfu", "hardware")
+
     hardware: str
     dtype: str
     params: float
@@ -341,8 +400,24 @@ class MfuResult(Record):
     hfu: float
     seconds: float | None = None
     days: float | None = None
-    warnings: list[str] = Field(default_factory=list)
-    steps: list[Step] = Field(default_factory=list)
+    recompute: Recompute = Recompute.none
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [
+            ("hardware", f"{self.hardware}: {self.dtype} dense peak {format_rate(self.peak_flops)}"),
+            ("parameters", f"{format_count(self.params)}"),
+            ("throughput", f"{self.tokens_per_second:,.0f} tokens/s ({self.tokens_per_second_per_gpu:,.1f} per GPU)"),
+            ("FLOPs per token", f"{format_sci(self.flops_per_token)} (model)"),
+            ("MFU", format_percent(self.mfu)),
+        ]
+        if self.hfu != self.mfu:
+            rows.append(("HFU", format_percent(self.hfu) + f" ({self.recompute} recomputation)"))
+        if self.days is not None:
+            rows.append(("duration", f"{self.days:,.1f} days"))
+        return rows
+
+    def caption(self) -> str:
+        return "MFU = tokens/s × FLOPs/token / (G × peak)"
 
 
 def mfu(
@@ -354,7 +429,8 @@ def mfu(
     tokens: float | None = None,
     seconds: float | None = None,
     tokens_per_second: float | None = None,
-    shape: ModelShape | None = None,
+    model: Model | None = None,
+    seq: int | None = None,
     causal: bool = False,
     recompute: Recompute = Recompute.none,
 ) -> MfuResult:
@@ -366,7 +442,7 @@ def mfu(
             raise UsageError("--tokens is needed to turn a duration into a throughput")
         assert seconds is not None
         tokens_per_second = tokens / seconds
-    per_token = flops_per_token(params, shape, causal=causal, recompute=recompute)
+    per_token = flops_per_token(params, model, seq, causal=causal, recompute=recompute)
     peak = hardware.peak(dtype)
     value = tokens_per_second * per_token.model / (gpus * peak)
     steps = [
@@ -397,13 +473,17 @@ def mfu(
         hardware_flops_per_token=per_token.hardware, peak_flops=peak, mfu=value,
         hfu=value * per_token.hardware / per_token.model, seconds=duration,
         days=duration / SECONDS_PER_DAY if duration is not None else None, warnings=warnings, steps=steps,
+        recompute=recompute,
     )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------- matmul
 
 
-class MatmulResult(Record):
+class MatmulResult(Result):
+    title: ClassVar[str] = "Matmul roofline"
+    headline: ClassVar[tuple[str, ...]] = ("flops", "arithmetic_intensity", "bound", "seconds")
+
     m: int
     k: int
     n: int
@@ -418,7 +498,17 @@ class MatmulResult(Record):
     memory_bandwidth: float
     seconds: float = Field(description="roofline time: max(FLOPs / peak, bytes / bandwidth)")
     attainable_flops_per_second: float
-    steps: list[Step] = Field(default_factory=list)
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("shape", f"({self.m:,} × {self.k:,}) · ({self.k:,} × {self.n:,}), {self.dtype}"),
+            ("FLOPs", format_flops(self.flops)),
+            ("bytes moved", format_bytes_si(self.bytes)),
+            ("arithmetic intensity", f"{self.arithmetic_intensity:,.1f} FLOP/B"),
+            ("ridge point", f"{self.ridge_point:,.1f} FLOP/B ({self.hardware})"),
+            ("bound", f"{self.bound}-bound"),
+            ("roofline time", f"{format_duration(self.seconds)} at {format_rate(self.attainable_flops_per_second)}"),
+        ]
 
 
 def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> MatmulResult:
@@ -452,7 +542,10 @@ def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> Mat
 # ------------------------------------------------------------------------------------- flops train
 
 
-class TrainFlopsResult(Record):
+class TrainFlopsResult(Result):
+    title: ClassVar[str] = "Training FLOPs"
+    headline: ClassVar[tuple[str, ...]] = ("flops", "hardware_flops")
+
     params: float
     tokens: float
     flops: float = Field(description="model FLOPs: 6·N·D + attention")
@@ -463,18 +556,32 @@ class TrainFlopsResult(Record):
     flops_per_token: float
     recompute: Recompute
     causal: bool
-    steps: list[Step] = Field(default_factory=list)
+
+    def rows(self) -> list[tuple[str, str]]:
+        att = bool(self.flops_attention)
+        rows = [
+            ("forward (2·N·D" + (" + ⅓ attention)" if att else ")"), format_flops(self.flops_forward)),
+            ("backward (4·N·D" + (" + ⅔ attention)" if att else ")"), format_flops(self.flops_backward)),
+        ]
+        if att:
+            conv = " (causal, c = 1)" if self.causal else " (c = 2, PaLM)"
+            rows.append(("attention (incl. above)", format_flops(self.flops_attention) + conv))
+        rows.append(("model FLOPs (MFU basis)", format_flops(self.flops)))
+        extra = "" if self.recompute is Recompute.none else f" ({self.recompute} recomputation)"
+        rows.append(("hardware FLOPs (HFU basis)", format_flops(self.hardware_flops) + extra))
+        return rows
 
 
 def train_flops(
     params: float,
     tokens: float,
-    shape: ModelShape | None = None,
+    model: Model | None = None,
+    seq: int | None = None,
     *,
     causal: bool = False,
     recompute: Recompute = Recompute.none,
 ) -> TrainFlopsResult:
-    per_token = flops_per_token(params, shape, causal=causal, recompute=recompute)
+    per_token = flops_per_token(params, model, seq, causal=causal, recompute=recompute)
     steps = [
         step("forward", "2·N·D", f"2 × {format_sci(params)} × {format_sci(tokens)}",
              format_flops(2 * params * tokens), sources.PALM_6N),

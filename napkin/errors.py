@@ -13,9 +13,18 @@ class NapkinError(Exception):
 
 
 class UsageError(NapkinError):
-    """A bad value or combination of command-line inputs (exit code 2, like a usage error)."""
+    """A bad value or combination of inputs (exit code 2, like a usage error).
+
+    ``field`` names the input at fault as the library calls it (``gpus``, ``params``) and ``also`` any
+    other inputs the message names; the CLI writes each as its flag (``--gpus``).
+    """
 
     exit_code = 2
+
+    def __init__(self, message: str, field: str | None = None, also: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.field = field
+        self.fields = tuple(f for f in (field, *also) if f)
 
 
 class ProfileError(NapkinError):

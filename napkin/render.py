@@ -92,6 +92,26 @@ def explanation(steps: Sequence[Step]) -> Text:
     return text
 
 
+def plain(renderable: object, width: int = 100) -> str:
+    """What ``renderable`` prints, as plain text (no colour, no trailing spaces)."""
+    import io
+
+    out = Console(file=io.StringIO(), width=width, no_color=True, highlight=False, soft_wrap=False)
+    out.print(renderable)
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def html(renderables: Sequence[object], width: int = 100) -> str:
+    """The same tables as the terminal, for a notebook cell (rich's HTML export, inline styles)."""
+    import io
+
+    out = Console(file=io.StringIO(), record=True, width=width, highlight=False, soft_wrap=False)
+    for renderable in renderables:
+        out.print(renderable)
+    return out.export_html(inline_styles=True, code_format='<pre style="font-family:monospace">{code}</pre>')
+
+
 def bar(parts: Sequence[tuple[str, float]], capacity: float, width: int = 50) -> Text:
     """A one-line stacked bar of ``parts`` against ``capacity`` (characters differ per part)."""
     glyphs = "█▓▒░#"

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import ClassVar
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
 from napkin import sources
 from napkin.base import Record
 from napkin.choices import Fit
 from napkin.explain import Step, step
+from napkin.result import TableResult
 from napkin.units import format_count, format_flops, format_sci
 
 
@@ -57,11 +59,28 @@ class Allocation(Record):
     source: str
 
 
-class OptimalResult(Record):
+class OptimalResult(TableResult):
+    headline: ClassVar[tuple[str, ...]] = ("compute",)
+
     compute: float
     rule_of_20: Allocation
     fitted: Allocation
-    steps: list[Step] = Field(default_factory=list)
+
+    def heading(self) -> str:
+        return f"Compute-optimal allocation for C = {format_flops(self.compute)}"
+
+    def header(self) -> list[str]:
+        return ["method", "N*", "D*", "D*/N*", "loss"]
+
+    def body(self) -> list[list[str]]:
+        return [
+            [a.method, format_count(a.params) + " params", format_count(a.tokens) + " tokens",
+             f"{a.tokens_per_param:.1f}", f"{a.loss:.3f}" if a.loss is not None else "–"]
+            for a in (self.rule_of_20, self.fitted)
+        ]  # fmt: skip
+
+    def caption(self) -> str:
+        return "C = 6·N·D; Hoffmann et al. 2022; constants: " + self.fitted.source.split("; ")[-1]
 
 
 def optimal(compute: float, fit: Fit = Fit.epoch, derivation: Sequence[Step] = ()) -> OptimalResult:

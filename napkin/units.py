@@ -244,3 +244,20 @@ def format_duration(seconds: float) -> str:
 
 def format_percent(fraction: float, decimals: int = 1) -> str:
     return f"{fraction * 100:.{decimals}f} %"
+
+
+def parse_length(text: str | float | int, what: str = "value") -> int:
+    """A sequence length or a width: ``"8192"``, ``"32k"`` = 32,768, ``"1M"`` = 2^20.
+
+    Context lengths are quoted in binary thousands (Llama 3.1's "128k" is 131,072 tokens), so k and M
+    mean 2^10 and 2^20 here, unlike counts of parameters or tokens (K = 10^3).
+    """
+    if isinstance(text, str) and text.strip()[-1:].lower() in ("k", "m"):
+        head = text.strip()[:-1]
+        scale = 1024 if text.strip()[-1].lower() == "k" else 1024 * 1024
+        value = _parse(head, {"": 1.0}, "number", what) * scale
+    else:
+        value = parse_count(text, what)
+    if value != int(value):
+        raise UsageError(f"{what}: {text!r} must be a whole number of tokens or elements (32k = 32768)")
+    return int(value)

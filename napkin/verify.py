@@ -19,11 +19,18 @@ from typing import Any
 
 from napkin.base import Record
 from napkin.bench import import_torch, pick_device
-from napkin.choices import Checkpointing, Optimizer, Precision
+from napkin.choices import Optimizer, Precision
 from napkin.compute import flops_per_token
-from napkin.dtypes import FORMATS
-from napkin.memory import OPTIMIZERS, ActivationInputs, activation_bytes_per_layer, bytes_per_param, state_elements
-from napkin.transformer import ModelShape
+from napkin.model import Model
+from napkin.number_formats import FORMATS
+from napkin.training_memory import (
+    OPTIMIZERS,
+    ActivationInputs,
+    activation_bytes_per_layer,
+    bytes_per_param,
+    state_elements,
+)
+from napkin.workload import Workload
 
 #: Saved-for-backward bytes of a real block differ from the paper's accounting (PyTorch also saves
 #: LayerNorm statistics, and shares some tensors the paper counts twice). The check passes when
@@ -80,7 +87,7 @@ def _mlp_flops(torch: Any, device: str) -> list[Check]:
 class _Block:
     """A GPT-style block written out in matmuls (pre-LN, MHA, GELU MLP, dropout everywhere)."""
 
-    def __init__(self, torch: Any, shape: ModelShape, device: str, dtype: Any, dropout: float) -> None:
+    def __init__(self, torch: Any, shape: Model, device: str, dtype: Any, dropout: float) -> None:
         nn = torch.nn
         d, f = shape.hidden, shape.d_ffn
         self.torch, self.shape, self.p = torch, shape, dropout
@@ -114,14 +121,14 @@ class _Block:
 def _block_flops(torch: Any, device: str) -> Check:
     from torch.utils.flop_counter import FlopCounterMode
 
-    shape = ModelShape(layers=1, hidden=64, heads=4, seq=32, vocab=1)
+    shape, seq = Model(layers=1, hidden=64, heads=4, vocab=1), 32
     block = _Block(torch, shape, device, torch.float32, dropout=0.0)
     b = 2
-    x = torch.randn(b, shape.seq, shape.hidden, device=device, requires_grad=True)
+    x = torch.randn(b, seq, shape.hidden, device=device, requires_grad=True)
     with FlopCounterMode(display=False) as counter:
         block(x).sum().backward()
     n = block.matmul_params()
-    expected = flops_per_token(n, shape).model * b * shape.seq
+    expected = flops_per_token(n, shape, seq).model * b * seq
     return _exact("flops", "GPT block = (6N + 12·L·s·d_attn)·tokens", expected, counter.get_total_flops(),
                   f"L=1, d=64, a=4, s=32, b=2, N_matmul={n} (PaLM App. B, full s×s scores)")  # fmt: skip
 
@@ -197,7 +204,7 @@ def _same(a: float, b: float) -> bool:
 
 
 def _activations(torch: Any, device: str) -> Check:
-    shape = ModelShape(layers=1, hidden=256, heads=4, seq=256, vocab=1)
+    shape, seq = Model(layers=1, hidden=256, heads=4, vocab=1, dropout=True), 256
     dtype = torch.bfloat16
     block = _Block(torch, shape, device, dtype, dropout=0.1)
     params = {p.data_ptr() for p in block.parameters()}
@@ -209,12 +216,12 @@ def _activations(torch: Any, device: str) -> Check:
             seen[key] = max(seen.get(key, 0), t.numel() * t.element_size())
         return t
 
-    x = torch.randn(1, shape.seq, shape.hidden, device=device, dtype=dtype, requires_grad=True)
+    x = torch.randn(1, seq, shape.hidden, device=device, dtype=dtype, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         block(x)
     measured = float(sum(seen.values()))
     expected, _formula = activation_bytes_per_layer(
-        ActivationInputs(shape=shape, batch=1, checkpointing=Checkpointing.none, element_bytes=2)
+        ActivationInputs(model=shape, workload=Workload(seq=seq), element_bytes=2)
     )
     ratio = measured / expected
     low, high = ACTIVATION_TOLERANCE

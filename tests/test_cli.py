@@ -66,7 +66,7 @@ def test_explain_shows_formulas_and_sources(napkin: Run) -> None:
 
 def test_narayanan_through_the_cli(napkin: Run) -> None:
     r = napkin("train-time", "-N", "175B", "-D", "300B", "-G", "1024", "-H", "a100", "--achieved", "140 TFLOP/s",
-               "--recompute", "--json")  # fmt: skip
+               "--recompute", "full", "--json")  # fmt: skip
     data = json.loads(r.stdout)
     assert round(data["days"], 1) == 33.9
     assert "under-trained" in r.stderr  # 1.7 tokens per parameter
@@ -95,7 +95,7 @@ def test_memory_json_and_bar(napkin: Run) -> None:
 
 def test_memory_with_a_model_and_activations(napkin: Run) -> None:
     data = json.loads(napkin("memory", "--model", "llama3-8b", "--gpus", "8", "--precision", "mixed",
-                             "--checkpointing", "full", "--json").stdout)  # fmt: skip
+                             "--recompute", "full", "--json").stdout)  # fmt: skip
     assert data["params"] == 8_030_261_248
     assert data["breakdown"]["activations"] == 8192 * 4096 * 2 * 32
     assert data["max_micro_batch"] >= 1
@@ -112,7 +112,7 @@ def test_mfu_command(napkin: Run) -> None:
 
 
 def test_flops_and_optimal_and_models(napkin: Run) -> None:
-    data = json.loads(napkin("flops", "train", "-N", "7B", "-D", "1T", "--recompute", "--json").stdout)
+    data = json.loads(napkin("flops", "train", "-N", "7B", "-D", "1T", "--recompute", "full", "--json").stdout)
     assert (data["flops"], data["hardware_flops"]) == (4.2e22, 5.6e22)
     data = json.loads(napkin("flops", "matmul", "4096", "4096", "4096", "--json").stdout)
     assert data["bound"] == "compute" and data["flops"] == 2 * 4096**3
@@ -165,8 +165,8 @@ BAD_INPUTS = [
     (["max-model", "--gpus", "0"], 2, "napkin: error: --gpus: '0' must be positive"),
     (["max-model", "--reserve", "200GB"], 2, "napkin: error: --reserve and activations (200 GB (186 GiB)) leave no room"),
     (["memory", "--gpus", "8"], 2, "napkin: error: --params (or --model) is required"),
-    (["memory", "-N", "7B", "--batch", "4"], 2, "napkin: error: activation options need a model shape"),
-    (["memory", "-N", "7B", "--model", "nope"], 2, "napkin: error: --model: unknown model 'nope'"),
+    (["memory", "-N", "7B", "--batch", "4"], 2, "napkin: error: activation options need an architecture: --model, --model-config or --layers"),
+    (["memory", "-N", "7B", "--model", "nope"], 2, "napkin: error: --model: unknown preset 'nope'"),
     (["mfu", "-N", "7B", "-G", "8"], 2, "napkin: error: give exactly one of --days, --hours, --gpu-hours"),
     (["tensor", "12xq"], 2, "napkin: error: SHAPE: '12xq' is not a shape"),
     (["dtypes", "--value", "big"], 2, "napkin: error: --value: 'big' is not a number"),
@@ -213,7 +213,7 @@ def test_root_help_and_version(napkin: Run) -> None:
 
 def test_max_model_with_a_shape_reports_the_largest_micro_batch(napkin: Run) -> None:
     data = json.loads(napkin("max-model", "--gpus", "8", "--model", "llama3-8b", "--precision", "mixed",
-                             "--checkpointing", "full", "--json").stdout)  # fmt: skip
+                             "--recompute", "full", "--json").stdout)  # fmt: skip
     states = 16 * 8_030_261_248 / 8
     per_sample = 8192 * 4096 * 2 * 32  # full recomputation keeps s·b·h·e per layer
     assert data["shape_params"] == 8_030_261_248
@@ -227,11 +227,11 @@ def test_flops_need_no_heads_but_activations_do(napkin: Run) -> None:
     assert data["flops_attention"] == pytest.approx(12 * 96 * 2048 * 12288 * 300e9)
     r = napkin("memory", "-N", "7B", "--layers", "32", "--hidden", "4096", "--seq", "4096")
     assert r.exit_code == 2
-    assert (
-        r.stderr == "napkin: error: --heads: activation memory needs the number of attention heads (the a·s²·b term)\n"
-    )
+    assert r.stderr == "napkin: error: --heads: activation memory needs the attention head count (the a·s²·b term)\n"
     r = napkin("flops", "train", "-N", "7B", "-D", "1T", "--layers", "32")
-    assert r.stderr.startswith("napkin: error: a model shape needs --layers, --hidden and --seq")
+    assert r.stderr.startswith(
+        "napkin: error: a shape needs --layers and --hidden (or --model, --model-config); missing: --hidden"
+    )
 
 
 def test_hardware_from_the_environment_and_explicit_choices(napkin: Run, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,7 +252,7 @@ def test_hardware_from_the_environment_and_explicit_choices(napkin: Run, monkeyp
         (["train-time", "-N", "7B", "-D", "1T", "--days", "1", "--hours", "2"], "napkin: error: give --days or --hours, not both"),
         (["hardware", "compare", "h100"], "napkin: error: NAMES: give two or more profiles to compare"),
         (["memory", "--gpus", "3", "--model", "llama3-8b", "--tensor-parallel", "2"],
-         "napkin: error: --gpus (3) must be a multiple of --tensor-parallel (2)"),
+         "napkin: error: --gpus (3) is not a multiple of tensor × pipeline × context (2 × 1 × 1 = 2)"),
         (["memory", "-N", "7B", "--model", "llama3-8b"],
          "napkin: error: give --params or --model, not both (the preset fixes the parameter count)"),
         (["flops", "train", "-N", "7B"], "napkin: error: --tokens is required"),
@@ -273,9 +273,9 @@ def test_prices_may_carry_a_dollar_sign_and_dtypes_handle_infinity(napkin: Run) 
 def test_recompute_flags(napkin: Run) -> None:
     base = ["flops", "train", "--model", "gpt3-175b", "-D", "300B", "--json"]
     plain, full, selective = (json.loads(napkin(*base, *extra).stdout)
-                              for extra in ([], ["--recompute"], ["--selective-recompute"]))  # fmt: skip
+                              for extra in ([], ["--recompute", "full"], ["--recompute", "selective"]))  # fmt: skip
     assert plain["hardware_flops"] == plain["flops"]
     assert full["flops"] == plain["flops"] < selective["hardware_flops"] < full["hardware_flops"]
     assert selective["hardware_flops"] - plain["flops"] == pytest.approx(plain["flops_attention"] / 3)
-    r = napkin(*base, "--recompute", "--selective-recompute")
-    assert r.exit_code == 2 and "give --recompute or --selective-recompute, not both" in r.stderr
+    r = napkin(*base, "--recompute", "some")
+    assert r.exit_code == 2 and "'some' is not one of 'none', 'selective', 'full'" in r.stderr

@@ -65,11 +65,11 @@ def test_narayanan_gpt3_175b_on_1024_a100_at_140_tflops_is_34_days() -> None:
 def test_palm_540b_mfu_is_45_7_without_and_46_2_with_attention() -> None:
     """PaLM App. B: 238.3K tokens/s on 6144 TPU v4 at 275 TFLOP/s."""
     assert mfu(540e9, 6144, TPU_V4, "bf16", tokens_per_second=238.3e3).mfu == pytest.approx(0.457, abs=5e-4)
-    shape = get_preset("palm-540b").shape
-    assert mfu(540e9, 6144, TPU_V4, "bf16", tokens_per_second=238.3e3, shape=shape).mfu == pytest.approx(
-        0.462, abs=5e-4
-    )
-    assert 6 * 540e9 + shape.attention_flops_per_token() == pytest.approx(3.28e12, rel=2e-3)  # Table 22
+    palm = get_preset("palm-540b")
+    assert mfu(
+        540e9, 6144, TPU_V4, "bf16", tokens_per_second=238.3e3, model=palm.model, seq=palm.seq
+    ).mfu == pytest.approx(0.462, abs=5e-4)
+    assert 6 * 540e9 + palm.model.attention_flops_per_token(palm.seq) == pytest.approx(3.28e12, rel=2e-3)  # Table 22
 
 
 def test_mt_nlg_mfu_from_palm_appendix_b() -> None:
@@ -146,10 +146,11 @@ def test_undertrained_note() -> None:
 
 
 def test_attention_term_and_recompute() -> None:
-    shape = get_preset("gpt3-175b").shape
-    fpt = flops_per_token(1.7395e11, shape)
+    gpt3 = get_preset("gpt3-175b")
+    shape, seq = gpt3.model, gpt3.seq
+    fpt = flops_per_token(1.7395e11, shape, seq)
     assert fpt.attention / (6 * 1.7395e11) == pytest.approx(0.0278, abs=2e-4)  # FORMULAS §1.2: +2.78 %
-    causal = flops_per_token(1.7395e11, shape, causal=True)
+    causal = flops_per_token(1.7395e11, shape, seq, causal=True)
     assert causal.attention == pytest.approx(fpt.attention / 2)
     assert flops_per_token(7e9, recompute=Recompute.full).hardware == pytest.approx(8 * 7e9)
     t = train_flops(7e9, 1e12, recompute=Recompute.full)

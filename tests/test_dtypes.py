@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from napkin.dtypes import FORMATS, parse_shape, table, tensor_size
 from napkin.errors import UsageError
+from napkin.number_formats import FORMATS, parse_shape, table, tensor_size
 from tests.conftest import needs_torch
 
 # FORMULAS §12 (numpy.finfo / ml_dtypes.finfo values).

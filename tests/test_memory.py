@@ -7,8 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from napkin import profiles
-from napkin.choices import Checkpointing, Optimizer, Precision, Sharding
-from napkin.memory import (
+from napkin.choices import Optimizer, Precision, Recompute, Sharding
+from napkin.layout import Layout
+from napkin.model import Model
+from napkin.training_memory import (
     OPTIMIZERS,
     PRECISIONS,
     ActivationInputs,
@@ -19,7 +21,7 @@ from napkin.memory import (
     parse_reserve,
     state_elements,
 )
-from napkin.transformer import ModelShape
+from napkin.workload import Workload
 
 H100 = profiles.resolve("h100").profile
 MIB = 2**20
@@ -69,95 +71,101 @@ def test_zero_paper_example_7_5b_on_64_gpus() -> None:
     """ZeRO Fig. 1: Ψ = 7.5B, N_d = 64, K = 12: 120 / 31.4 / 16.6 / 1.9 GB per GPU."""
     expected = {Sharding.none: 120.0, Sharding.zero1: 31.4, Sharding.zero2: 16.6, Sharding.zero3: 1.875}
     for sharding, gb in expected.items():
-        r = memory(7.5e9, H100, optimizer=Optimizer.adam, precision=Precision.mixed, sharding=sharding, gpus=64)
+        r = memory(
+            7.5e9, H100, optimizer=Optimizer.adam, precision=Precision.mixed, layout=Layout(sharding=sharding), gpus=64
+        )
         assert r.per_gpu_bytes / 1e9 == pytest.approx(gb, abs=0.05), sharding
-    assert not memory(7.5e9, H100, optimizer=Optimizer.adam, precision=Precision.mixed, sharding=Sharding.none,
-                      gpus=64).fits  # fmt: skip
+    assert not memory(7.5e9, H100, optimizer=Optimizer.adam, precision=Precision.mixed,
+                      layout=Layout(sharding=Sharding.none), gpus=64).fits  # fmt: skip
 
 
 def test_max_model_is_40b_fully_sharded_and_5b_replicated() -> None:
     pooled = max_model(8, H100, optimizer=Optimizer.adamw)
     assert pooled.params == pytest.approx(40e9) and pooled.bytes_per_param == 16
     assert pooled.memory_bytes == 640e9
-    replicated = max_model(8, H100, optimizer=Optimizer.adamw, sharding=Sharding.none)
+    replicated = max_model(8, H100, optimizer=Optimizer.adamw, layout=Layout(sharding=Sharding.none))
     assert replicated.params == pytest.approx(5e9)
     reserved = max_model(8, H100, optimizer=Optimizer.adamw, reserve_bytes=parse_reserve("10%", H100.memory))
     assert reserved.params == pytest.approx(36e9)
     assert parse_reserve("4GB", 80e9) == 4e9 and parse_reserve("0.1", 80e9) == 8e9 and parse_reserve("0", 1) == 0
 
 
-GPT3_LAYER = ModelShape(layers=96, hidden=12288, heads=96, seq=2048)
+GPT3_LAYER = Model(layers=96, hidden=12288, heads=96)
+GPT3_WORK = Workload(seq=2048)
 
 
 @pytest.mark.parametrize(
     ("tp", "sp", "ckpt", "mib"),
     [
-        (1, False, Checkpointing.none, 2736.0),  # s·b·h·(34 + 5as/h)
-        (8, False, Checkpointing.none, 552.0),  # TP
-        (8, True, Checkpointing.none, 342.0),  # TP + SP
-        (8, False, Checkpointing.selective, 312.0),  # TP + selective
-        (8, True, Checkpointing.selective, 102.0),  # TP + SP + selective
-        (1, False, Checkpointing.full, 48.0),  # full recomputation: 2·s·b·h
+        (1, False, Recompute.none, 2736.0),  # s·b·h·(34 + 5as/h)
+        (8, False, Recompute.none, 552.0),  # TP
+        (8, True, Recompute.none, 342.0),  # TP + SP
+        (8, False, Recompute.selective, 312.0),  # TP + selective
+        (8, True, Recompute.selective, 102.0),  # TP + SP + selective
+        (1, False, Recompute.full, 48.0),  # full recomputation: 2·s·b·h
     ],
 )
-def test_korthikanti_table_2_for_a_gpt3_layer(tp: int, sp: bool, ckpt: Checkpointing, mib: float) -> None:
+def test_korthikanti_table_2_for_a_gpt3_layer(tp: int, sp: bool, ckpt: Recompute, mib: float) -> None:
     """Korthikanti et al. 2022 Table 2, GPT-3 175B layer (s=2048, b=1, h=12288, a=96), FORMULAS §7."""
-    x = ActivationInputs(shape=GPT3_LAYER, tensor_parallel=tp, sequence_parallel=sp, checkpointing=ckpt)
+    x = ActivationInputs(
+        model=GPT3_LAYER, workload=GPT3_WORK, layout=Layout(tensor=tp, sequence_parallel=sp, recompute=ckpt)
+    )
     assert activation_bytes_per_layer(x)[0] / MIB == pytest.approx(mib, abs=1e-9)
 
 
 def test_flash_attention_drops_the_score_term_but_keeps_statistics() -> None:
-    flash = activation_bytes_per_layer(ActivationInputs(shape=GPT3_LAYER, tensor_parallel=8, flash_attention=True))
+    flash = activation_bytes_per_layer(
+        ActivationInputs(model=GPT3_LAYER, workload=GPT3_WORK, layout=Layout(tensor=8), flash_attention=True)
+    )
     assert flash[0] / MIB == pytest.approx(312.0 + 96 * 2048 * 4 / 8 / MIB)
     assert "FlashAttention statistics" in flash[1]
 
 
 def test_max_micro_batch() -> None:
     r = memory(7e9, H100, optimizer=Optimizer.adamw, precision=Precision.mixed, gpus=8,
-               activations=ActivationInputs(shape=ModelShape(layers=32, hidden=4096, heads=32, seq=4096),
-                                            checkpointing=Checkpointing.full))  # fmt: skip
+               activations=ActivationInputs(model=Model(layers=32, hidden=4096, heads=32), workload=Workload(seq=4096),
+                                            layout=Layout(recompute=Recompute.full)))  # fmt: skip
     per_sample = 4096 * 4096 * 2 * 32
     assert r.max_micro_batch == int((80e9 - 16 * 7e9 / 8) // per_sample)
 
 
 shapes = st.builds(
-    ModelShape,
-    layers=st.integers(1, 64), hidden=st.sampled_from([256, 1024, 4096]), heads=st.sampled_from([4, 8, 16]),
-    seq=st.integers(1, 8192),
-)  # fmt: skip
+    Model, layers=st.integers(1, 64), hidden=st.sampled_from([256, 1024, 4096]), heads=st.sampled_from([4, 8, 16])
+)
+seqs = st.integers(1, 8192)
 
 
 @given(st.floats(1e6, 1e12), st.floats(1e6, 1e12), st.sampled_from(list(Sharding)), st.integers(1, 512))
 def test_memory_grows_with_params(n1: float, n2: float, sharding: Sharding, gpus: int) -> None:
     small, large = sorted((n1, n2))
-    a = memory(small, H100, sharding=sharding, gpus=gpus).per_gpu_bytes
-    b = memory(large, H100, sharding=sharding, gpus=gpus).per_gpu_bytes
+    a = memory(small, H100, layout=Layout(sharding=sharding), gpus=gpus).per_gpu_bytes
+    b = memory(large, H100, layout=Layout(sharding=sharding), gpus=gpus).per_gpu_bytes
     assert a <= b
 
 
-@given(shapes, st.integers(1, 64), st.integers(1, 64), st.sampled_from(list(Checkpointing)), st.booleans())
+@given(shapes, seqs, st.integers(1, 64), st.integers(1, 64), st.sampled_from(list(Recompute)), st.booleans())
 def test_activations_grow_with_batch_and_sequence(
-    shape: ModelShape, b1: int, b2: int, ckpt: Checkpointing, flash: bool
+    shape: Model, seq: int, b1: int, b2: int, ckpt: Recompute, flash: bool
 ) -> None:
     lo, hi = sorted((b1, b2))
-    small = activation_bytes_per_layer(
-        ActivationInputs(shape=shape, batch=lo, checkpointing=ckpt, flash_attention=flash)
-    )
-    large = activation_bytes_per_layer(
-        ActivationInputs(shape=shape, batch=hi, checkpointing=ckpt, flash_attention=flash)
-    )
-    assert small[0] <= large[0]
-    longer = shape.model_copy(update={"seq": shape.seq * 2})
-    assert (
-        activation_bytes_per_layer(ActivationInputs(shape=longer, batch=lo, checkpointing=ckpt))[0]
-        >= (activation_bytes_per_layer(ActivationInputs(shape=shape, batch=lo, checkpointing=ckpt))[0])
-    )
+    lay = Layout(recompute=ckpt)
+
+    def per_layer(s: int, b: int, flash: bool = False) -> float:
+        work = Workload(seq=s, micro_batch=b)
+        return activation_bytes_per_layer(ActivationInputs(model=shape, workload=work, layout=lay,
+                                                           flash_attention=flash))[0]  # fmt: skip
+
+    assert per_layer(seq, lo, flash) <= per_layer(seq, hi, flash)
+    assert per_layer(2 * seq, lo) >= per_layer(seq, lo)
 
 
 @given(st.floats(1e6, 1e12), st.sampled_from(list(OPTIMIZERS)), st.sampled_from(list(PRECISIONS)),
        st.integers(1, 1024))  # fmt: skip
 def test_sharding_never_increases_per_gpu_memory(n: float, opt: Optimizer, prec: Precision, gpus: int) -> None:
-    per = [memory(n, H100, optimizer=opt, precision=prec, sharding=s, gpus=gpus).per_gpu_bytes
+    per = [memory(n, H100, optimizer=opt, precision=prec, layout=Layout(sharding=s), gpus=gpus).per_gpu_bytes
            for s in (Sharding.none, Sharding.zero1, Sharding.zero2, Sharding.zero3)]  # fmt: skip
     assert per == sorted(per, reverse=True)
-    assert memory(n, H100, optimizer=opt, precision=prec, sharding=Sharding.fsdp, gpus=gpus).per_gpu_bytes == per[-1]
+    assert (
+        memory(n, H100, optimizer=opt, precision=prec, layout=Layout(sharding=Sharding.fsdp), gpus=gpus).per_gpu_bytes
+        == per[-1]
+    )

@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # the engines are imported by the commands that use them, not
 
     from napkin.explain import Step
     from napkin.profiles import LoadedProfile
-    from napkin.transformer import ModelShape
 
 from typer._click import exceptions as click_exceptions  # typer vendors click (pyproject: typer>=0.29)
 
@@ -39,13 +38,31 @@ def warn(message: str) -> None:
     typer.echo(f"napkin: warning: {message}", err=True)
 
 
+#: Library keywords whose command-line flag is not simply ``--`` + the keyword with dashes.
+FLAGS = {"seconds": "--days/--hours", "m": "M", "k": "K", "n": "N", "shape": "SHAPE"}
+
+
+def flag(field: str) -> str:
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def _for_cli(exc: NapkinError) -> str:
+    """The engine's message with the keywords it names written as the flags a user typed."""
+    import re
+
+    message = str(exc)
+    for field in getattr(exc, "fields", ()):
+        message = re.sub(rf"(?<![\w-]){re.escape(field)}(?![\w-])", flag(field), message)
+    return message
+
+
 @contextmanager
 def boundary() -> Iterator[None]:
     """Turn a user-facing error into one line on stderr and its exit code; never a traceback."""
     try:
         yield
     except NapkinError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(_for_cli(exc), exc.exit_code)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "input"
@@ -79,31 +96,48 @@ class NapkinGroup(typer.core.TyperGroup):
 def emit(
     result: BaseModel,
     as_json: bool,
-    render: Callable[[], Sequence[Any]],
+    render: Callable[[], Sequence[Any]] | None = None,
     *,
     explain: bool = False,
     steps: Sequence[Step] = (),
     warnings: Sequence[str] = (),
     json_data: Any = None,
 ) -> None:
-    """Print ``result``: JSON (base units; ``json_data`` instead when given) or rich renderables.
+    """The one output path: ``result`` as JSON (base units) or as its table, warnings on stderr.
 
-    Warnings go to stderr either way.
+    A ``napkin.result.Result`` renders itself (``renderables()``, ``to_json()``, ``steps``,
+    ``warnings``); ``render``/``steps``/``json_data`` serve results that are not one yet.
     """
-    for message in warnings:
+    from napkin.result import Result
+
+    own = isinstance(result, Result)
+    for message in [*(result.warnings if own else ()), *warnings]:  # type: ignore[attr-defined]
         warn(message)
     if as_json:
-        exclude = None if explain else {"steps"}
-        data = json_data if json_data is not None else result.model_dump(mode="json", exclude=exclude)
+        if json_data is not None:
+            data = json_data
+        elif own:
+            data = result.to_json(explain)  # type: ignore[attr-defined]
+        else:
+            data = result.model_dump(mode="json", exclude=None if explain else {"steps"})
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
     from napkin import render as r
 
     out = r.console()
-    for renderable in render():
+    for renderable in render() if render is not None else result.renderables():  # type: ignore[attr-defined]
         out.print(renderable)
-    if explain and steps:
-        out.print(r.explanation(steps))
+    derivation = steps or (result.steps if own else ())  # type: ignore[attr-defined]
+    if explain and derivation:
+        out.print(r.explanation(derivation))
+
+
+def run(question: Callable[..., Any], options: dict[str, Any]) -> None:
+    """What every computing command does: call the library with its options, then emit the result."""
+    as_json, explain = options.pop("json", False), options.pop("explain", False)
+    with boundary():
+        result = question(**{k: v for k, v in options.items() if v is not None})
+    emit(result, as_json, explain=explain)
 
 
 # ------------------------------------------------------------------------------------- options
@@ -125,17 +159,6 @@ HardwareFileOpt = Annotated[
     typer.Option("--hardware-file", metavar="PATH", help="Use this profile YAML file instead of a named profile."),
 ]
 DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Number format whose dense peak is used.")]
-ModelOpt = Annotated[
-    str | None, typer.Option("--model", "-m", metavar="NAME", help="Model preset (see 'napkin models').")
-]
-LayersOpt = Annotated[int | None, typer.Option("--layers", min=1, metavar="INT", help="L: transformer layers.")]
-HiddenOpt = Annotated[int | None, typer.Option("--hidden", min=1, metavar="INT", help="d: model width.")]
-HeadsOpt = Annotated[int | None, typer.Option("--heads", min=1, metavar="INT", help="a: attention heads.")]
-SeqOpt = Annotated[int | None, typer.Option("--seq", min=1, metavar="INT", help="s: sequence length (tokens).")]
-FfnOpt = Annotated[int | None, typer.Option("--ffn", min=1, metavar="INT", help="F: FFN inner width (default 4·d).")]
-HeadDimOpt = Annotated[
-    int | None, typer.Option("--head-dim", min=1, metavar="INT", help="d_h: head dimension (default d/a).")
-]
 
 
 def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile:
@@ -146,60 +169,4 @@ def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile
     return resolve(name, hardware_file)
 
 
-def build_shape(
-    model: str | None,
-    *,
-    layers: int | None = None,
-    hidden: int | None = None,
-    heads: int | None = None,
-    seq: int | None = None,
-    ffn: int | None = None,
-    head_dim: int | None = None,
-) -> tuple[ModelShape | None, float | None, float | None]:
-    """(shape, total params, active params) from ``--model`` and/or explicit shape options."""
-    from napkin.transformer import ModelShape
-
-    explicit = {
-        "layers": layers,
-        "hidden": hidden,
-        "heads": heads,
-        "seq": seq,
-        "ffn": ffn,
-        "head_dim": head_dim,
-    }
-    given = {k: v for k, v in explicit.items() if v is not None}
-    if model is not None:
-        from napkin.presets import get_preset
-
-        shape = ModelShape.model_validate({**get_preset(model).shape.model_dump(), **given})
-        return shape, float(shape.params()), float(shape.active_params())
-    if not given:
-        return None, None, None
-    needed = [k for k in ("layers", "hidden", "seq") if k not in given]
-    if needed:
-        raise UsageError(
-            "a model shape needs --layers, --hidden and --seq (and --heads for activations); missing: "
-            + ", ".join("--" + k for k in needed)
-        )
-    return ModelShape.model_validate(given), None, None
-
-
-def pick_params(params: str | None, from_model: float | None, *, required: bool = True) -> float | None:
-    """N from ``--params`` or from the ``--model`` preset; both at once is an error (the preset fixes N)."""
-    from napkin import units
-
-    n = parse_optional(units.parse_count, params, "--params")
-    if from_model is not None:
-        if n is not None:
-            raise UsageError("give --params or --model, not both (the preset fixes the parameter count)")
-        return from_model
-    if n is None and required:
-        raise UsageError("--params (or --model) is required")
-    return n
-
-
-def parse_optional(parser: Callable[[str, str], float], text: str | None, flag: str) -> float | None:
-    return None if text is None else parser(text, flag)
-
-
-__all__ = ["boundary", "build_shape", "emit", "fail", "load_hardware", "parse_optional", "pick_params", "warn"]
+__all__ = ["boundary", "emit", "fail", "flag", "load_hardware", "run", "warn"]

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict
 
 from napkin.base import Record
 from napkin.choices import STORAGE_BYTES
 from napkin.errors import UsageError
+from napkin.result import Result, TableResult
+from napkin.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -176,11 +179,60 @@ def parse_value(text: str) -> float:
         raise UsageError(f"--value: {text!r} is not a number; give e.g. 1e-8, 448 or 65504") from None
 
 
-class TensorSize(Record):
+class TensorSize(Result):
+    title: ClassVar[str] = "Tensor size"
+    headline: ClassVar[tuple[str, ...]] = ("shape", "dtype", "bytes")
+
     shape: list[int]
     dtype: str
     elements: int
     bytes: float
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("shape", " × ".join(f"{d:,}" for d in self.shape) + f" ({self.dtype})"),
+            ("elements", f"{self.elements:,}"),
+            ("bytes", f"{self.bytes:,.0f} B = {format_bytes(self.bytes)}"),
+        ]
+
+
+class DtypeTable(TableResult):
+    """``napkin dtypes``: one row per number format, optionally with what each stores for a value."""
+
+    title: ClassVar[str] = "Number formats"
+
+    value: float | None = None
+    value_text: str | None = None
+    formats: list[DtypeRow]
+
+    def header(self) -> list[str]:
+        head = ["format", "s/e/m", "B", "max", "min normal", "min subnormal", "eps"]
+        return head + ([f"stores {self.value_text}", "rel. err"] if self.value is not None else [])
+
+    def body(self) -> list[list[str]]:
+        from napkin.render import number as g
+
+        body = []
+        for row in self.formats:
+            cells = [row.name, f"1/{row.exponent_bits}/{row.mantissa_bits}", f"{row.bytes:g}", g(row.max),
+                     g(row.smallest_normal), g(row.smallest_subnormal), g(row.eps)]  # fmt: skip
+            if self.value is not None:
+                cells += [g(row.stored), "–" if row.relative_error is None else f"{row.relative_error:.1e}"]
+            body.append(cells)
+        return body
+
+    def caption(self) -> str:
+        return "round to nearest, ties to even; fp8-e4m3 = float8_e4m3fn (no inf)"
+
+    def to_json(self, explain: bool = False) -> Any:
+        return [row.model_dump(mode="json") for row in self.formats]
+
+
+def dtypes(value: float | str | None = None) -> DtypeTable:
+    """Every number format's range and precision; with ``value``, what each stores for it (exact RNE)."""
+    text = None if value is None else str(value)
+    v = None if value is None else (value if isinstance(value, float | int) else parse_value(value))
+    return DtypeTable(value=v, value_text=text, formats=table(None if v is None else float(v)))
 
 
 def tensor_size(shape: tuple[int, ...], dtype: str) -> TensorSize:

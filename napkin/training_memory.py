@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
 from napkin import sources
 from napkin.base import Record
-from napkin.choices import Checkpointing, Optimizer, Precision, Sharding
+from napkin.choices import Optimizer, Precision, Recompute, Sharding
 from napkin.errors import UsageError
-from napkin.explain import Step, step
+from napkin.explain import step
+from napkin.layout import Layout
+from napkin.model import Model
 from napkin.profiles import HardwareProfile
-from napkin.transformer import ModelShape
+from napkin.result import Result, TableResult
 from napkin.units import format_bytes, format_bytes_si, format_count, format_sci, parse_bytes, parse_fraction
+from napkin.workload import Workload
 
 COMPONENTS = ("params", "gradients", "master_weights", "optimizer_states")
 
@@ -114,6 +118,40 @@ def bytes_per_param(optimizer: Optimizer, precision: Precision) -> BytesPerParam
     )  # fmt: skip
 
 
+class OptimizerTable(TableResult):
+    """``napkin optimizers``: bytes per parameter for every optimizer × precision regime."""
+
+    title: ClassVar[str] = "Bytes per parameter = params + gradients + master weights + optimizer states"
+
+    table: dict[Optimizer, dict[Precision, BytesPerParam]]
+
+    def header(self) -> list[str]:
+        return ["optimizer", *PRECISIONS, "state tensors"]
+
+    def body(self) -> list[list[str]]:
+        def cell(b: BytesPerParam) -> str:
+            return f"{b.total:.4g}  ({'+'.join(f'{v:.4g}' for v in b.breakdown.values())})"
+
+        return [[o, *(cell(b) for b in row.values()), ", ".join(OPTIMIZERS[o].states) or "–"]
+                for o, row in self.table.items()]  # fmt: skip
+
+    def caption(self) -> str:
+        return (
+            "fp32: all 4 B; mixed: ZeRO §3.1 (16 B Adam); mixed-fp32-grads: Megatron/DeepSpeed (18 B); "
+            "bf16: no master copy. adafactor ≈ 0 state (factored); adam-8bit: 1 B + absmax/2048 per state."
+        )
+
+    def to_json(self, explain: bool = False) -> Any:
+        return {o.value: {p.value: {"total": b.total, "breakdown": b.breakdown, "states": list(b.states),
+                                    "source": b.source} for p, b in row.items()}
+                for o, row in self.table.items()}  # fmt: skip
+
+
+def optimizers() -> OptimizerTable:
+    """Bytes per parameter for all optimizers × precision regimes, with the breakdown."""
+    return OptimizerTable(table={o: {p: bytes_per_param(o, p) for p in PRECISIONS} for o in OPTIMIZERS})
+
+
 def state_elements(optimizer: Optimizer, shape: tuple[int, ...]) -> int:
     """Optimizer-state elements torch allocates for one parameter tensor (scalar ``step`` excluded)."""
     numel = math.prod(shape)
@@ -146,15 +184,13 @@ def per_gpu_bytes_per_param(bpp: BytesPerParam, sharding: Sharding, dp: int) -> 
 
 
 class ActivationInputs(Record):
-    """What the activation formula needs; ``shape`` gives L, h, a, F and s."""
+    """What the activation formula needs: the model, the workload (s, b) and the layout (t, SP, recompute)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    shape: ModelShape
-    batch: int = Field(default=1, gt=0, description="b, micro-batch size in sequences")
-    tensor_parallel: int = Field(default=1, gt=0)
-    sequence_parallel: bool = False
-    checkpointing: Checkpointing = Checkpointing.none
+    model: Model
+    workload: Workload
+    layout: Layout = Field(default_factory=Layout)
     flash_attention: bool = False
     element_bytes: float = Field(default=2.0, gt=0, description="bytes per stored activation (2 = 16-bit)")
 
@@ -171,22 +207,22 @@ def activation_bytes_per_layer(x: ActivationInputs) -> tuple[float, str]:
     Selective recomputation and FlashAttention drop ``scores`` (FlashAttention keeps fp32 softmax
     statistics, 4·a·s·b bytes); full recomputation keeps only the layer input, s·b·h·e.
     """
-    sh, e, t = x.shape, x.element_bytes, x.tensor_parallel
-    if sh.heads is None:
-        raise UsageError("--heads: activation memory needs the number of attention heads (the a·s²·b term)")
-    s, b, h, a = sh.seq, x.batch, sh.hidden, sh.heads
+    m, e, t = x.model, x.element_bytes, x.layout.tensor
+    if m.heads is None:
+        raise UsageError("heads: activation memory needs the attention head count (the a·s²·b term)", field="heads")
+    s, b, h, a = x.workload.seq, x.workload.micro_batch, m.hidden, m.heads
     sbh = s * b * h
-    sp = t if x.sequence_parallel else 1
-    if x.checkpointing is Checkpointing.full:
+    sp = t if x.layout.sequence_parallel else 1
+    if x.layout.recompute is Recompute.full:
         return sbh * e / sp, "s·b·h·e" + (" / t" if sp > 1 else "") + " (layer input only)"
     unsplit = sbh * (4 * e + 2)
-    split = sbh * (4 * e + 2 * e * sh.d_ffn / h)
+    split = sbh * (4 * e + 2 * e * m.d_ffn / h)
     total = unsplit / sp + split / t
     formula = "s·b·h·(4e+2)" + ("/t" if sp > 1 else "") + " + s·b·h·(4e+2e·F/h)" + ("/t" if t > 1 else "")
     if x.flash_attention:
         total += 4 * a * s * b / t
         formula += " + 4·a·s·b" + ("/t" if t > 1 else "") + " (FlashAttention statistics)"
-    elif x.checkpointing is Checkpointing.none:
+    elif x.layout.recompute is Recompute.none:
         total += a * s * s * b * (2 * e + 1) / t
         formula += " + a·s²·b·(2e+1)" + ("/t" if t > 1 else "")
     return total, formula
@@ -199,12 +235,16 @@ def activation_source(x: ActivationInputs) -> str:
 # ----------------------------------------------------------------------------------------- memory
 
 
-class MemoryResult(Record):
+class MemoryResult(Result):
+    title: ClassVar[str] = "Memory per GPU"
+    headline: ClassVar[tuple[str, ...]] = ("per_gpu_bytes", "fits", "hardware")
+
     hardware: str
     params: float
     optimizer: Optimizer
     precision: Precision
     sharding: Sharding
+    layout: Layout
     gpus: int
     data_parallel: int
     tensor_parallel: int
@@ -218,14 +258,34 @@ class MemoryResult(Record):
     headroom_bytes: float
     activation_bytes_per_layer: float | None = None
     max_micro_batch: int | None = None
-    warnings: list[str] = Field(default_factory=list)
-    steps: list[Step] = Field(default_factory=list)
 
+    def heading(self) -> str:
+        return f"Memory per GPU: {format_count(self.params)} params, {self.optimizer}, {self.precision}"
 
-def _parallel_degrees(gpus: int, tensor_parallel: int) -> int:
-    if gpus % tensor_parallel:
-        raise UsageError(f"--gpus ({gpus}) must be a multiple of --tensor-parallel ({tensor_parallel})")
-    return gpus // tensor_parallel
+    def rows(self) -> list[tuple[str, str]]:
+        lay = self.layout
+        split = f"{self.data_parallel} data-parallel × {self.tensor_parallel} tensor-parallel GPUs"
+        if lay.pipeline > 1:
+            split += f" × {lay.pipeline} pipeline stages"
+        rows = [("sharding", f"{self.sharding} over {split}")]
+        rows += [(k.replace("_", " "), format_bytes(v)) for k, v in self.breakdown.items()]
+        rows.append(("total per GPU", format_bytes(self.per_gpu_bytes)))
+        rows.append((f"{self.hardware} capacity", format_bytes(self.memory_bytes)))
+        if self.reserve_bytes:
+            rows.append(("reserved", format_bytes(self.reserve_bytes)))
+        if self.fits:
+            rows.append(("verdict", f"fits: headroom {format_bytes(self.headroom_bytes)}"))
+        else:
+            rows.append(("verdict", f"does NOT fit: short by {format_bytes(-self.headroom_bytes)}"))
+        if self.max_micro_batch is not None:
+            rows.append(("largest micro-batch", f"{self.max_micro_batch} sequences"))
+        return rows
+
+    def extras(self) -> list[Any]:
+        from napkin import render
+
+        parts = [(k.replace("_", " "), v) for k, v in self.breakdown.items() if v > 0]
+        return [render.bar(parts, self.memory_bytes)]
 
 
 def memory(
@@ -234,67 +294,58 @@ def memory(
     *,
     optimizer: Optimizer = Optimizer.adamw,
     precision: Precision = Precision.fp32,
-    sharding: Sharding = Sharding.zero3,
     gpus: int = 1,
+    layout: Layout | None = None,
     activations: ActivationInputs | None = None,
     reserve_bytes: float = 0.0,
 ) -> MemoryResult:
-    """Per-GPU memory: sharded model states + activations, against the device's capacity."""
-    tp = activations.tensor_parallel if activations is not None else 1
-    dp = _parallel_degrees(gpus, tp)
+    """Per-GPU memory: model states split by TP × PP and sharded over DP, + activations, against capacity."""
+    layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
+    sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
+    split = layout.tensor * layout.pipeline
     bpp = bytes_per_param(optimizer, precision)
     per_param = per_gpu_bytes_per_param(bpp, sharding, dp)
-    local_params = params / tp
+    local_params = params / split
     breakdown = {c: b * local_params for c, b in per_param.items()}
     steps = [
         step("bytes per parameter", "params + gradients + master weights + optimizer states",
              " + ".join(f"{v:g}" for v in bpp.breakdown.values()), f"{bpp.total:g} B", bpp.source),
-        step(f"model states per GPU ({sharding})", _sharding_formula(sharding),
-             f"{format_sci(local_params)} params × {sum(per_param.values()):.4g} B (N_d = {dp})",
+        step(f"model states per GPU ({sharding})", _sharding_formula(sharding) + (" / (t·p)" if split > 1 else ""),
+             f"{format_sci(params)} params / {split} × {sum(per_param.values()):.4g} B (N_d = {dp})",
              format_bytes(sum(breakdown.values())), _sharding_source(sharding)),
     ]  # fmt: skip
     per_layer = None
     if activations is not None:
         e = _activation_element_bytes(precision)
-        activations = activations.model_copy(update={"element_bytes": e})
+        activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
         per_layer, formula = activation_bytes_per_layer(activations)
-        breakdown["activations"] = per_layer * activations.shape.layers
+        layers = activations.model.layers / layout.pipeline
+        breakdown["activations"] = per_layer * layers
         steps.append(step(
             "activations per layer", formula,
-            f"s={activations.shape.seq}, b={activations.batch}, h={activations.shape.hidden}, "
-            f"a={activations.shape.heads}, F={activations.shape.d_ffn}, t={tp}, e={e:g}",
+            f"s={activations.workload.seq}, b={activations.workload.micro_batch}, h={activations.model.hidden}, "
+            f"a={activations.model.heads}, F={activations.model.d_ffn}, t={tp}, e={e:g}",
             format_bytes(per_layer), activation_source(activations),
         ))  # fmt: skip
-        steps.append(
-            step(
-                "activations",
-                "per layer × L",
-                f"{format_bytes_si(per_layer)} × {activations.shape.layers}",
-                format_bytes(breakdown["activations"]),
-                sources.KORTHIKANTI,
-            )
-        )
+        steps.append(step("activations", "per layer × L / p", f"{format_bytes_si(per_layer)} × {layers:g}",
+                          format_bytes(breakdown["activations"]), sources.KORTHIKANTI))  # fmt: skip
     total = sum(breakdown.values())
     available = hardware.memory - reserve_bytes
-    steps.append(
-        step(
-            "fits?",
-            "per-GPU total ≤ capacity − reserve",
-            f"{format_bytes_si(total)} vs {format_bytes_si(hardware.memory)} − {format_bytes_si(reserve_bytes)}",
-            "yes" if total <= available else "no",
-            hardware.sources[0].title,
-        )
-    )
+    steps.append(step(
+        "fits?", "per-GPU total ≤ capacity − reserve",
+        f"{format_bytes_si(total)} vs {format_bytes_si(hardware.memory)} − {format_bytes_si(reserve_bytes)}",
+        "yes" if total <= available else "no", hardware.sources[0].title,
+    ))  # fmt: skip
     max_batch = None
     if activations is not None and per_layer is not None:
-        per_sample = per_layer * activations.shape.layers / activations.batch
+        per_sample = breakdown["activations"] / activations.workload.micro_batch
         max_batch = max(0, math.floor((available - (total - breakdown["activations"])) / per_sample))
     warnings = []
     if precision is Precision.bf16:
         warnings.append("pure bf16 keeps no fp32 master weights: updates smaller than 2^-8 of a weight are lost")
     return MemoryResult(
         hardware=hardware.name, params=params, optimizer=optimizer, precision=precision, sharding=sharding,
-        gpus=gpus, data_parallel=dp, tensor_parallel=tp, bytes_per_param=bpp.total,
+        layout=layout, gpus=gpus, data_parallel=dp, tensor_parallel=tp, bytes_per_param=bpp.total,
         bytes_per_param_breakdown=bpp.breakdown, breakdown=breakdown, per_gpu_bytes=total,
         memory_bytes=hardware.memory, reserve_bytes=reserve_bytes, fits=total <= available,
         headroom_bytes=available - total, activation_bytes_per_layer=per_layer, max_micro_batch=max_batch,
@@ -326,7 +377,10 @@ def _sharding_source(sharding: Sharding) -> str:
 # -------------------------------------------------------------------------------------- max model
 
 
-class MaxModelResult(Record):
+class MaxModelResult(Result):
+    title: ClassVar[str] = "Largest trainable model"
+    headline: ClassVar[tuple[str, ...]] = ("params", "gpus", "hardware")
+
     hardware: str
     gpus: int
     optimizer: Optimizer
@@ -342,7 +396,33 @@ class MaxModelResult(Record):
     shape_params: float | None = Field(default=None, description="parameters of the given model shape")
     max_micro_batch: int | None = Field(default=None, description="largest micro-batch for that shape's model")
     excluded: str
-    steps: list[Step] = Field(default_factory=list)
+
+    def rows(self) -> list[tuple[str, str]]:
+        breakdown = " + ".join(f"{v:g} ({k.replace('_', ' ')})" for k, v in self.breakdown.items() if v)
+        how = {
+            Sharding.none: "replicated states must fit on one GPU",
+            Sharding.zero3: "memory pooled across GPUs",
+            Sharding.fsdp: "memory pooled across GPUs",
+        }.get(self.sharding, "partially sharded")
+        rows = [
+            ("hardware", f"{self.gpus:,} × {self.hardware} ({format_bytes(self.per_gpu_memory_bytes)} each)"),
+            ("optimizer / precision", f"{self.optimizer} / {self.precision}"),
+            ("bytes per parameter", f"{self.bytes_per_param:g} B = {breakdown}"),
+            ("sharding", f"{self.sharding}: {how}"),
+            ("memory for model", format_bytes(self.memory_bytes)),
+        ]
+        if self.reserve_bytes:
+            rows.append(("reserved per GPU", format_bytes(self.reserve_bytes)))
+        if self.activation_bytes:
+            rows.append(("activations per GPU", format_bytes(self.activation_bytes)))
+        rows.append(("largest model", f"{format_count(self.params)} params"))
+        if self.max_micro_batch is not None and self.shape_params is not None:
+            rows.append(("largest micro-batch", f"{self.max_micro_batch} sequences for the given shape's "
+                                                f"{format_count(self.shape_params)}-param model"))  # fmt: skip
+        return rows
+
+    def caption(self) -> str:
+        return self.excluded
 
 
 EXCLUDED = (
@@ -357,24 +437,27 @@ def max_model(
     *,
     optimizer: Optimizer = Optimizer.adamw,
     precision: Precision = Precision.fp32,
-    sharding: Sharding = Sharding.zero3,
+    layout: Layout | None = None,
     activations: ActivationInputs | None = None,
     reserve_bytes: float = 0.0,
 ) -> MaxModelResult:
     """Largest N with per-GPU model states + activations + reserve ≤ capacity (solved exactly: linear in N)."""
-    tp = activations.tensor_parallel if activations is not None else 1
-    dp = _parallel_degrees(gpus, tp)
+    layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
+    sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
     bpp = bytes_per_param(optimizer, precision)
-    per_param = sum(per_gpu_bytes_per_param(bpp, sharding, dp).values()) / tp
+    per_param = sum(per_gpu_bytes_per_param(bpp, sharding, dp).values()) / (tp * layout.pipeline)
     act = 0.0
     if activations is not None:
-        activations = activations.model_copy(update={"element_bytes": _activation_element_bytes(precision)})
-        act = activation_bytes_per_layer(activations)[0] * activations.shape.layers
+        activations = activations.model_copy(
+            update={"element_bytes": _activation_element_bytes(precision), "layout": layout}
+        )
+        act = activation_bytes_per_layer(activations)[0] * activations.model.layers / layout.pipeline
     available = hardware.memory - reserve_bytes - act
     if available <= 0:
         raise UsageError(
-            f"--reserve and activations ({format_bytes(reserve_bytes + act)}) leave no room on "
-            f"{hardware.name} ({format_bytes(hardware.memory)} per GPU)"
+            f"reserve and activations ({format_bytes(reserve_bytes + act)}) leave no room on "
+            f"{hardware.name} ({format_bytes(hardware.memory)} per GPU)",
+            field="reserve",
         )
     params = available / per_param
     pooled = hardware.memory * gpus if sharding in (Sharding.zero3, Sharding.fsdp) else hardware.memory
@@ -391,8 +474,8 @@ def max_model(
     shape_params = max_batch = None
     if activations is not None:
         # The shape's own model: the largest micro-batch that fits beside its states (same engine as memory()).
-        shape_params = float(activations.shape.params())
-        own = memory(shape_params, hardware, optimizer=optimizer, precision=precision, sharding=sharding, gpus=gpus,
+        shape_params = float(activations.model.params())
+        own = memory(shape_params, hardware, optimizer=optimizer, precision=precision, gpus=gpus, layout=layout,
                      activations=activations, reserve_bytes=reserve_bytes)  # fmt: skip
         max_batch = own.max_micro_batch
     return MaxModelResult(

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from napkin.choices import Mlp, Norm
+from napkin.model import Model
 from napkin.presets import get_preset, load_presets
-from napkin.transformer import ModelShape
 
 
 def test_gpt2_small_is_124_439_808() -> None:
-    gpt2 = ModelShape(layers=12, hidden=768, heads=12, seq=1024, vocab=50257, biases=True, learned_positions=True)
+    gpt2 = Model(layers=12, hidden=768, heads=12, context=1024, vocab=50257, biases=True, learned_positions=True)
     assert gpt2.params() == 124_439_808
     assert pytest.approx(84.9e6, rel=1e-3) == 12 * 12 * 768**2
 
@@ -44,8 +44,8 @@ def test_every_preset_loads_and_names_are_forgiving() -> None:
 
 def test_shape_validation() -> None:
     with pytest.raises(ValueError, match="not divisible by heads"):
-        ModelShape(layers=1, hidden=100, heads=3, seq=8)
+        Model(layers=1, hidden=100, heads=3)
     with pytest.raises(ValueError, match="multiple of kv_heads"):
-        ModelShape(layers=1, hidden=96, heads=6, kv_heads=4, seq=8)
-    shape = ModelShape(layers=2, hidden=64, heads=4, seq=8, mlp=Mlp.swiglu, norm=Norm.rmsnorm, tied_embeddings=False)
+        Model(layers=1, hidden=96, heads=6, kv_heads=4)
+    shape = Model(layers=2, hidden=64, heads=4, mlp=Mlp.swiglu, norm=Norm.rmsnorm, tied_embeddings=False)
     assert shape.d_ffn == 256 and shape.d_attn == 64

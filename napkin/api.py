@@ -1,0 +1,555 @@
+"""The notebook API: one function per question, taking what the command line takes.
+
+    import napkin
+    run = napkin.train_time(params="70B", tokens="15T", gpus=1024, hardware="h100", mfu=(0.35, 0.5))
+    run.days          # 143.9…
+    run               # a table in a notebook, one line in a REPL; run.explain() for the derivation
+
+Every keyword of a command is a keyword here, under the same name (``--tensor-parallel`` is
+``tensor_parallel``); strings with units are accepted wherever the command accepts them, numbers too;
+hardware by name or as a profile object, a model by preset name or as a ``Model``. Unknown keywords
+raise ``TypeError``. Errors are ``UsageError`` naming the keyword (``field``). The CLI calls these very
+functions, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from napkin import units
+from napkin.choices import Dtype, Fit, Offload, Optimizer, Precision, Recompute, Sharding
+from napkin.errors import UsageError
+from napkin.layout import Layout
+from napkin.model import Model
+from napkin.profiles import HardwareProfile
+from napkin.workload import Workload
+
+T = TypeVar("T")
+Number = float | int | str
+SECONDS = {"days": 86400.0, "hours": 3600.0}
+
+#: The keywords that describe a model's architecture; each overrides the preset's value.
+SHAPE_FIELDS = (
+    "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "mlp", "norm", "dropout",
+    "tied_embeddings", "experts", "top_k",
+)  # fmt: skip
+_LENGTHS = {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "top_k"}
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def parse(parser: Callable[[Any, str], T], value: Any, field: str) -> T:
+    """``value`` through a units parser, with any error naming ``field``."""
+    try:
+        return parser(value, field)
+    except UsageError as exc:
+        raise UsageError(str(exc), field=field) from None
+
+
+def optional(parser: Callable[[Any, str], T], value: Any, field: str) -> T | None:
+    return None if value is None else parse(parser, value, field)
+
+
+def choice(enum: type[T], value: Any, field: str) -> T:
+    """An enum member from itself or its name, ignoring case (``"BF16"`` is ``bf16``)."""
+    try:
+        return enum(str(value).lower()) if not isinstance(value, enum) else value  # type: ignore[call-arg]
+    except ValueError:
+        accepted = ", ".join(str(m) for m in enum)  # type: ignore[attr-defined]
+        raise UsageError(f"{field}: {value!r} is not one of {accepted}", field=field) from None
+
+
+def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str | Path | None = None) -> HardwareProfile:
+    """A hardware profile by name or alias (``"h100"``), from a YAML file, or the default one."""
+    if isinstance(name, HardwareProfile):
+        return name
+    from napkin.profiles import resolve
+
+    if name is not None and hardware_file is not None:
+        raise UsageError("give hardware or hardware_file, not both", field="hardware", also=("hardware_file",))
+    if name is not None and not str(name).strip():
+        raise UsageError("hardware: an empty name; give a profile name such as h100", field="hardware")
+    return resolve(name, hardware_file).profile
+
+
+def build_model(
+    model: str | Model | None = None, model_config: str | Path | None = None, **shape: Any
+) -> tuple[Model | None, int | None]:
+    """(architecture, its preset's training sequence length) from a preset name, a ``Model``, a Hugging Face
+    ``config.json`` and/or shape keywords (which override the preset's values)."""
+    unknown = set(shape) - set(SHAPE_FIELDS)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+    given = {k: (parse(units.parse_length, v, k) if k in _LENGTHS else v) for k, v in shape.items() if v is not None}
+    if model is not None and model_config is not None:
+        raise UsageError("give model or model_config, not both", field="model_config", also=("model",))
+    base: dict[str, Any] = {}
+    seq = None
+    if isinstance(model, Model):
+        base = model.model_dump(exclude_unset=True)
+    elif model is not None:
+        from napkin.presets import get_preset
+
+        preset = get_preset(model)
+        base, seq = preset.model.model_dump(exclude_unset=True), preset.seq
+    elif model_config is not None:
+        found = Model.from_hf_config(model_config)
+        base, seq = found.model_dump(exclude_unset=True), found.context
+    elif not given:
+        return None, None
+    merged = {**base, **given}
+    missing = [k for k in ("layers", "hidden") if k not in merged]
+    if missing:
+        raise UsageError(
+            "a shape needs layers and hidden (or model, model_config); missing: " + ", ".join(missing),
+            field=missing[0],
+            also=("layers", "hidden", "model", "model_config"),
+        )
+    try:
+        return Model.model_validate(merged), seq
+    except ValueError as exc:
+        raise UsageError(_first_error(exc), field="model") from None
+
+
+def _first_error(exc: ValueError) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where + ': ' if where else ''}{err['msg'].removeprefix('Value error, ')}"
+    return str(exc)
+
+
+def _params(
+    params: Number | None, arch: Model | None, *, active: bool, required: bool = True, named: bool = True
+) -> float | None:
+    """N from ``params`` or from the model (active parameters for compute); both at once is an error when
+    the model is ``named`` (a preset, a config or a ``Model``): shape keywords alone leave N to ``params``."""
+    n = optional(units.parse_count, params, "params")
+    if arch is not None and (named or n is None):
+        if n is not None:
+            raise UsageError(
+                "give params or model, not both (the preset fixes the parameter count)", field="params", also=("model",)
+            )
+        return float(arch.active_params() if active else arch.params())
+    if n is None and required:
+        raise UsageError("params (or model) is required", field="params", also=("model",))
+    return n
+
+
+def _named(model: object, model_config: object) -> bool:
+    return model is not None or model_config is not None
+
+
+def _seconds(**durations: Number | None) -> float | None:
+    given = {k: v for k, v in durations.items() if v is not None}
+    if len(given) > 1:
+        raise UsageError(f"give {' or '.join(durations)}, not both", field=next(iter(given)), also=tuple(durations))
+    for k, v in given.items():
+        return parse(units.parse_number, v, k) * SECONDS[k]
+    return None
+
+
+def _seq(seq: Number | None, default: int | None) -> int | None:
+    return optional(units.parse_length, seq, "seq") or default
+
+
+def build_layout(
+    tensor_parallel: Number = 1,
+    pipeline_parallel: Number = 1,
+    data_parallel: Number | None = None,
+    context_parallel: Number = 1,
+    expert_parallel: Number = 1,
+    interleave: Number = 1,
+    sequence_parallel: bool = False,
+    sharding: str | Sharding = Sharding.zero3,
+    recompute: str | Recompute = Recompute.none,
+    offload: str | Offload = Offload.none,
+) -> Layout:
+    """A ``Layout`` from the keywords the commands take (``tensor_parallel=8``, ``sharding="zero1"``)."""
+    try:
+        return Layout(
+            tensor=parse(units.parse_int, tensor_parallel, "tensor_parallel"),
+            pipeline=parse(units.parse_int, pipeline_parallel, "pipeline_parallel"),
+            data=optional(units.parse_int, data_parallel, "data_parallel"),
+            context=parse(units.parse_int, context_parallel, "context_parallel"),
+            expert=parse(units.parse_int, expert_parallel, "expert_parallel"),
+            interleave=parse(units.parse_int, interleave, "interleave"),
+            sequence_parallel=sequence_parallel, sharding=choice(Sharding, sharding, "sharding"),
+            recompute=choice(Recompute, recompute, "recompute"), offload=choice(Offload, offload, "offload"),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise UsageError(_first_error(exc), field="interleave") from None
+
+
+# --------------------------------------------------------------------------------------- questions
+
+
+def train_time(
+    *,
+    params: Number | None = None,
+    tokens: Number | None = None,
+    gpus: Number | None = None,
+    days: Number | None = None,
+    hours: Number | None = None,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    mfu: Number | tuple[Number, Number] = 0.5,
+    achieved: Number | None = None,
+    peak: str = "datasheet",
+    goodput: Number = 1.0,
+    recompute: str | Recompute = Recompute.none,
+    causal: bool = False,
+    price: Number | None = None,
+    pue: Number = 1.0,
+    carbon: Number | None = None,
+    **shape: Any,
+) -> Any:
+    """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
+    params/tokens/gpus/duration and the fourth is solved."""
+    from napkin.compute import Money, Throughput, TrainQuery
+    from napkin.compute import train_time as engine
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    n = _params(params, arch, active=False, required=False, named=_named(model, model_config))
+    profile = get_hardware(hardware, hardware_file)
+    kind = choice(Dtype, dtype, "dtype")
+    if peak not in ("datasheet", "measured"):
+        raise UsageError(f"peak: {peak!r} is not one of datasheet, measured", field="peak")
+    peak_value, peak_source = profile.peak_with_source(kind, measured=peak == "measured")
+    low, high = _mfu_range(mfu)
+    query = TrainQuery(
+        params=n, tokens=optional(units.parse_count, tokens, "tokens"), gpus=optional(units.parse_int, gpus, "gpus"),
+        seconds=_seconds(days=days, hours=hours), model=arch, seq=_seq(seq, preset_seq),
+        active_params=float(arch.active_params()) if arch is not None and arch.is_moe else None, causal=causal,
+        recompute=choice(Recompute, recompute, "recompute"),
+    )  # fmt: skip
+    throughput = Throughput(
+        peak_flops=peak_value, peak_source=peak_source, mfu_low=low, mfu_high=high,
+        achieved=optional(units.parse_rate, achieved, "achieved"),
+        goodput=parse(units.parse_fraction, goodput, "goodput"),
+    )  # fmt: skip
+    pue_value = parse(units.parse_number, pue, "pue")
+    if pue_value < 1:
+        raise UsageError(f"pue: {pue!r} must be ≥ 1 (1.0 = no overhead; typical data centres 1.1–1.5)", field="pue")
+    money = Money(
+        price_per_hour=optional(units.parse_number, price, "price"), pue=pue_value,
+        carbon_g_per_kwh=optional(units.parse_number, carbon, "carbon"),
+    )  # fmt: skip
+    return engine(query, profile, kind, throughput, money)
+
+
+def _mfu_range(mfu: Number | tuple[Number, Number]) -> tuple[float, float]:
+    if isinstance(mfu, tuple):
+        low, high = (parse(units.parse_fraction, v, "mfu") for v in mfu)
+        if low > high:
+            raise UsageError(f"mfu: range {mfu!r} is written backwards; give (low, high)", field="mfu")
+        return low, high
+    return parse(units.parse_fraction_range, str(mfu), "mfu")
+
+
+def mfu(
+    *,
+    params: Number | None = None,
+    tokens: Number | None = None,
+    gpus: Number | None = None,
+    days: Number | None = None,
+    hours: Number | None = None,
+    gpu_hours: Number | None = None,
+    tokens_per_second: Number | None = None,
+    tokens_per_second_per_gpu: Number | None = None,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    recompute: str | Recompute = Recompute.none,
+    causal: bool = False,
+    **shape: Any,
+) -> Any:
+    """The MFU a run achieved: tokens/s × model FLOPs per token / (G × dense peak) (PaLM §4.1)."""
+    from napkin.compute import mfu as engine
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    n = _params(params, arch, active=True, named=_named(model, model_config))
+    assert n is not None
+    if gpus is None:
+        raise UsageError("gpus is required", field="gpus")
+    g = parse(units.parse_int, gpus, "gpus")
+    rates = {"days": days, "hours": hours, "gpu_hours": gpu_hours, "tokens_per_second": tokens_per_second,
+             "tokens_per_second_per_gpu": tokens_per_second_per_gpu}  # fmt: skip
+    if sum(v is not None for v in rates.values()) != 1:
+        raise UsageError("give exactly one of " + ", ".join(rates), field="tokens_per_second", also=tuple(rates))
+    seconds = _seconds(days=days, hours=hours)
+    if gpu_hours is not None:
+        seconds = parse(units.parse_count, gpu_hours, "gpu_hours") * 3600 / g
+    tps = optional(units.parse_count, tokens_per_second, "tokens_per_second")
+    if tokens_per_second_per_gpu is not None:
+        tps = parse(units.parse_count, tokens_per_second_per_gpu, "tokens_per_second_per_gpu") * g
+    return engine(
+        n, g, get_hardware(hardware, hardware_file), choice(Dtype, dtype, "dtype"),
+        tokens=optional(units.parse_count, tokens, "tokens"), seconds=seconds, tokens_per_second=tps, model=arch,
+        seq=_seq(seq, preset_seq), causal=causal, recompute=choice(Recompute, recompute, "recompute"),
+    )  # fmt: skip
+
+
+def flops(
+    *,
+    params: Number | None = None,
+    tokens: Number | None = None,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    recompute: str | Recompute = Recompute.none,
+    causal: bool = False,
+    **shape: Any,
+) -> Any:
+    """Training FLOPs: 6·N·D (2N forward + 4N backward), plus attention with a model and a sequence length."""
+    from napkin.compute import train_flops
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    n = _params(params, arch, active=True, named=_named(model, model_config))
+    assert n is not None
+    if tokens is None:
+        raise UsageError("tokens is required", field="tokens")
+    return train_flops(
+        n, parse(units.parse_count, tokens, "tokens"), arch, _seq(seq, preset_seq), causal=causal,
+        recompute=choice(Recompute, recompute, "recompute"),
+    )  # fmt: skip
+
+
+def matmul(
+    m: Number,
+    k: Number,
+    n: Number,
+    *,
+    dtype: str | Dtype = Dtype.bf16,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+) -> Any:
+    """FLOPs, bytes, arithmetic intensity and roofline time of an (m×k)·(k×n) matmul."""
+    from napkin.compute import matmul as engine
+
+    sizes = [parse(units.parse_length, v, name) for v, name in ((m, "m"), (k, "k"), (n, "n"))]
+    return engine(sizes[0], sizes[1], sizes[2], get_hardware(hardware, hardware_file), choice(Dtype, dtype, "dtype"))
+
+
+def _memory_inputs(
+    params: Number | None,
+    gpus: Number,
+    model: str | Model | None,
+    model_config: str | Path | None,
+    seq: Number | None,
+    micro_batch: Number,
+    global_batch: Number | None,
+    flash_attention: bool,
+    lay: Layout,
+    shape: dict[str, Any],
+) -> tuple[float | None, int, Any]:
+    """What memory and max-model share: N, G and the activation inputs (when a model is given)."""
+    from napkin.training_memory import ActivationInputs
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    n = _params(params, arch, active=False, required=False, named=_named(model, model_config))
+    g = parse(units.parse_int, gpus, "gpus")
+    resolved = lay.resolve(g, arch)
+    b = parse(units.parse_int, micro_batch, "micro_batch")
+    explicit = b != 1 or global_batch is not None or seq is not None or flash_attention
+    if arch is None:
+        if explicit:
+            raise UsageError("activation options need an architecture: model, model_config or layers, hidden, heads",
+                             field="model", also=("model_config", "layers", "hidden", "heads"))  # fmt: skip
+        return n, g, None
+    length = _seq(seq, preset_seq)
+    if length is None:
+        raise UsageError("seq is required for activations (this model has no default sequence length)", field="seq")
+    try:
+        work = Workload(seq=length, micro_batch=b, global_batch=optional(units.parse_int, global_batch, "global_batch"))
+    except ValueError as exc:
+        raise UsageError(_first_error(exc), field="global_batch") from None
+    return n, g, ActivationInputs(model=arch, workload=work, layout=resolved, flash_attention=flash_attention)
+
+
+def memory(
+    *,
+    params: Number | None = None,
+    gpus: Number = 1,
+    optimizer: str | Optimizer = Optimizer.adamw,
+    precision: str | Precision = Precision.fp32,
+    reserve: Number = 0,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    micro_batch: Number = 1,
+    global_batch: Number | None = None,
+    flash_attention: bool = False,
+    layout: Layout | None = None,
+    tensor_parallel: Number = 1,
+    pipeline_parallel: Number = 1,
+    data_parallel: Number | None = None,
+    context_parallel: Number = 1,
+    expert_parallel: Number = 1,
+    interleave: Number = 1,
+    sequence_parallel: bool = False,
+    sharding: str | Sharding = Sharding.zero3,
+    recompute: str | Recompute = Recompute.none,
+    offload: str | Offload = Offload.none,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    **shape: Any,
+) -> Any:
+    """Per-GPU training memory: model states under the layout, plus activations when a model is given."""
+    from napkin.training_memory import memory as engine
+
+    lay = layout or build_layout(
+        tensor_parallel,
+        pipeline_parallel,
+        data_parallel,
+        context_parallel,
+        expert_parallel,
+        interleave,
+        sequence_parallel,
+        sharding,
+        recompute,
+        offload,
+    )
+    n, g, acts = _memory_inputs(params, gpus, model, model_config, seq, micro_batch, global_batch, flash_attention,
+                                lay, shape)  # fmt: skip
+    if n is None:
+        raise UsageError("params (or model) is required", field="params", also=("model",))
+    profile = get_hardware(hardware, hardware_file)
+    return engine(
+        n, profile, optimizer=choice(Optimizer, optimizer, "optimizer"), precision=choice(Precision, precision,
+        "precision"), gpus=g, layout=lay, activations=acts, reserve_bytes=_reserve(reserve, profile.memory),
+    )  # fmt: skip
+
+
+def _reserve(reserve: Number, capacity: float) -> float:
+    from napkin.training_memory import parse_reserve
+
+    try:
+        return parse_reserve(str(reserve), capacity)
+    except UsageError as exc:
+        raise UsageError(str(exc), field="reserve") from None
+
+
+def max_model(
+    *,
+    gpus: Number = 1,
+    optimizer: str | Optimizer = Optimizer.adamw,
+    precision: str | Precision = Precision.fp32,
+    reserve: Number = 0,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    micro_batch: Number = 1,
+    global_batch: Number | None = None,
+    flash_attention: bool = False,
+    layout: Layout | None = None,
+    tensor_parallel: Number = 1,
+    pipeline_parallel: Number = 1,
+    data_parallel: Number | None = None,
+    context_parallel: Number = 1,
+    expert_parallel: Number = 1,
+    interleave: Number = 1,
+    sequence_parallel: bool = False,
+    sharding: str | Sharding = Sharding.zero3,
+    recompute: str | Recompute = Recompute.none,
+    offload: str | Offload = Offload.none,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    **shape: Any,
+) -> Any:
+    """The largest model whose training state fits: pooled memory / bytes per parameter."""
+    from napkin.training_memory import max_model as engine
+
+    lay = layout or build_layout(
+        tensor_parallel,
+        pipeline_parallel,
+        data_parallel,
+        context_parallel,
+        expert_parallel,
+        interleave,
+        sequence_parallel,
+        sharding,
+        recompute,
+        offload,
+    )
+    _n, g, acts = _memory_inputs(None, gpus, model, model_config, seq, micro_batch, global_batch, flash_attention,
+                                 lay, shape)  # fmt: skip
+    profile = get_hardware(hardware, hardware_file)
+    return engine(
+        g, profile, optimizer=choice(Optimizer, optimizer, "optimizer"), precision=choice(Precision, precision,
+        "precision"), layout=lay, activations=acts, reserve_bytes=_reserve(reserve, profile.memory),
+    )  # fmt: skip
+
+
+def optimal(
+    *,
+    compute: Number | None = None,
+    gpus: Number | None = None,
+    days: Number | None = None,
+    hours: Number | None = None,
+    mfu: Number = 0.5,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    fit: str | Fit = Fit.epoch,
+) -> Any:
+    """Compute-optimal N* and D* for a budget (Chinchilla): the 20:1 rule and the fitted loss law."""
+    from napkin.compute import compute_budget
+    from napkin.scaling import optimal as engine
+
+    seconds = _seconds(days=days, hours=hours)
+    if compute is not None:
+        if gpus is not None or seconds is not None:
+            raise UsageError("give compute, or gpus with days/hours, not both", field="compute",
+                             also=("gpus", "days", "hours"))  # fmt: skip
+        return engine(parse(units.parse_flops, compute, "compute"), choice(Fit, fit, "fit"))
+    if gpus is None or seconds is None:
+        raise UsageError("give compute, or gpus with days/hours (and hardware, mfu)", field="compute",
+                         also=("gpus", "days", "hours", "hardware", "mfu"))  # fmt: skip
+    profile = get_hardware(hardware, hardware_file)
+    budget, budget_step = compute_budget(
+        parse(units.parse_int, gpus, "gpus"), profile.peak(choice(Dtype, dtype, "dtype")),
+        parse(units.parse_fraction, mfu, "mfu"), seconds,
+    )  # fmt: skip
+    return engine(budget, choice(Fit, fit, "fit"), [budget_step])
+
+
+def tensor(shape: str | tuple[int, ...], *, dtype: str = "fp32") -> Any:
+    """Bytes of a dense tensor (``"49152x12288"`` or a tuple), in GB and GiB."""
+    from napkin.number_formats import parse_shape, tensor_size
+
+    dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+    return tensor_size(dims, str(dtype).lower())
+
+
+def dtypes(*, value: Number | None = None) -> Any:
+    """Every number format's range and precision; with ``value``, what each stores for it."""
+    from napkin.number_formats import dtypes as engine
+
+    return engine(value)
+
+
+def optimizers() -> Any:
+    """Bytes per parameter for every optimizer × precision regime."""
+    from napkin.training_memory import optimizers as engine
+
+    return engine()
+
+
+def models() -> Any:
+    """The model presets usable as ``model=``."""
+    from napkin.presets import models as engine
+
+    return engine()

@@ -1,0 +1,145 @@
+"""Command-line options, declared once and shared by the commands (sqlite-utils' ``output_options`` idea).
+
+An option's name is the keyword of the ``napkin.api`` function it feeds (``--tensor-parallel`` →
+``tensor_parallel``), so a command is: collect the options, call the function, emit the result.
+``command(*groups)`` gives a ``**kwargs`` function the parameters of the groups it names; typer reads
+them from its signature.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from napkin.choices import Dtype, Fit, Mlp, Norm, Offload, Optimizer, Precision, Recompute, Sharding
+
+Group = list[inspect.Parameter]
+
+
+def _opt(name: str, kind: Any, default: Any, *flags: str, help: str, metavar: str | None = None) -> inspect.Parameter:
+    flag = flags or ("--" + name.replace("_", "-"),)
+    info = typer.Option(*flag, help=help, metavar=metavar, show_default=default not in (None, False))
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info])
+
+
+def _text(name: str, help: str, metavar: str, *flags: str, default: str | None = None) -> inspect.Parameter:
+    return _opt(name, str | None, default, *flags, help=help, metavar=metavar)
+
+
+def _flag(name: str, help: str) -> inspect.Parameter:
+    return _opt(name, bool, False, help=help)
+
+
+OUTPUT: Group = [
+    _opt("json", bool, False, "--json", help="Print the result as JSON, in base units (FLOP, B, s)."),
+    _opt("explain", bool, False, "--explain", help="Show the derivation: each formula, the numbers, its source."),
+]
+HARDWARE: Group = [
+    _text(
+        "hardware",
+        "Hardware profile name or alias (see 'napkin hardware list'); default $NAPKIN_HARDWARE, else h100.",
+        "NAME",
+        "--hardware",
+        "-H",
+    ),
+    _opt(
+        "hardware_file",
+        Path | None,
+        None,
+        help="Use this profile YAML file instead of a named profile.",
+        metavar="PATH",
+    ),
+]
+DTYPE: Group = [_opt("dtype", Dtype, Dtype.bf16, help="Number format whose dense peak is used.")]
+PARAMS: Group = [_text("params", "N: parameters, e.g. 70e9 or 70B.", "COUNT", "--params", "-N")]
+TOKENS: Group = [_text("tokens", "D: training tokens, e.g. 15e12 or 15T.", "COUNT", "--tokens", "-D")]
+GPUS: Group = [_text("gpus", "G: number of GPUs (devices).", "COUNT", "--gpus", "-G")]
+DURATION: Group = [
+    _text("days", "Wall-clock duration in days.", "NUMBER"),
+    _text("hours", "Wall-clock duration in hours.", "NUMBER"),
+]
+MODEL: Group = [
+    _text("model", "Model preset (see 'napkin models').", "NAME", "--model", "-m"),
+    _opt("model_config", Path | None, None, help="A Hugging Face config.json (read locally).", metavar="PATH"),
+    _text("seq", "s: sequence length in tokens (32k = 32768); default the preset's.", "LENGTH"),
+    _text("layers", "L: transformer layers.", "INT"),
+    _text("hidden", "d: model width.", "INT"),
+    _text("heads", "a: attention (query) heads.", "INT"),
+    _text("kv_heads", "Key/value heads (GQA; 1 = MQA); default = heads.", "INT"),
+    _text("head_dim", "d_h: head dimension (default d/a).", "INT"),
+    _text("ffn", "F: FFN inner width (default 4·d).", "INT"),
+    _text("vocab", "V: vocabulary size.", "INT"),
+    _opt("mlp", Mlp | None, None, help="gelu (2 matrices) or swiglu (3)."),
+    _opt("norm", Norm | None, None, help="layernorm or rmsnorm."),
+    _opt("dropout", bool | None, None, "--dropout/--no-dropout", help="Dropout layers (their masks are stored)."),
+    _opt(
+        "tied_embeddings",
+        bool | None,
+        None,
+        "--tied-embeddings/--untied-embeddings",
+        help="Input embedding shared with the output layer.",
+    ),
+    _text("experts", "MoE: routed experts per layer.", "INT"),
+    _text("top_k", "MoE: experts each token is routed to.", "INT"),
+]
+RECOMPUTE: Group = [
+    _opt(
+        "recompute",
+        Recompute,
+        Recompute.none,
+        help="Activation recomputation: none, selective (attention scores), full (one extra forward).",
+    ),
+]
+CAUSAL: Group = [_flag("causal", "Count only the unmasked half of attention (c = 1).")]
+LAYOUT: Group = [
+    _text("tensor_parallel", "TP: tensor-parallel degree.", "INT", "--tensor-parallel", "-t", default="1"),
+    _text("pipeline_parallel", "PP: pipeline stages.", "INT", default="1"),
+    _text("data_parallel", "DP: replicas (default GPUs / (TP·PP·CP)).", "INT"),
+    _text("context_parallel", "CP: each sequence split over this many GPUs.", "INT", default="1"),
+    _text("expert_parallel", "EP: MoE experts split over this many GPUs.", "INT", default="1"),
+    _text("interleave", "v: model chunks per pipeline rank (interleaved schedule).", "INT", default="1"),
+    _flag("sequence_parallel", "Shard norm/dropout activations over the TP group."),
+    _opt("sharding", Sharding, Sharding.zero3, help="none (DDP) | zero1 | zero2 | zero3 | fsdp (= zero3)."),
+    *RECOMPUTE,
+    _opt("offload", Offload, Offload.none, help="Model states in CPU memory: none, optimizer, params."),
+]
+WORKLOAD: Group = [
+    _text(
+        "micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "--batch", "-b", default="1"
+    ),
+    _text("global_batch", "B: global batch in sequences.", "INT"),
+    _flag("flash_attention", "FlashAttention: no s×s scores stored."),
+]
+TRAINING_STATE: Group = [
+    _opt("optimizer", Optimizer, Optimizer.adamw, "--optimizer", "-o", help="Optimizer (see 'napkin optimizers')."),
+    _opt(
+        "precision",
+        Precision,
+        Precision.fp32,
+        "--precision",
+        "-p",
+        help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16.",
+    ),
+    _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION", default="0"),
+]
+FIT: Group = [_opt("fit", Fit, Fit.epoch, help="Loss-law constants: epoch (refit) or hoffmann (as published).")]
+
+
+def command(*groups: Group) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a ``def f(**kwargs)`` command the parameters of ``groups`` (after its own, if any)."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(func).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        params = own + [p for group in groups for p in group]
+        func.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        func.__annotations__ = {p.name: p.annotation for p in params}
+        return func
+
+    return decorate
+
+
+__all__ = ["command"]

@@ -1,0 +1,116 @@
+"""``Layout``: how a run is split over its GPUs — tensor, pipeline, data, context and expert parallel
+degrees, the pipeline's interleaving, ZeRO/FSDP sharding, activation recomputation and offload.
+
+The degrees multiply to the GPU count: G = TP × PP × CP × DP (Megatron-LM's ``parallel_state``; Narayanan
+et al. 2021 §2). Expert parallelism splits the MoE experts over ranks of the data(×context)-parallel group
+(Megatron-LM ``expert_model_parallel_size``), so it does not change G.
+"""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field, model_validator
+
+from napkin.base import Record
+from napkin.choices import Offload, Recompute, Sharding
+from napkin.errors import UsageError
+from napkin.model import Model
+
+
+class Layout(Record):
+    """Parallel degrees and memory-saving choices; ``data`` is derived from the GPU count when left out."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tensor: int = Field(default=1, gt=0, description="TP: each layer's matrices split over t GPUs")
+    pipeline: int = Field(default=1, gt=0, description="PP: layers split into p stages")
+    data: int | None = Field(default=None, gt=0, description="DP: model replicas; default G / (TP·PP·CP)")
+    context: int = Field(default=1, gt=0, description="CP: each sequence split over c GPUs")
+    expert: int = Field(default=1, gt=0, description="EP: MoE experts split over e ranks of the DP·CP group")
+    interleave: int = Field(default=1, gt=0, description="v: model chunks per pipeline rank (interleaved 1F1B)")
+    sequence_parallel: bool = Field(default=False, description="shard norm/dropout activations over TP")
+    sharding: Sharding = Field(default=Sharding.zero3, description="ZeRO stage / FSDP over the DP group")
+    recompute: Recompute = Field(default=Recompute.none, description="activation recomputation")
+    offload: Offload = Field(default=Offload.none, description="model states kept in CPU memory")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Layout:
+        if self.interleave > 1 and self.pipeline == 1:
+            raise ValueError(f"interleave ({self.interleave}) needs pipeline parallelism (pipeline > 1)")
+        return self
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs holding one model replica: TP × PP × CP."""
+        return self.tensor * self.pipeline * self.context
+
+    @property
+    def dp(self) -> int:
+        if self.data is None:
+            raise ValueError("layout.data is not set: call resolve(gpus) first")
+        return self.data
+
+    @property
+    def gpus(self) -> int:
+        return self.model_parallel * self.dp
+
+    def resolve(self, gpus: int, model: Model | None = None) -> Layout:
+        """This layout on ``gpus`` GPUs with DP filled in, checked against the GPU count and the model."""
+        if self.data is None:
+            data, rest = divmod(gpus, self.model_parallel)
+            if rest or data == 0:
+                raise UsageError(
+                    f"gpus ({gpus}) is not a multiple of tensor × pipeline × context "
+                    f"({self.tensor} × {self.pipeline} × {self.context} = {self.model_parallel})",
+                    field="gpus",
+                )
+            resolved = self.model_copy(update={"data": data})
+        else:
+            if self.model_parallel * self.data != gpus:
+                raise UsageError(
+                    f"tensor × pipeline × context × data = {self.tensor} × {self.pipeline} × {self.context} × "
+                    f"{self.data} = {self.model_parallel * self.data}, not gpus ({gpus})",
+                    field="gpus",
+                )
+            resolved = self
+        if (resolved.dp * self.context) % self.expert:
+            raise UsageError(
+                f"expert ({self.expert}) must divide data × context ({resolved.dp} × {self.context})", field="expert"
+            )
+        if model is not None:
+            resolved.check(model)
+        return resolved
+
+    def check(self, model: Model) -> None:
+        """The divisibility rules Megatron-LM enforces (arguments.py), with the numbers that disagree."""
+        if model.heads is not None and model.heads % self.tensor:
+            raise UsageError(f"tensor ({self.tensor}) must divide the model's heads ({model.heads})", field="tensor")
+        stages = self.pipeline * self.interleave
+        if model.layers % stages:
+            what = f"pipeline × interleave ({self.pipeline} × {self.interleave})" if self.interleave > 1 else (
+                f"pipeline ({self.pipeline})")  # fmt: skip
+            raise UsageError(f"{what} must divide the model's layers ({model.layers})", field="pipeline")
+        if self.expert > 1 and (not model.is_moe or model.experts % self.expert):
+            raise UsageError(
+                f"expert ({self.expert}) must divide the model's experts ({model.experts})", field="expert"
+            )
+
+    def describe(self) -> str:
+        """``TP 8 · PP 4 (v 2) · DP 32 · zero1 · selective`` — the short form tables show."""
+        parts = [
+            f"TP {self.tensor}",
+            f"PP {self.pipeline}" + (f" (v {self.interleave})" if self.interleave > 1 else ""),
+        ]
+        if self.context > 1:
+            parts.append(f"CP {self.context}")
+        if self.expert > 1:
+            parts.append(f"EP {self.expert}")
+        if self.data is not None:
+            parts.append(f"DP {self.data}")
+        if self.sequence_parallel:
+            parts.append("SP")
+        parts.append(str(self.sharding))
+        if self.recompute is not Recompute.none:
+            parts.append(f"{self.recompute} recompute")
+        if self.offload is not Offload.none:
+            parts.append(f"offload {self.offload}")
+        return " · ".join(parts)
