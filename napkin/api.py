@@ -82,7 +82,7 @@ def build_model(
     ``config.json`` and/or shape keywords (which override the preset's values)."""
     unknown = set(shape) - set(SHAPE_FIELDS)
     if unknown:
-        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+        raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
     given = {k: (parse(units.parse_length, v, k) if k in _LENGTHS else v) for k, v in shape.items() if v is not None}
     if model is not None and model_config is not None:
         raise UsageError("give model or model_config, not both", field="model_config", also=("model",))
@@ -158,30 +158,33 @@ def _seq(seq: Number | None, default: int | None) -> int | None:
     return optional(units.parse_length, seq, "seq") or default
 
 
-def build_layout(
-    tensor_parallel: Number = 1,
-    pipeline_parallel: Number = 1,
-    data_parallel: Number | None = None,
-    context_parallel: Number = 1,
-    expert_parallel: Number = 1,
-    interleave: Number = 1,
-    sequence_parallel: bool = False,
-    sharding: str | Sharding = Sharding.zero3,
-    recompute: str | Recompute = Recompute.none,
-    offload: str | Offload = Offload.none,
-) -> Layout:
-    """A ``Layout`` from the keywords the commands take (``tensor_parallel=8``, ``sharding="zero1"``)."""
+#: Layout keywords as the commands name them → ``Layout`` fields.
+LAYOUT_FIELDS = {
+    "tensor_parallel": "tensor", "pipeline_parallel": "pipeline", "data_parallel": "data",
+    "context_parallel": "context", "expert_parallel": "expert", "interleave": "interleave",
+    "sequence_parallel": "sequence_parallel", "sharding": "sharding", "recompute": "recompute", "offload": "offload",
+}  # fmt: skip
+_LAYOUT_ENUMS: dict[str, Any] = {"sharding": Sharding, "recompute": Recompute, "offload": Offload}
+
+
+def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
+    """``layout`` (or the default ``Layout()``) with the keywords the commands take applied on top
+    (``tensor_parallel=8``, ``sharding="zero1"``); a keyword left at ``None`` keeps the layout's value."""
+    unknown = set(given) - set(LAYOUT_FIELDS)
+    if unknown:
+        raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    update: dict[str, Any] = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if key in _LAYOUT_ENUMS:
+            update[LAYOUT_FIELDS[key]] = choice(_LAYOUT_ENUMS[key], value, key)
+        elif key == "sequence_parallel":
+            update["sequence_parallel"] = bool(value)
+        else:
+            update[LAYOUT_FIELDS[key]] = parse(units.parse_int, value, key)
     try:
-        return Layout(
-            tensor=parse(units.parse_int, tensor_parallel, "tensor_parallel"),
-            pipeline=parse(units.parse_int, pipeline_parallel, "pipeline_parallel"),
-            data=optional(units.parse_int, data_parallel, "data_parallel"),
-            context=parse(units.parse_int, context_parallel, "context_parallel"),
-            expert=parse(units.parse_int, expert_parallel, "expert_parallel"),
-            interleave=parse(units.parse_int, interleave, "interleave"),
-            sequence_parallel=sequence_parallel, sharding=choice(Sharding, sharding, "sharding"),
-            recompute=choice(Recompute, recompute, "recompute"), offload=choice(Offload, offload, "offload"),
-        )  # fmt: skip
+        return Layout.model_validate({**(layout or Layout()).model_dump(exclude_unset=True), **update})
     except ValueError as exc:
         raise UsageError(_first_error(exc), field="interleave") from None
 
@@ -393,16 +396,16 @@ def memory(
     global_batch: Number | None = None,
     flash_attention: bool = False,
     layout: Layout | None = None,
-    tensor_parallel: Number = 1,
-    pipeline_parallel: Number = 1,
+    tensor_parallel: Number | None = None,
+    pipeline_parallel: Number | None = None,
     data_parallel: Number | None = None,
-    context_parallel: Number = 1,
-    expert_parallel: Number = 1,
-    interleave: Number = 1,
-    sequence_parallel: bool = False,
-    sharding: str | Sharding = Sharding.zero3,
-    recompute: str | Recompute = Recompute.none,
-    offload: str | Offload = Offload.none,
+    context_parallel: Number | None = None,
+    expert_parallel: Number | None = None,
+    interleave: Number | None = None,
+    sequence_parallel: bool | None = None,
+    sharding: str | Sharding | None = None,
+    recompute: str | Recompute | None = None,
+    offload: str | Offload | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
     **shape: Any,
@@ -410,18 +413,11 @@ def memory(
     """Per-GPU training memory: model states under the layout, plus activations when a model is given."""
     from napkin.training_memory import memory as engine
 
-    lay = layout or build_layout(
-        tensor_parallel,
-        pipeline_parallel,
-        data_parallel,
-        context_parallel,
-        expert_parallel,
-        interleave,
-        sequence_parallel,
-        sharding,
-        recompute,
-        offload,
-    )
+    lay = build_layout(
+        layout, tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel, data_parallel=data_parallel,
+        context_parallel=context_parallel, expert_parallel=expert_parallel, interleave=interleave,
+        sequence_parallel=sequence_parallel, sharding=sharding, recompute=recompute, offload=offload,
+    )  # fmt: skip
     n, g, acts = _memory_inputs(params, gpus, model, model_config, seq, micro_batch, global_batch, flash_attention,
                                 lay, shape)  # fmt: skip
     if n is None:
@@ -455,16 +451,16 @@ def max_model(
     global_batch: Number | None = None,
     flash_attention: bool = False,
     layout: Layout | None = None,
-    tensor_parallel: Number = 1,
-    pipeline_parallel: Number = 1,
+    tensor_parallel: Number | None = None,
+    pipeline_parallel: Number | None = None,
     data_parallel: Number | None = None,
-    context_parallel: Number = 1,
-    expert_parallel: Number = 1,
-    interleave: Number = 1,
-    sequence_parallel: bool = False,
-    sharding: str | Sharding = Sharding.zero3,
-    recompute: str | Recompute = Recompute.none,
-    offload: str | Offload = Offload.none,
+    context_parallel: Number | None = None,
+    expert_parallel: Number | None = None,
+    interleave: Number | None = None,
+    sequence_parallel: bool | None = None,
+    sharding: str | Sharding | None = None,
+    recompute: str | Recompute | None = None,
+    offload: str | Offload | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
     **shape: Any,
@@ -472,18 +468,11 @@ def max_model(
     """The largest model whose training state fits: pooled memory / bytes per parameter."""
     from napkin.training_memory import max_model as engine
 
-    lay = layout or build_layout(
-        tensor_parallel,
-        pipeline_parallel,
-        data_parallel,
-        context_parallel,
-        expert_parallel,
-        interleave,
-        sequence_parallel,
-        sharding,
-        recompute,
-        offload,
-    )
+    lay = build_layout(
+        layout, tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel, data_parallel=data_parallel,
+        context_parallel=context_parallel, expert_parallel=expert_parallel, interleave=interleave,
+        sequence_parallel=sequence_parallel, sharding=sharding, recompute=recompute, offload=offload,
+    )  # fmt: skip
     _n, g, acts = _memory_inputs(None, gpus, model, model_config, seq, micro_batch, global_batch, flash_attention,
                                  lay, shape)  # fmt: skip
     profile = get_hardware(hardware, hardware_file)

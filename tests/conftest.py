@@ -10,6 +10,7 @@ import pytest
 from hypothesis import settings
 from typer.testing import CliRunner, Result
 
+from napkin import profiles
 from napkin.cli import app
 
 # No per-example deadline: the first example of a test may build pydantic validators (deferred at
@@ -19,6 +20,12 @@ settings.load_profile("napkin")
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs the optional 'bench' extra (torch)")
+
+
+def builtin(name: str) -> profiles.HardwareProfile:
+    """A built-in profile, whatever the environment says (tests' module-level constants use this: they are
+    read before the isolation fixture runs, so a user's NAPKIN_HARDWARE_PATH must not reach them)."""
+    return profiles.find(name, [("built-in", profiles.builtin_dir())]).profile
 
 
 @pytest.fixture(autouse=True)

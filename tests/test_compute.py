@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from napkin import profiles
 from napkin.choices import Recompute
 from napkin.compute import (
     Money,
@@ -24,14 +23,16 @@ from napkin.compute import (
 )
 from napkin.errors import UsageError
 from napkin.presets import get_preset
+from napkin.profiles import HardwareProfile
+from tests.conftest import builtin
 
-H100 = profiles.resolve("h100").profile
-A100 = profiles.resolve("a100").profile
-TPU_V4 = profiles.resolve("tpu-v4").profile
+H100 = builtin("h100")
+A100 = builtin("a100")
+TPU_V4 = builtin("tpu-v4")
 
 
 def _time(params: float | None, tokens: float | None, gpus: int | None, seconds: float | None = None,
-          mfu_value: float = 0.5, hw: profiles.HardwareProfile = H100) -> TrainTimeResult:  # fmt: skip
+          mfu_value: float = 0.5, hw: HardwareProfile = H100) -> TrainTimeResult:  # fmt: skip
     return train_time(
         TrainQuery(params=params, tokens=tokens, gpus=gpus, seconds=seconds),
         hw,

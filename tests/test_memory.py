@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from napkin import profiles
 from napkin.choices import Optimizer, Precision, Recompute, Sharding
 from napkin.layout import Layout
 from napkin.model import Model
@@ -22,8 +21,9 @@ from napkin.training_memory import (
     state_elements,
 )
 from napkin.workload import Workload
+from tests.conftest import builtin
 
-H100 = profiles.resolve("h100").profile
+H100 = builtin("h100")
 MIB = 2**20
 
 

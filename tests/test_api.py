@@ -1,0 +1,104 @@
+"""The notebook API: the README's snippet, keywords shared with the CLI, errors that name the keyword."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import napkin
+from napkin import api
+from napkin.cli import app
+from napkin.errors import UsageError
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_library_snippet_prints_what_the_readme_says() -> None:
+    section = README.read_text(encoding="utf-8").split("## As a library", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    expected = re.search(r"```text\n(.*?)```", section, re.S)
+    assert code is not None and expected is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code.group(1), {})
+    assert out.getvalue() == expected.group(1)
+
+
+def test_the_issue_example_is_143_9_days_and_renders_in_a_notebook() -> None:
+    run = napkin.train_time(params="70B", tokens="15T", gpus=1024)
+    assert round(run.days, 1) == 143.9
+    html = run._repr_html_()
+    assert "<pre" in html and "143.9 days" in html and "Training time" in html
+    assert repr(run) == "TrainTimeResult(days=143.9, gpus=1024, mfu=0.5, hardware='h100-sxm')"
+    assert "C = 6·N·D" in run.explain()
+
+
+def test_strings_numbers_and_objects_are_interchangeable() -> None:
+    h100 = napkin.hardware("h100")
+    a = napkin.train_time(params="70B", tokens="15T", gpus="1K", hardware=h100).seconds
+    b = napkin.train_time(params=70e9, tokens=15e12, gpus=1000, hardware="H100-SXM").seconds
+    assert a == b
+    assert napkin.max_model(gpus=8, optimizer="adamw").params == pytest.approx(40e9)
+    assert napkin.memory(params="70B", gpus=8, tensor_parallel=8).per_gpu_bytes == pytest.approx(16 * 70e9 / 8)
+
+
+def test_a_layout_object_and_keywords_combine() -> None:
+    r = napkin.memory(model="llama3-8b", gpus=8, precision="mixed", layout=napkin.Layout(tensor=2), recompute="full")
+    assert (r.layout.tensor, r.layout.dp, str(r.layout.recompute)) == (2, 4, "full")
+
+
+@pytest.mark.parametrize("call", [napkin.train_time, napkin.memory, napkin.max_model, napkin.mfu, napkin.flops])
+def test_a_misspelt_keyword_raises(call: Any) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        call(params="7B", gpu=8)
+
+
+def test_errors_name_the_keyword_not_a_flag() -> None:
+    with pytest.raises(UsageError, match="^gpus \\(12\\) is not a multiple") as info:
+        napkin.memory(params="7B", gpus=12, tensor_parallel=8)
+    assert info.value.field == "gpus"
+    with pytest.raises(UsageError, match="^params: 'abc'"):
+        napkin.train_time(params="abc", tokens="1T", gpus=8)
+
+
+COMMANDS = {
+    "train-time": api.train_time, "mfu": api.mfu, "memory": api.memory, "max-model": api.max_model,
+    "optimal": api.optimal, "dtypes": api.dtypes, "tensor": api.tensor, "optimizers": api.optimizers,
+    "models": api.models,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_cli_option_is_a_keyword_of_the_function(name: str) -> None:
+    import typer.main
+
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    keywords = set(inspect.signature(COMMANDS[name]).parameters)
+    accepts_shape = "shape" in keywords and name != "tensor"
+    for param in command.params:
+        if param.name in ("json", "explain"):
+            continue
+        assert param.name in keywords or (accepts_shape and param.name in api.SHAPE_FIELDS), (name, param.name)
+
+
+def test_hf_config_is_read_locally(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(
+        '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,'
+        ' "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, "hidden_act": "silu",'
+        ' "rms_norm_eps": 1e-5, "tie_word_embeddings": false, "max_position_embeddings": 8192}'
+    )
+    model = napkin.Model.from_hf_config(config)
+    assert model.params() == 8_030_261_248  # Llama 3 8B
+    r = napkin.memory(model_config=str(config), gpus=8, precision="mixed")
+    assert r.params == 8_030_261_248
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(UsageError, match="model_config: cannot read"):
+        napkin.Model.from_hf_config(bad)
