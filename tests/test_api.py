@@ -60,14 +60,14 @@ def test_a_misspelt_keyword_raises(call: Any) -> None:
 
 
 def test_errors_name_the_keyword_not_a_flag() -> None:
-    with pytest.raises(UsageError, match="^gpus \\(12\\) is not a multiple") as info:
+    with pytest.raises(UsageError, match=r"^gpus \(12\) is not a multiple") as info:
         napkin.memory(params="7B", gpus=12, tensor_parallel=8)
     assert info.value.field == "gpus"
-    with pytest.raises(UsageError, match="^params: 'abc'"):
+    with pytest.raises(UsageError, match=r"^params: 'abc'"):
         napkin.train_time(params="abc", tokens="1T", gpus=8)
 
 
-COMMANDS = {
+COMMANDS: dict[str, Any] = {
     "train-time": api.train_time, "mfu": api.mfu, "memory": api.memory, "max-model": api.max_model,
     "optimal": api.optimal, "dtypes": api.dtypes, "tensor": api.tensor, "optimizers": api.optimizers,
     "models": api.models,
