@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from napkin import units
 from napkin.choices import Dtype, Fit, Offload, Optimizer, Precision, Recompute, Sharding
 from napkin.errors import UsageError
-from napkin.layout import Layout
-from napkin.model import Model
-from napkin.profiles import HardwareProfile
-from napkin.workload import Workload
+
+if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
+    from napkin.layout import Layout
+    from napkin.model import Model
+    from napkin.profiles import HardwareProfile
 
 T = TypeVar("T")
 Number = float | int | str
@@ -64,9 +65,10 @@ def choice(enum: type[T], value: Any, field: str) -> T:
 
 def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str | Path | None = None) -> HardwareProfile:
     """A hardware profile by name or alias (``"h100"``), from a YAML file, or the default one."""
+    from napkin.profiles import HardwareProfile, resolve
+
     if isinstance(name, HardwareProfile):
         return name
-    from napkin.profiles import resolve
 
     if name is not None and hardware_file is not None:
         raise UsageError("give hardware or hardware_file, not both", field="hardware", also=("hardware_file",))
@@ -80,6 +82,8 @@ def build_model(
 ) -> tuple[Model | None, int | None]:
     """(architecture, its preset's training sequence length) from a preset name, a ``Model``, a Hugging Face
     ``config.json`` and/or shape keywords (which override the preset's values)."""
+    from napkin.model import Model
+
     unknown = set(shape) - set(SHAPE_FIELDS)
     if unknown:
         raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -170,6 +174,8 @@ _LAYOUT_ENUMS: dict[str, Any] = {"sharding": Sharding, "recompute": Recompute, "
 def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
     """``layout`` (or the default ``Layout()``) with the keywords the commands take applied on top
     (``tensor_parallel=8``, ``sharding="zero1"``); a keyword left at ``None`` keeps the layout's value."""
+    from napkin.layout import Layout
+
     unknown = set(given) - set(LAYOUT_FIELDS)
     if unknown:
         raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -360,6 +366,7 @@ def _memory_inputs(
 ) -> tuple[float | None, int, Any]:
     """What memory and max-model share: N, G and the activation inputs (when a model is given)."""
     from napkin.training_memory import ActivationInputs
+    from napkin.workload import Workload
 
     arch, preset_seq = build_model(model, model_config, **shape)
     n = _params(params, arch, active=False, required=False, named=_named(model, model_config))

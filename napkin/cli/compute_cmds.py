@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 import typer
 
-from napkin import api
 from napkin.cli.common import run
 from napkin.cli.options import (
     CAUSAL,
@@ -52,6 +51,8 @@ def train_time(**options: Any) -> None:
 
     Give any three of --params, --tokens, --gpus and --days/--hours; napkin solves for the fourth.
     """
+    from napkin import api
+
     run(api.train_time, options)
 
 
@@ -62,6 +63,8 @@ def mfu_command(**options: Any) -> None:
 
     Give one of --days, --hours, --gpu-hours, --tokens-per-second or --tokens-per-second-per-gpu.
     """
+    from napkin import api
+
     run(api.mfu, options)
 
 
@@ -74,6 +77,8 @@ def flops_matmul(
     **options: Any,
 ) -> None:
     """FLOPs, bytes, arithmetic intensity and roofline time of an (M×K)·(K×N) matmul."""
+    from napkin import api
+
     run(api.matmul, {"m": m, "k": k, "n": n, **options})
 
 
@@ -81,6 +86,8 @@ def flops_matmul(
 @command(PARAMS, TOKENS, MODEL, RECOMPUTE, CAUSAL, OUTPUT)
 def flops_train(**options: Any) -> None:
     """Training FLOPs: 6·N·D (2N forward + 4N backward), plus attention with a model."""
+    from napkin import api
+
     run(api.flops, options)
 
 
@@ -92,6 +99,8 @@ def flops_train(**options: Any) -> None:
 )  # fmt: skip
 def optimal_command(**options: Any) -> None:
     """Compute-optimal model size N* and tokens D* (Chinchilla): the 20:1 rule and the fitted law."""
+    from napkin import api
+
     run(api.optimal, options)
 
 
@@ -99,6 +108,8 @@ def optimal_command(**options: Any) -> None:
 @command(OUTPUT[:1])
 def models_command(**options: Any) -> None:
     """List the model presets usable with --model."""
+    from napkin import api
+
     run(api.models, options)
 
 

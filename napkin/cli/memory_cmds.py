@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 import typer
 
-from napkin import api
 from napkin.cli.common import run
 from napkin.cli.options import GPUS, HARDWARE, LAYOUT, MODEL, OUTPUT, PARAMS, TRAINING_STATE, WORKLOAD, _text, command
 
@@ -24,6 +23,8 @@ def max_model_command(**options: Any) -> None:
     By default memory is pooled across GPUs (fully sharded, ZeRO-3/FSDP); with --sharding none each
     GPU must hold the whole model.
     """
+    from napkin import api
+
     run(api.max_model, options)
 
 
@@ -31,6 +32,8 @@ def max_model_command(**options: Any) -> None:
 @command(PARAMS, ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, HARDWARE, OUTPUT)
 def memory_command(**options: Any) -> None:
     """Per-GPU training memory: parameters, gradients, master weights, optimizer states, activations."""
+    from napkin import api
+
     run(api.memory, options)
 
 
@@ -38,6 +41,8 @@ def memory_command(**options: Any) -> None:
 @command(OUTPUT[:1])
 def optimizers_command(**options: Any) -> None:
     """Bytes per parameter for every optimizer × precision regime, with the breakdown."""
+    from napkin import api
+
     run(api.optimizers, options)
 
 
@@ -45,6 +50,8 @@ def optimizers_command(**options: Any) -> None:
 @command([_text("value", "Show what each format stores for this number.", "NUMBER")], OUTPUT[:1])
 def dtypes_command(**options: Any) -> None:
     """Number formats: bits, range, precision — and what each stores for a value (exact rounding)."""
+    from napkin import api
+
     run(api.dtypes, options)
 
 
@@ -54,4 +61,6 @@ def tensor_command(
     shape: Annotated[str, typer.Argument(help="Tensor shape, e.g. 49152x12288.")], **options: Any
 ) -> None:
     """Bytes of a dense tensor, in GB and GiB."""
+    from napkin import api
+
     run(api.tensor, {"shape": shape, **options})
