@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from napkin.api import (
         dtypes,
         flops,
+        inference,
+        kv_cache,
         matmul,
         max_model,
         memory,
@@ -41,7 +43,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "train_time": "napkin.api", "mfu": "napkin.api", "flops": "napkin.api", "matmul": "napkin.api",
     "memory": "napkin.api", "max_model": "napkin.api", "optimal": "napkin.api", "tensor": "napkin.api",
-    "dtypes": "napkin.api", "optimizers": "napkin.api", "models": "napkin.api",
+    "dtypes": "napkin.api", "optimizers": "napkin.api", "models": "napkin.api", "inference": "napkin.api",
+    "kv_cache": "napkin.api",
     "hardware": "napkin.api:get_hardware", "Model": "napkin.model", "Layout": "napkin.layout",
     "Workload": "napkin.workload",
 }  # fmt: skip
@@ -59,5 +62,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Layout", "Model", "NapkinError", "ProfileError", "UsageError", "Workload", "__version__", "dtypes", "flops",
-    "hardware", "matmul", "max_model", "memory", "mfu", "models", "optimal", "optimizers", "tensor", "train_time",
+    "hardware", "inference", "kv_cache", "matmul", "max_model", "memory", "mfu", "models", "optimal", "optimizers",
+    "tensor", "train_time",
 ]  # fmt: skip

@@ -31,3 +31,23 @@ EPOCH_REFIT: Final = (
 HOFFMANN_CONSTANTS: Final = "Hoffmann et al. 2022 App. D.2 eq. (10), as published: E=1.69 A=406.4 B=410.7 α=0.34 β=0.28"
 PARAMS: Final = "decoder-only parameter count (Kaplan Table 1; Narayanan eq. 2; Megatron theoretical_memory_usage.py)"
 ENERGY: Final = "energy = GPU-hours × board power × PUE (board power from the profile's datasheet)"
+KV_CACHE: Final = (
+    "Pope et al. 2022, arXiv:2211.05102 §2 (KV cache = 2·L·n_kv·d_h per token); meta-llama/llama3 model.py "
+    "(cache_k, cache_v: max_batch × max_seq × n_local_kv_heads × head_dim)"
+)
+MISTRAL: Final = "Jiang et al. 2023, Mistral 7B, arXiv:2310.06825 §2 (sliding window: a rolling cache of W tokens)"
+PAGED: Final = "Kwon et al. 2023, PagedAttention, arXiv:2309.06180 §4 (KV blocks; vLLM block_size 16)"
+GQA_TP: Final = (
+    "vLLM QKVParallelLinear (vllm/model_executor/layers/linear.py): KV heads split over TP, replicated when tp > n_kv"
+)
+QUANT_GROUPS: Final = (
+    "GPTQ, Frantar et al. 2022, arXiv:2210.17323; AWQ, Lin et al. 2023, arXiv:2306.00978: weight-only int4/int8, "
+    "one fp16 scale per group of 128"
+)
+MEGATRON_TP: Final = "Shoeybi et al. 2019, Megatron-LM, arXiv:1909.08053 §3 (column/row-parallel matrices)"
+VLLM_PROFILE: Final = (
+    "vLLM sizes its activation workspace by a dummy forward of max_num_batched_tokens (default 8192); "
+    "napkin's estimate of that peak"
+)
+POPE_DECODE: Final = "Pope et al. 2022, arXiv:2211.05102 §2-3: small-batch decode is bound by loading weights and KV"
+MOE_ROUTING: Final = "expected distinct experts hit by b tokens each routed to k of E, uniform routing (assumption)"

@@ -38,7 +38,7 @@ def test_nominal_sizes_are_close_for_gpt3_and_palm_and_chinchilla_is_documented(
 
 
 def test_every_preset_loads_and_names_are_forgiving() -> None:
-    assert len(load_presets()) == 9
+    assert len(load_presets()) == 14
     assert get_preset("Llama3_8B").name == "llama3-8b"
 
 

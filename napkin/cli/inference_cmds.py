@@ -1,0 +1,52 @@
+"""Inference commands: inference, kv-cache. Each calls one ``napkin.api`` function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from napkin import api
+from napkin.cli.common import run
+from napkin.cli.options import HARDWARE, MODEL, OUTPUT, _flag, _text, command
+
+app = typer.Typer()
+
+#: The model options inference needs: the sequence length is --context here, not --seq.
+SERVED = [p for p in MODEL if p.name != "seq"]
+KV = [
+    _text("context", "Tokens per sequence (prompt + output; 32k = 32768); default the model's.", "LENGTH"),
+    _text("batch", "Concurrent sequences.", "INT", "--batch", "-b", default="1"),
+    _text("kv_dtype", "KV-cache element type: bf16, fp16, fp8, fp32.", "DTYPE", default="bf16"),
+    _flag("paged", "Round each sequence's cache up to whole blocks (vLLM: 16 tokens)."),
+    _text("block_size", "Paged block size in tokens (implies --paged).", "INT"),
+]
+SERVE = [
+    _text("gpus", "G: number of GPUs.", "COUNT", "--gpus", "-G", default="1"),
+    _text("tensor_parallel", "TP degree of one replica (default all GPUs).", "INT", "--tensor-parallel", "-t"),
+    _text("prompt", "Prompt tokens (default context − output).", "LENGTH"),
+    _text("output", "Generated tokens (default 512, or what context leaves).", "LENGTH"),
+    _text("weights", "Weight format: bf16, fp16, fp8, int8, int4 (+ fp16 scale / 128).", "FORMAT", default="bf16"),
+    _text("efficiency", "Fraction of dense peak reached when compute-bound (prefill).", "FRACTION", default="0.5"),
+    _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (10%).", "BYTES|FRACTION", default="0.1"),
+    _text("chunk", "Tokens per forward pass, sizing the activation workspace.", "INT", default="8192"),
+    _text("price", "USD per GPU-hour (default: the profile's).", "USD"),
+]
+
+
+@app.command("inference")
+@command(SERVED, KV, SERVE, HARDWARE, OUTPUT)
+def inference_command(**options: Any) -> None:
+    """Serving a model: weights, KV cache, max batch, TTFT, decode ms/token by roofline, tokens/s, $/1M tokens."""
+    run(api.inference, options)
+
+
+@app.command("kv-cache")
+@command(SERVED, KV, [_text("tensor_parallel", "TP degree (KV heads split, then replicated).", "INT",
+                            "--tensor-parallel", "-t", default="1")], OUTPUT)  # fmt: skip
+def kv_cache_command(**options: Any) -> None:
+    """KV-cache bytes: 2·L·n_kv·d_h per token (MLA: L·(d_c + d_h^R)) × context × batch."""
+    run(api.kv_cache, options)
+
+
+__all__ = ["app"]
