@@ -565,7 +565,7 @@ def _serving_model(model: str | Model | None, model_config: str | Path | None, s
 
 
 def _block(block_size: Number | None, paged: bool) -> int | None:
-    from napkin.inference import VLLM_BLOCK
+    from napkin.serving import VLLM_BLOCK
 
     size = optional(units.parse_int, block_size, "block_size")
     if size is not None and size < 1:
@@ -599,8 +599,8 @@ def kv_cache(
     **shape: Any,
 ) -> Any:
     """KV-cache bytes: 2·L·n_kv·d_h per token (MLA: L·(d_c + d_h^R)) × context × batch, per GPU under TP."""
-    from napkin.inference import KvDtype
-    from napkin.inference import kv_cache as engine
+    from napkin.serving import KvDtype
+    from napkin.serving import kv_cache as engine
 
     name, arch = _serving_model(model, model_config, shape)
     _, t = _tensor(tensor_parallel, tensor_parallel, arch)
@@ -649,8 +649,8 @@ def inference(
 ) -> Any:
     """Serving on ``gpus`` GPUs (TP groups of ``tensor_parallel``, default all): weights, KV cache, max batch,
     TTFT, decode step by roofline, tokens/s and $/1M tokens. ``context`` = prompt + output tokens per sequence."""
-    from napkin.inference import CHUNK_TOKENS, DEFAULT_EFFICIENCY, DEFAULT_RESERVE, KvDtype, Serving, WeightFormat
-    from napkin.inference import serve as engine
+    from napkin.serving import CHUNK_TOKENS, DEFAULT_EFFICIENCY, DEFAULT_RESERVE, KvDtype, Serving, WeightFormat
+    from napkin.serving import serve as engine
 
     name, arch = _serving_model(model, model_config, shape)
     g, t = _tensor(gpus, tensor_parallel, arch)
@@ -667,7 +667,7 @@ def inference(
                          field="context", also=("prompt", "output"))  # fmt: skip
     profile = get_hardware(hardware, hardware_file)
     fmt = choice(WeightFormat, weights, "weights")
-    from napkin.inference import compute_dtype
+    from napkin.serving import compute_dtype
 
     if profile.peak_if_known(compute_dtype(fmt)) is None:
         raise UsageError(f"weights: {profile.name} has no {compute_dtype(fmt)} peak for {fmt} weights; "
