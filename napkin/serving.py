@@ -315,31 +315,31 @@ class InferenceResult(Result):
     joules_per_output_token: float | None
 
     def heading(self) -> str:
-        return (f"Inference: {self.model} on {self.gpus} × {self.hardware} (TP {self.tensor_parallel}), "
-                f"{self.weights_format} weights, {self.kv_dtype} KV")  # fmt: skip
+        return f"Inference: {self.model} on {self.gpus} × {self.hardware} (TP {self.tensor_parallel})"
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [
+            ("formats", f"{self.weights_format} weights, {self.kv_dtype} KV cache"),
             ("weights per GPU", format_bytes(self.weights_bytes_per_gpu)),
             (f"KV cache ({self.batch} × {self.context:,})", format_bytes(self.kv_cache_bytes_per_gpu)),
             ("workspace + reserve", format_bytes(self.workspace_bytes_per_gpu + self.reserve_bytes_per_gpu)),
             ("headroom" if self.fits else "short by", format_bytes(abs(self.headroom_bytes_per_gpu))),
-            ("max batch at context", f"{self.max_batch} sequences of {self.context:,} tokens"),
+            ("max batch at context", f"{self.max_batch} × {self.context:,} tokens"),
             ("max context at batch", f"{self.max_context:,} tokens × {self.batch}"),
-            ("TTFT", f"{_ms(self.ttft_seconds)} ({self.prompt:,}-token prompt, compute-bound)"),
-            ("decode", f"{_ms(self.decode_seconds_per_token)}/token, {self.decode_bound}"
-                       f" (floor {_ms(self.decode_floor_seconds)} at batch 1)"),
-            ("crossover batch", ("none at this context: KV reads grow with the batch"
-                                 if self.crossover_batch is None else f"{self.crossover_batch} sequences")
+            ("TTFT", f"{_ms(self.ttft_seconds)} ({self.prompt:,}-token prompt)"),
+            ("decode step", f"{_ms(self.decode_seconds_per_token)}, {self.decode_bound}"),
+            ("decode floor", f"{_ms(self.decode_floor_seconds)} (batch 1)"),
+            ("crossover batch", ("none at this context" if self.crossover_batch is None
+                                 else str(self.crossover_batch))
              + f" (weights alone: {self.crossover_batch_weights_only})"),
-            ("tokens/s", f"{self.tokens_per_second_per_user:,.1f} per user, {self.tokens_per_second:,.0f} per "
-                         f"replica, {self.tokens_per_second_per_gpu:,.0f} per GPU"),
+            ("tokens/s per user", f"{self.tokens_per_second_per_user:,.1f}"),
+            ("tokens/s", f"{self.tokens_per_second:,.0f} per replica, {self.tokens_per_second_per_gpu:,.0f} per GPU"),
         ]  # fmt: skip
         if self.usd_per_million_tokens is not None and self.usd_per_million_input_tokens is not None:
-            rows.append(("$/1M tokens", f"${self.usd_per_million_input_tokens:,.3f} input, "
-                                        f"${self.usd_per_million_tokens:,.2f} output"))  # fmt: skip
+            rows.append(("$ per 1M input", f"${self.usd_per_million_input_tokens:,.3f}"))
+            rows.append(("$ per 1M output", f"${self.usd_per_million_tokens:,.2f}"))
         if self.joules_per_output_token is not None:
-            rows.append(("energy", f"{self.joules_per_output_token:.3g} J/output token at board power"))
+            rows.append(("energy", f"{self.joules_per_output_token:.3g} J per output token (board power)"))
         return rows
 
     def caption(self) -> str:

@@ -5,6 +5,8 @@
 * Memory: each optimizer napkin knows that torch has is stepped once; the bytes of parameters,
   gradients and optimizer-state tensors equal napkin's bytes per parameter (fp32 regime).
 * Dtypes: napkin's ranges equal ``torch.finfo``; its rounding equals torch's conversions.
+* KV cache: a two-layer GQA attention (8 query heads, 2 KV heads) prefills and decodes with a cache; the
+  bytes of the K/V tensors it keeps equal napkin's 2·L·n_kv·d_h·tokens·batch·bytes exactly.
 * Activations: bytes saved for backward by a GPT-style block (``saved_tensors_hooks``) against
   Korthikanti et al.'s formula; a ratio, within a documented tolerance (ACTIVATION_TOLERANCE).
 """
@@ -230,12 +232,52 @@ def _activations(torch: Any, device: str) -> Check:
                  detail=f"ratio {ratio:.3f} (tolerance {low}–{high}); s=256, h=256, a=4, bf16, dropout")  # fmt: skip
 
 
+# ---------------------------------------------------------------------------------------- KV cache
+
+
+def _kv_cache(torch: Any, device: str) -> Check:
+    """Prefill 40 tokens, decode 8 more, with a GQA attention that keeps K and V per layer (bf16)."""
+    from napkin.serving import KvDtype, kv_bytes_per_sequence
+
+    shape = Model(layers=2, hidden=256, heads=8, kv_heads=2, head_dim=32, vocab=1)
+    a, n_kv, d_h, batch, prompt, new = shape.n_heads, shape.n_kv, shape.d_head, 3, 40, 8
+    dtype = torch.bfloat16
+    layers = [
+        [torch.randn(shape.hidden, width, device=device, dtype=dtype) * 0.05
+         for width in (a * d_h, n_kv * d_h, n_kv * d_h)]
+        for _ in range(shape.layers)
+    ]  # fmt: skip
+    cache: list[list[Any]] = [[None, None] for _ in layers]
+
+    def forward(x: Any) -> Any:
+        b, s, _ = x.shape
+        for (wq, wk, wv), kv in zip(layers, cache, strict=True):
+            q = (x @ wq).view(b, s, a, d_h).transpose(1, 2)
+            k, v = ((x @ w).view(b, s, n_kv, d_h).transpose(1, 2) for w in (wk, wv))
+            kv[0] = k if kv[0] is None else torch.cat([kv[0], k], dim=2)  # the cache holds n_kv heads
+            kv[1] = v if kv[1] is None else torch.cat([kv[1], v], dim=2)
+            keys, values = (t.repeat_interleave(a // n_kv, dim=1) for t in kv)  # GQA: shared by a/n_kv heads
+            causal = s > 1
+            out = torch.nn.functional.scaled_dot_product_attention(q, keys, values, is_causal=causal)
+            x = x + out.transpose(1, 2).reshape(b, s, a * d_h)[..., : shape.hidden]
+        return x
+
+    with torch.no_grad():
+        x = forward(torch.randn(batch, prompt, shape.hidden, device=device, dtype=dtype))
+        for _ in range(new):
+            x = forward(x[:, -1:, :])
+    measured = float(sum(t.numel() * t.element_size() for kv in cache for t in kv))
+    expected = kv_bytes_per_sequence(shape, prompt + new, KvDtype.bf16) * batch
+    detail = f"L=2, a=8, n_kv=2, d_h=32, b={batch}, {prompt}+{new} tokens, bf16"
+    return _exact("kv cache", "GQA K/V bytes = 2·L·n_kv·d_h·s·b·2", expected, measured, detail)
+
+
 def run(device: str = "cpu") -> VerifyResult:
     torch = import_torch()
     dev = pick_device(torch, device)
     torch.manual_seed(0)
     checks = [*_mlp_flops(torch, dev), _block_flops(torch, dev), *_optimizer_memory(torch, dev), *_dtypes(torch),
-              _activations(torch, dev)]  # fmt: skip
+              _activations(torch, dev), _kv_cache(torch, dev)]  # fmt: skip
     failed = sum(1 for c in checks if not c.ok)
     return VerifyResult(device=dev, torch_version=str(torch.__version__), checks=checks,
                         passed=len(checks) - failed, failed=failed)  # fmt: skip

@@ -89,8 +89,13 @@ def test_verify_passes_on_cpu(napkin: Run) -> None:
     data = json.loads(r.stdout)
     assert data["failed"] == 0 and data["passed"] >= 30
     names = {c["name"] for c in data["checks"]}
-    assert {"MLP total = 6·N·B", "adafactor fp32 bytes", "fp8-e4m3 rounding = torch conversion"} <= names
-    assert "34 passed, 0 failed" in napkin("verify").stdout
+    assert {
+        "MLP total = 6·N·B",
+        "adafactor fp32 bytes",
+        "fp8-e4m3 rounding = torch conversion",
+        "GQA K/V bytes = 2·L·n_kv·d_h·s·b·2",
+    } <= names
+    assert "35 passed, 0 failed" in napkin("verify").stdout
 
 
 def test_without_torch_bench_and_verify_say_how_to_install(napkin: Run, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -158,7 +158,7 @@ def verify_command(
     device: Annotated[Device, typer.Option("--device", help="Where to run the checks.")] = Device.cpu,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check napkin's formulas against torch: FLOPs, optimizer memory, dtypes, activations."""
+    """Check napkin's formulas against torch: FLOPs, optimizer memory, dtypes, activations, KV cache."""
     from napkin import verify
 
     with boundary():
