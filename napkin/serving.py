@@ -164,10 +164,11 @@ class KvCacheResult(Result):
     kv_heads_per_gpu: float
 
     def heading(self) -> str:
-        return f"KV cache: {self.model}, {self.context:,} tokens × {self.batch}"
+        return f"KV cache: {self.model}"
 
     def rows(self) -> list[tuple[str, str]]:
-        rows = [("attention", self.attention), ("KV dtype", str(self.kv_dtype)),
+        rows = [("sequences", f"{self.batch} × {self.context:,} tokens"), ("attention", self.attention),
+                ("KV dtype", str(self.kv_dtype)),
                 ("per token", format_bytes(self.kv_bytes_per_token)),
                 ("per sequence", format_bytes(self.kv_bytes_per_sequence)),
                 (f"batch of {self.batch}", format_bytes(self.kv_cache_bytes))]  # fmt: skip
