@@ -6,7 +6,6 @@ from typing import Any
 
 import typer
 
-from napkin import api
 from napkin.cli.common import run
 from napkin.cli.options import HARDWARE, MODEL, OUTPUT, _flag, _text, command
 
@@ -38,6 +37,8 @@ SERVE = [
 @command(SERVED, KV, SERVE, HARDWARE, OUTPUT)
 def inference_command(**options: Any) -> None:
     """Serving a model: weights, KV cache, max batch, TTFT, decode ms/token by roofline, tokens/s, $/1M tokens."""
+    from napkin import api
+
     run(api.inference, options)
 
 
@@ -46,6 +47,8 @@ def inference_command(**options: Any) -> None:
                             "--tensor-parallel", "-t", default="1")], OUTPUT)  # fmt: skip
 def kv_cache_command(**options: Any) -> None:
     """KV-cache bytes: 2·L·n_kv·d_h per token (MLA: L·(d_c + d_h^R)) × context × batch."""
+    from napkin import api
+
     run(api.kv_cache, options)
 
 
