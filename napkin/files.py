@@ -1,30 +1,141 @@
-"""Writing user files safely: atomically (temp file + rename), and never over a file unasked."""
+"""napkin's own files: where they live, reading them safely, writing them atomically and exclusively.
+
+* Reading: only regular files, never more than a size cap, and never blocking (a FIFO or a symlink to
+  ``/dev/zero`` named ``*.yaml`` is reported, not read).
+* Writing: a temporary file in the same directory, then an atomic rename, so readers see the old file
+  or the new one. Creating is exclusive (``os.link`` fails if the name exists, so two concurrent
+  ``hardware new`` never both succeed); replacing writes through a symlink to its target and keeps the
+  file's mode.
+* Read-modify-write of a napkin-owned file (``measurements.yaml``) holds an advisory ``fcntl.flock``
+  on a ``.NAME.lock`` file beside it (POSIX only; where ``fcntl`` is missing the lock is a no-op).
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Final
 
 from napkin.errors import NapkinError
 
+ENV_CONFIG_DIR: Final = "NAPKIN_CONFIG_DIR"
+#: The largest file napkin reads (profiles are about 2 KB; the model presets about 10 KB).
+MAX_FILE_BYTES: Final = 1 << 20
+
+
+def config_dir() -> Path:
+    """napkin's user configuration directory (``$NAPKIN_CONFIG_DIR`` overrides the platform's)."""
+    override = os.environ.get(ENV_CONFIG_DIR)
+    if override:
+        return Path(override).expanduser()
+    import platformdirs  # imported here: only commands that touch user files need it
+
+    return platformdirs.user_config_path("napkin", appauthor=False)
+
+
+def read_text(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes; anything else is a NapkinError.
+
+    The file is opened non-blocking and checked with ``fstat`` before a byte is read, so a FIFO, a
+    device (``/dev/zero``) or a directory fails at once. The message never quotes the file's content.
+    """
+    name = os.fspath(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(name, flags)
+    except OSError as exc:
+        raise NapkinError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NapkinError(f"{name}: not a regular file (a directory, FIFO or device); napkin reads only files")
+        if info.st_size > limit:
+            raise NapkinError(f"{name}: {info.st_size} bytes is larger than napkin reads ({limit} bytes)")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise NapkinError(f"{name}: larger than napkin reads ({limit} bytes)")
+    except OSError as exc:
+        raise NapkinError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NapkinError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
 
 def write_atomic(path: Path, text: str, *, overwrite: bool = False) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``.
+    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename.
 
     Readers see either the old file or the new one, never half of either. With ``overwrite=False``
-    an existing file is an error and is left untouched.
+    the file is created exclusively (an existing file, even one created a moment ago by another
+    process, is an error and is left untouched). With ``overwrite=True`` a symlink is written through
+    to its target, and an existing file keeps its mode. Every OS error is a one-line NapkinError.
     """
-    if path.exists() and not overwrite:
+    if overwrite:
+        path = Path(os.path.realpath(path))
+    elif path.exists() or path.is_symlink():
         raise NapkinError(f"{path} already exists; napkin does not overwrite it (use --force to replace it)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            mode = _new_file_mode()
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise NapkinError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        os.chmod(tmp, mode)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if the name exists: exclusive creation
+    except FileExistsError:
+        raise NapkinError(f"{path} already exists; napkin does not overwrite it (use --force to replace it)") from None
+    except OSError as exc:
+        raise NapkinError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock for a read-modify-write of ``path`` (``.NAME.lock`` beside it)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    lock = path.with_name(f".{path.name}.lock")
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise NapkinError(f"cannot lock {path}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -1,20 +1,36 @@
-"""Model presets (``--model NAME``), shipped as data in ``napkin/data/models.yaml``."""
+"""Model presets (``--model NAME``): built-in ones in ``napkin/data/models.yaml``, and your own.
+
+Your presets are YAML files in the same format (a mapping of preset name → fields), found like user
+hardware profiles, highest priority first:
+
+1. the directories in ``$NAPKIN_MODELS_PATH`` (``os.pathsep``-separated);
+2. ``<user config dir>/napkin/models`` (``$NAPKIN_CONFIG_DIR/models`` when that is set).
+
+Nothing shadows silently: a preset name (compared case- and punctuation-insensitively) given by two
+files, or by one of your files and a built-in, is an error naming both.
+"""
 
 from __future__ import annotations
 
 import difflib
+import os
 from functools import cache
 from importlib.resources import files
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Final
 
 from pydantic import ConfigDict, Field, ValidationError
 
 from napkin.base import Record
 from napkin.errors import ProfileError, UsageError
+from napkin.files import config_dir
 from napkin.model import Model
-from napkin.profiles import normalize, read_yaml, validation_messages
 from napkin.result import TableResult
 from napkin.units import format_count
+from napkin.yamlio import load_file, normalize, parse, validation_messages
+
+ENV_MODELS_PATH: Final = "NAPKIN_MODELS_PATH"
+BUILTIN_LABEL: Final = "<built-in>/models.yaml"
 
 
 class ModelPreset(Record):
@@ -72,16 +88,63 @@ def models() -> ModelTable:
     return ModelTable(presets=list(load_presets().values()))
 
 
-@cache
-def load_presets() -> dict[str, ModelPreset]:
-    label = "<built-in>/models.yaml"
-    data, node = read_yaml((files("napkin") / "data" / "models.yaml").read_text(encoding="utf-8"), label)
+def _validate(data: Any, node: Any, label: str) -> dict[str, ModelPreset]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ProfileError(f"{label}:1: a model preset file must be a YAML mapping of preset name → fields")
     presets = {}
     for name, body in data.items():
+        if not isinstance(body, dict):
+            raise ProfileError(f"{label}: {str(name)[:40]}: a preset must be a mapping of fields")
         try:
-            presets[name] = ModelPreset.model_validate({"name": name, **body})
+            presets[str(name)] = ModelPreset.model_validate({**body, "name": str(name)})
         except ValidationError as exc:
-            raise ProfileError("; ".join(validation_messages(exc, node, label))) from None
+            problems = validation_messages(exc, node, label, "see napkin/data/models.yaml for the fields")
+            raise ProfileError("; ".join(problems), problems) from None
+    return presets
+
+
+@cache
+def _builtin() -> dict[str, ModelPreset]:
+    data, node = parse((files("napkin") / "data" / "models.yaml").read_text(encoding="utf-8"), BUILTIN_LABEL)
+    return _validate(data, node, BUILTIN_LABEL)
+
+
+def user_model_dirs() -> list[Path]:
+    """Where your model presets are looked for, highest priority first."""
+    dirs = [Path(e.strip()).expanduser() for e in os.environ.get(ENV_MODELS_PATH, "").split(os.pathsep) if e.strip()]
+    return [*dirs, config_dir() / "models"]
+
+
+def _user_files() -> list[Path]:
+    found = []
+    for directory in user_model_dirs():
+        try:
+            if not directory.is_dir():
+                continue
+            names = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.name[0] != ".")
+        except OSError as exc:
+            raise ProfileError(f"{directory}: cannot list: {exc.strerror or exc}") from None
+        found += names
+    return found
+
+
+def load_presets() -> dict[str, ModelPreset]:
+    """Every preset, built-in ones first; a name given twice is a ProfileError naming both files."""
+    presets = dict(_builtin())
+    where = {normalize(name): BUILTIN_LABEL for name in presets}
+    for path in _user_files():
+        data, node, _ = load_file(path)
+        for name, preset in _validate(data, node, str(path)).items():
+            other = where.get(normalize(name))
+            if other is not None:
+                raise ProfileError(
+                    f"model preset {name!r} is given by both {other} and {path}; rename or remove one "
+                    "(your presets never replace one silently)"
+                )
+            where[normalize(name)] = str(path)
+            presets[name] = preset
     return presets
 
 

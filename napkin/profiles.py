@@ -10,9 +10,17 @@ users add or override profiles in their own directories. Lookup order, highest p
 4. the built-in profiles.
 
 A profile is found by its ``name`` or any alias, compared case- and punctuation-insensitively
-(``H100-SXM`` = ``h100_sxm``). A profile earlier in the order shadows a later one that answers to the
-same name, as a whole file (no merging). Peaks are DENSE: 2:4-sparsity headline figures are halved
-in the files, and the file says so.
+(``H100-SXM`` = ``h100_sxm``). Nothing is shadowed silently:
+
+* a name or alias claimed by two files is an error that names both files (two user files with the
+  same ``name``, a user alias that takes a built-in's name or alias, …);
+* the one exception is a user profile (user directory or ``$NAPKIN_HARDWARE_PATH``) whose ``name`` is a
+  built-in's ``name``: it replaces that built-in as a whole file (no merging), and the resolved profile
+  carries a note ("h100-sxm → your profile at …") that every command prints.
+
+Files are read only if they are regular files under a size cap (``napkin.files.read_text``); YAML
+anchors and aliases are refused (``napkin.yamlio``). Peaks are DENSE: 2:4-sparsity headline figures
+are halved in the files, and the file says so.
 
 This module reads files but never prints; it imports neither typer nor rich.
 """
@@ -22,7 +30,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -44,16 +52,16 @@ from napkin import units
 from napkin.base import Record
 from napkin.choices import Dtype
 from napkin.errors import NapkinError, ProfileError, UsageError
+from napkin.files import ENV_CONFIG_DIR, config_dir, read_text
+from napkin.measurements import Measurement, for_profile
+from napkin.yamlio import normalize, parse, validation_messages
 
 ENV_HARDWARE_PATH: Final = "NAPKIN_HARDWARE_PATH"
-ENV_CONFIG_DIR: Final = "NAPKIN_CONFIG_DIR"
 ENV_HARDWARE: Final = "NAPKIN_HARDWARE"  # the default profile name when none is given
 SCHEMA_FILE: Final = "schema.json"
 DEFAULT_HARDWARE: Final = "h100"
 
 Origin = Literal["file", "env", "user", "built-in"]
-
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _quantity(parser: Any, kind: str, example: str) -> Any:
@@ -112,17 +120,6 @@ class Source(Record):
     covers: str | None = Field(default=None, description="which figures this source gives")
 
 
-class Measurement(Record):
-    """A measured matmul throughput (written by ``napkin bench matmul --save``, never by hand)."""
-
-    model_config = _STRICT
-    flops_per_second: FlopsPerSecond
-    date: str
-    device: str
-    torch_version: str | None = None
-    size: str | None = Field(default=None, description="matmul shape M x K x N of the best result")
-
-
 class HardwareProfile(Record):
     """One accelerator. Peaks are dense (no 2:4 sparsity), per device, in FLOP/s."""
 
@@ -144,7 +141,9 @@ class HardwareProfile(Record):
         default=None, description="scale-up bandwidth per device, total of both directions"
     )
     peak_flops: dict[Dtype, FlopsPerSecond] = Field(description="DENSE peak FLOP/s (or OP/s for int8) per dtype")
-    price_per_hour: float | None = Field(default=None, gt=0, description="USD per device-hour, for cost estimates")
+    price_per_hour: float | None = Field(
+        default=None, gt=0, lt=1e6, allow_inf_nan=False, description="USD per device-hour, for cost estimates"
+    )
     sources: list[Source] = Field(min_length=1)
     notes: str | None = None
     measured: dict[Dtype, Measurement] = Field(
@@ -213,74 +212,17 @@ class HardwareProfile(Record):
         return {normalize(self.name), *(normalize(a) for a in self.aliases)}
 
 
-def normalize(name: str) -> str:
-    """Case- and punctuation-insensitive key: ``H100-SXM`` and ``h100_sxm`` → ``h100sxm``."""
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-# ------------------------------------------------------------------------------------------ reading
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
-    """The 1-based line of the YAML node at ``loc`` (or of its closest existing parent)."""
-    line = node.start_mark.line + 1 if node is not None else 1
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if key_node.value == str(key):
-                    node, line = value_node, key_node.start_mark.line + 1
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
-def read_yaml(text: str, label: str) -> tuple[Any, yaml.Node | None]:
-    """Parse YAML with the safe loader only (tags such as ``!!python/object`` are rejected)."""
-    try:
-        loader = _SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else 1
-        problem = exc.problem or "invalid YAML"
-        raise ProfileError(f"{label}:{line}: not valid YAML (safe subset): {problem}") from None
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{label}: not valid YAML: {exc}") from None
-    return data, node
-
-
-def validation_messages(exc: ValidationError, node: yaml.Node | None, label: str) -> list[str]:
-    """``h100.yaml:7: peak_flops.bf16: must be positive``, one per pydantic error."""
-    messages = []
-    for error in exc.errors():
-        loc = tuple(error["loc"])
-        where = ".".join(str(part) for part in loc) or "(top level)"
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling; napkin hardware schema lists the fields)"
-        messages.append(f"{label}:{_line_of(node, loc)}: {where}: {message}")
-    return messages
-
-
 def parse_profile(text: str, label: str) -> HardwareProfile:
-    """Validate one profile's YAML text; errors name the file, the line and the field."""
-    data, node = read_yaml(text, label)
+    """Validate one profile's YAML text; errors name the file, the line and the field (never a value)."""
+    data, node = parse(text, label)
     if not isinstance(data, dict):
         raise ProfileError(f"{label}:1: a hardware profile must be a YAML mapping of fields")
+    if "name" not in data and "peak_flops" not in data:
+        raise ProfileError(f"{label}: not a napkin hardware profile (it has no 'name' and no 'peak_flops' field)")
     try:
         return HardwareProfile.model_validate(data)
     except ValidationError as exc:
-        problems = validation_messages(exc, node, label)
+        problems = validation_messages(exc, node, label, "napkin hardware schema lists the fields")
         raise ProfileError("; ".join(problems), problems) from None
 
 
@@ -293,16 +235,6 @@ def builtin_dir() -> Traversable:
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parent.parent / "hardware"
-
-
-def config_dir() -> Path:
-    """napkin's user configuration directory (``$NAPKIN_CONFIG_DIR`` overrides the platform's)."""
-    override = os.environ.get(ENV_CONFIG_DIR)
-    if override:
-        return Path(override).expanduser()
-    import platformdirs  # imported here: only commands that touch user files need it
-
-    return platformdirs.user_config_path("napkin", appauthor=False)
 
 
 def user_hardware_dir() -> Path:
@@ -322,12 +254,14 @@ def search_path() -> list[tuple[Origin, Traversable]]:
 
 @dataclass(frozen=True)
 class LoadedProfile:
-    """A profile together with where it came from."""
+    """A profile together with where it came from, and what a command should say about it."""
 
     profile: HardwareProfile
     origin: Origin
     path: str
     text: str = field(default="", repr=False)
+    #: Lines every command prints with its output (stderr): a replaced built-in, ignored measurements.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -340,48 +274,30 @@ class BrokenProfile:
     problems: tuple[str, ...] = ()
 
 
-@dataclass
-class Catalog:
-    """Every profile found along the search path, in priority order."""
+@dataclass(frozen=True)
+class _Entry:
+    """One file along the search path, parsed only as far as the names it answers to."""
 
-    profiles: list[LoadedProfile] = field(default_factory=list)
-    broken: list[BrokenProfile] = field(default_factory=list)
+    origin: Origin
+    label: str
+    text: str = field(repr=False)
+    name: str
+    key: str
+    alias_keys: frozenset[str]
 
-    def visible(self) -> list[LoadedProfile]:
-        """Profiles not shadowed by an earlier one with the same name or alias."""
-        seen: set[str] = set()
-        result = []
-        for loaded in self.profiles:
-            name_key = normalize(loaded.profile.name)
-            if name_key in seen:
-                continue
-            seen |= loaded.profile.lookup_keys()
-            result.append(loaded)
-        return result
+    @property
+    def user(self) -> bool:
+        return self.origin != "built-in"
 
-
-def unknown_name_message(name: str, known: list[LoadedProfile]) -> str:
-    by_key: dict[str, str] = {}
-    for loaded in known:
-        for key in sorted(loaded.profile.lookup_keys()):
-            by_key.setdefault(key, loaded.profile.name)
-    close = difflib.get_close_matches(normalize(name), list(by_key), n=10, cutoff=0.3)
-    ranked = list(dict.fromkeys(by_key[key] for key in close))
-    rest = sorted({p.profile.name for p in known} - set(ranked))
-    listing = ", ".join(ranked + rest)
-    hint = f"closest: {', '.join(ranked[:3])}; " if ranked else ""
-    return (
-        f"--hardware: unknown hardware {name!r}; {hint}known: {listing}. "
-        "Add your own with 'napkin hardware new NAME --from h100'"
-    )
+    def describe(self) -> str:
+        return f"{'your' if self.user else 'the built-in'} profile {self.name!r} ({self.label})"
 
 
-def _yaml_files(directory: Traversable) -> Iterator[Traversable]:
+def _yaml_files(directory: Traversable) -> list[Traversable]:
     if not directory.is_dir():
-        return
-    for entry in sorted(directory.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith((".yaml", ".yml")) and not entry.name.startswith("."):
-            yield entry
+        return []
+    entries = [e for e in directory.iterdir() if e.name.endswith((".yaml", ".yml")) and not e.name.startswith(".")]
+    return sorted(entries, key=lambda e: e.name)
 
 
 def _label(entry: Traversable) -> str:
@@ -389,63 +305,186 @@ def _label(entry: Traversable) -> str:
 
 
 def _read(entry: Traversable, label: str) -> str:
+    if isinstance(entry, Path):
+        try:
+            return read_text(entry)
+        except NapkinError as exc:
+            raise ProfileError(str(exc)) from None
     try:
         return entry.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{label}: cannot read: {exc}") from None
 
 
-def load_catalog(search: Iterable[tuple[Origin, Traversable]] | None = None) -> Catalog:
-    """Read every profile along the search path; invalid files are collected, not raised."""
-    catalog = Catalog()
-    for origin, directory in search if search is not None else search_path():
-        for entry in _yaml_files(directory):
-            label = _label(entry)
+def _scan(dirs: Iterable[tuple[Origin, Traversable]]) -> tuple[list[_Entry], list[BrokenProfile]]:
+    """Every readable YAML file along ``dirs`` with its names; unreadable ones as BrokenProfile."""
+    entries: list[_Entry] = []
+    broken: list[BrokenProfile] = []
+    for origin, directory in dirs:
+        try:
+            listing = _yaml_files(directory)
+        except OSError as exc:
+            broken.append(BrokenProfile(origin, str(directory), f"{directory}: cannot list: {exc.strerror or exc}"))
+            continue
+        for item in listing:
+            label = _label(item)
             try:
-                text = _read(entry, label)
-                profile = parse_profile(text, label)
+                text = _read(item, label)
+                data, _ = parse(text, label)
             except ProfileError as exc:
-                catalog.broken.append(BrokenProfile(origin, label, str(exc), tuple(exc.problems)))
+                broken.append(BrokenProfile(origin, label, str(exc), tuple(exc.problems)))
                 continue
-            catalog.profiles.append(LoadedProfile(profile, origin, label, text))
+            raw = data if isinstance(data, dict) else {}
+            name = raw.get("name") if isinstance(raw.get("name"), str) else item.name.rsplit(".", 1)[0]
+            aliases = raw.get("aliases") if isinstance(raw.get("aliases"), list) else []
+            alias_keys = frozenset(normalize(a) for a in aliases if isinstance(a, str)) - {""}
+            entries.append(_Entry(origin, label, text, name[:80], normalize(name), alias_keys))
+    return entries, broken
+
+
+@dataclass
+class _Index:
+    """Who answers to each name key, after the one documented replacement rule."""
+
+    active: list[_Entry]
+    replaced: dict[str, list[_Entry]]  # user name key → built-ins it replaces by name
+    claims: dict[str, list[_Entry]]
+
+    @classmethod
+    def build(cls, entries: list[_Entry]) -> _Index:
+        user_keys = {e.key for e in entries if e.user}
+        replaced: dict[str, list[_Entry]] = {}
+        active = []
+        for e in entries:
+            if not e.user and e.key in user_keys:
+                replaced.setdefault(e.key, []).append(e)
+            else:
+                active.append(e)
+        claims: dict[str, list[_Entry]] = {}
+        for e in active:
+            for key in {e.key, *e.alias_keys}:
+                claims.setdefault(key, []).append(e)
+        return cls(active, replaced, claims)
+
+    def winner(self, key: str) -> tuple[_Entry | None, str | None, str | None]:
+        """(entry, conflict message, replacement note) for a name key."""
+        found = self.claims.get(key, [])
+        users = [e for e in found if e.user]
+        builtins = [e for e in found if not e.user]
+        if len(users) > 1 or (not users and len(builtins) > 1):
+            both = users if len(users) > 1 else builtins
+            return None, self._conflict(key, both[0], both[1]), None
+        if not users:
+            return (builtins[0] if builtins else None), None, None
+        user = users[0]
+        if builtins and user.key != key:  # a user *alias* never takes over a built-in's name or alias
+            return None, self._conflict(key, user, builtins[0]), None
+        taken = builtins[0] if builtins else None
+        gone = self.replaced.get(user.key, [])
+        note = None
+        if taken is not None or gone:
+            what = (taken or gone[0]).name
+            note = f"{user.name} → your profile at {user.label}, instead of the built-in {what}"
+        return user, None, note
+
+    @staticmethod
+    def _conflict(key: str, first: _Entry, second: _Entry) -> str:
+        return (
+            f"the name {key!r} is claimed by {first.describe()} and by {second.describe()}; "
+            "rename or remove one (a user profile replaces a built-in only under the same 'name')"
+        )
+
+    def conflicts(self) -> list[str]:
+        return sorted({msg for key in self.claims if (msg := self.winner(key)[1]) is not None})
+
+
+@dataclass
+class Catalog:
+    """Every profile found along the search path, in priority order, with what replaces what."""
+
+    profiles: list[LoadedProfile] = field(default_factory=list)
+    broken: list[BrokenProfile] = field(default_factory=list)
+    #: Built-in profiles replaced by a user profile of the same name.
+    replaced: list[LoadedProfile] = field(default_factory=list)
+    #: Names claimed by two files (each an error when that name is looked up).
+    conflicts: list[str] = field(default_factory=list)
+
+    def visible(self) -> list[LoadedProfile]:
+        """The profiles a name can reach (replaced built-ins excluded)."""
+        return list(self.profiles)
+
+
+def unknown_name_message(name: str, known: list[LoadedProfile], what: str = "--hardware") -> str:
+    key = normalize(name)
+    by_key: dict[str, str] = {}
+    for loaded in known:
+        for k in sorted(loaded.profile.lookup_keys()):
+            by_key.setdefault(k, loaded.profile.name)
+    # A known name inside what was typed ("nvidia-h100" holds "h100") ranks before a merely similar one.
+    contained = sorted((k for k in by_key if len(k) >= 3 and k in key and k != key), key=lambda k: (-len(k), k))
+    close = difflib.get_close_matches(key, list(by_key), n=10, cutoff=0.3)
+    ranked = list(dict.fromkeys(by_key[k] for k in [*contained, *close]))
+    rest = sorted({p.profile.name for p in known} - set(ranked))
+    listing = ", ".join(ranked + rest)
+    hint = f"closest: {', '.join(ranked[:3])}; " if ranked else ""
+    return (
+        f"{what}: unknown hardware {name!r}; {hint}known: {listing}. "
+        "Add your own with 'napkin hardware new NAME --from h100'"
+    )
+
+
+def load_catalog(search: Iterable[tuple[Origin, Traversable]] | None = None) -> Catalog:
+    """Read and validate every profile along the search path; invalid files are collected, not raised."""
+    entries, broken = _scan(search if search is not None else search_path())
+    index = _Index.build(entries)
+    catalog = Catalog(broken=broken, conflicts=index.conflicts())
+    replaced_ids = {id(e) for group in index.replaced.values() for e in group}
+    for entry in entries:
+        try:
+            profile = parse_profile(entry.text, entry.label)
+        except ProfileError as exc:
+            catalog.broken.append(BrokenProfile(entry.origin, entry.label, str(exc), tuple(exc.problems)))
+            continue
+        loaded = LoadedProfile(profile, entry.origin, entry.label, entry.text)
+        (catalog.replaced if id(entry) in replaced_ids else catalog.profiles).append(loaded)
     return catalog
 
 
-def load_file(path: str | Path) -> LoadedProfile:
+def load_file(path: str | Path, what: str = "--hardware-file") -> LoadedProfile:
     """Read one explicit profile file (``--hardware-file``)."""
     file = Path(path).expanduser()
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--hardware-file: cannot read {str(file)!r}: {exc.strerror or exc}") from None
+        text = read_text(file)
+    except NapkinError as exc:
+        raise UsageError(f"{what}: {exc}") from None
     return LoadedProfile(parse_profile(text, str(file)), "file", str(file), text)
 
 
-def find(name: str, search: Iterable[tuple[Origin, Traversable]] | None = None) -> LoadedProfile:
-    """The first profile along the search path that answers to ``name``; only that one is validated.
+def find(
+    name: str, search: Iterable[tuple[Origin, Traversable]] | None = None, what: str = "--hardware"
+) -> LoadedProfile:
+    """The profile that answers to ``name``; only that one is fully validated.
 
-    Files are scanned in priority order by their raw ``name`` and ``aliases`` (cheap), so a command
-    pays for validating one profile, not the whole catalog. A matching file that is invalid is an
-    error naming that file; it never falls through to a lower-priority profile.
+    Every file along the search path is read as far as its ``name`` and ``aliases`` (cheap), so a
+    name claimed twice is found and reported, never silently resolved by file order. A special file
+    (FIFO, device) or unreadable file is skipped unless its file name is the name asked for.
     """
     key = normalize(name)
+    if not key:
+        raise UsageError(f"{what}: {name!r} is not a profile name; give one such as h100 (see 'napkin hardware list')")
     dirs = list(search) if search is not None else search_path()
-    for origin, directory in dirs:
-        for entry in _yaml_files(directory):
-            label = _label(entry)
-            stem_matches = normalize(entry.name.rsplit(".", 1)[0]) == key
-            try:
-                text = _read(entry, label)
-                data, _ = read_yaml(text, label)
-            except ProfileError:
-                if stem_matches:
-                    raise
-                continue
-            raw = data if isinstance(data, dict) else {}
-            names = [raw.get("name"), *(raw.get("aliases") or [] if isinstance(raw.get("aliases"), list) else [])]
-            if key in {normalize(str(n)) for n in names if n is not None} or (stem_matches and not raw.get("name")):
-                return LoadedProfile(parse_profile(text, label), origin, label, text)
-    raise UsageError(unknown_name_message(name, load_catalog(dirs).visible()))
+    entries, broken = _scan(dirs)
+    index = _Index.build(entries)
+    entry, conflict, note = index.winner(key)
+    if conflict is not None:
+        raise ProfileError(f"{what}: {conflict}")
+    if entry is None:
+        for bad in broken:
+            if normalize(Path(bad.path).name.rsplit(".", 1)[0]) == key:
+                raise ProfileError(bad.error, list(bad.problems))
+        raise UsageError(unknown_name_message(name, load_catalog(dirs).visible(), what))
+    profile = parse_profile(entry.text, entry.label)
+    return LoadedProfile(profile, entry.origin, entry.label, entry.text, (note,) if note else ())
 
 
 def find_by_device(device_name: str) -> LoadedProfile | None:
@@ -458,27 +497,74 @@ def find_by_device(device_name: str) -> LoadedProfile | None:
 
 
 def copy_text(source: LoadedProfile, name: str, today: str) -> str:
-    """``source``'s YAML renamed to ``name`` (aliases dropped unless the name is kept); comments and layout kept."""
+    """``source``'s YAML renamed to ``name`` (aliases emptied unless the name is kept).
+
+    The YAML is parsed and only the ``name`` and ``aliases`` values are replaced, at the positions the
+    parser reports, so comments and layout survive. The result is parsed back and compared with the
+    source's data; if anything else differs, the copy is the dumped data instead (comments lost).
+    """
     header = (f"# Copied from the {source.origin} profile '{source.profile.name}' by 'napkin hardware new' "
               f"on {today}. Edit freely; 'napkin hardware validate' checks it.\n")  # fmt: skip
-    text = re.sub(r"^name:.*$", f"name: {name}", source.text, count=1, flags=re.MULTILINE)
+    text = source.text
+    data, _ = parse(text, source.path)
+    expected = dict(data) if isinstance(data, dict) else source.profile.model_dump(mode="json", exclude_none=True)
+    expected["name"] = name
     if name != source.profile.name:
-        text = re.sub(r"^aliases:.*$", "aliases: []", text, count=1, flags=re.MULTILINE)
-    lines = text.splitlines(keepends=True)
+        expected["aliases"] = []
+    renamed = None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        edits = []
+        if isinstance(root, yaml.MappingNode):
+            for key_node, value_node in root.value:
+                if key_node.value in ("name", "aliases") and key_node.value in expected:
+                    start, end = value_node.start_mark.index, value_node.end_mark.index
+                    value = yaml.safe_dump(expected[key_node.value], default_flow_style=True).removesuffix("\n")
+                    value = value.removesuffix("\n...")
+                    tail = text[start:end][len(text[start:end].rstrip()) :]
+                    edits.append((start, end, value + tail))
+        for start, end, value in sorted(edits, reverse=True):
+            text = text[:start] + value + text[end:]
+        if parse(text, source.path)[0] == expected:
+            renamed = text
+    except (yaml.YAMLError, ProfileError):
+        renamed = None
+    if renamed is None:
+        renamed = yaml.safe_dump(expected, sort_keys=False, allow_unicode=True)
+    lines = renamed.splitlines(keepends=True)
     if lines and lines[0].startswith("# yaml-language-server"):
         return lines[0] + header + "".join(lines[1:])
-    return f"# yaml-language-server: $schema={SCHEMA_FILE}\n" + header + text
+    return f"# yaml-language-server: $schema={SCHEMA_FILE}\n" + header + renamed
 
 
-def resolve(name: str | None = None, hardware_file: str | Path | None = None) -> LoadedProfile:
-    """The profile a command should use, with any saved measurements attached."""
+def is_builtin_name(name: str) -> str | None:
+    """The built-in profile that answers to ``name`` (by name or alias), if any."""
+    entries, _ = _scan([("built-in", builtin_dir())])
+    key = normalize(name)
+    return next((e.name for e in entries if key == e.key or key in e.alias_keys), None)
+
+
+def resolve(
+    name: str | None = None, hardware_file: str | Path | None = None, what: str = "--hardware"
+) -> LoadedProfile:
+    """The profile a command should use, with any saved measurements attached (and notes about them).
+
+    ``what`` names the input the name came from in error messages (``--hardware``, ``--from``, a
+    positional); a name taken from ``$NAPKIN_HARDWARE`` is blamed on it.
+    """
     if hardware_file is not None:
         loaded = load_file(hardware_file)
+    elif name is not None:
+        loaded = find(name, what=what)
+    elif os.environ.get(ENV_HARDWARE):
+        loaded = find(os.environ[ENV_HARDWARE], what=f"${ENV_HARDWARE}")
     else:
-        loaded = find(name or os.environ.get(ENV_HARDWARE) or DEFAULT_HARDWARE)
-    from napkin.measurements import attach  # local: keeps this module free of the writer
-
-    return attach(loaded)
+        loaded = find(DEFAULT_HARDWARE, what=what)
+    measured, problems = for_profile(loaded.profile.name)
+    if not measured and not problems:
+        return loaded
+    profile = loaded.profile.model_copy(update={"measured": {**loaded.profile.measured, **measured}})
+    return LoadedProfile(profile, loaded.origin, loaded.path, loaded.text, (*loaded.notes, *problems))
 
 
 def schema() -> dict[str, Any]:
@@ -487,3 +573,19 @@ def schema() -> dict[str, Any]:
     result["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     result["title"] = "napkin hardware profile"
     return result
+
+
+__all__ = [
+    "ENV_CONFIG_DIR",
+    "Catalog",
+    "HardwareProfile",
+    "LoadedProfile",
+    "Measurement",
+    "config_dir",
+    "copy_text",
+    "find",
+    "load_catalog",
+    "normalize",
+    "parse_profile",
+    "resolve",
+]

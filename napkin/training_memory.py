@@ -25,7 +25,7 @@ from napkin.layout import Layout
 from napkin.model import Model
 from napkin.profiles import HardwareProfile
 from napkin.result import Result, TableResult
-from napkin.units import format_bytes, format_bytes_si, format_count, format_sci, parse_bytes, parse_fraction
+from napkin.units import format_bytes, format_bytes_si, format_count, format_sci, parse_bytes_or_fraction
 from napkin.workload import Workload
 
 COMPONENTS = ("params", "gradients", "master_weights", "optimizer_states")
@@ -487,10 +487,6 @@ def max_model(
 
 
 def parse_reserve(text: str, capacity: float) -> float:
-    """``--reserve``: bytes (``"4GB"``) or a fraction of capacity (``"0.1"``, ``"10%"``)."""
-    raw = text.strip()
-    if raw in ("0", "0%", "0.0"):
-        return 0.0
-    if raw.endswith("%") or (raw.replace(".", "", 1).isdigit() and float(raw) < 1):
-        return parse_fraction(raw, "--reserve") * capacity
-    return parse_bytes(raw, "--reserve")
+    """``--reserve``: bytes (``"4GB"``) or a fraction of capacity (``"10%"``, or ``"0.1"`` without an exponent)."""
+    value, is_fraction = parse_bytes_or_fraction(text, "--reserve")
+    return value * capacity if is_fraction else value

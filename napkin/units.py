@@ -8,7 +8,11 @@ Conventions (stated in every output that shows them):
 * Counts use decimal suffixes: K = 1e3, M = 1e6, B = 1e9 (billion), T = 1e12 — never binary.
 * GB = 10⁹ bytes and GiB = 2³⁰ bytes. Vendors quote HBM capacity in GB (decimal); PyTorch and
   ``nvidia-smi`` report MiB/GiB; mixing them is a 7 % error (../FORMULAS §0).
-* Unit prefixes are case-insensitive (``80gb`` = ``80 GB``); ``m`` therefore means mega, never milli.
+* Unit prefixes are case-insensitive (``80gB`` = ``80 GB``); ``m`` therefore means mega, never milli.
+* Bits are not bytes: ``bit``, ``bits``, ``bit/s`` and ``bps`` (``400 Gbps``, ``400 Gbit/s``) are bits and
+  are converted to bytes (÷ 8); a lower-case ``b`` after a prefix (``80 Gb``, ``3000 Gb/s``) is refused as
+  ambiguous, with a message that says how to write either.
+* Only ASCII digits; at most MAX_TEXT characters; every value finite and within [MIN_VALUE, MAX_VALUE].
 """
 
 from __future__ import annotations
@@ -20,8 +24,21 @@ from typing import Final
 
 from napkin.errors import UsageError
 
+#: Longest text a number may be (after trimming spaces); longer input is refused before any parsing.
+MAX_TEXT: Final = 100
+#: Every parsed quantity lies in [MIN_VALUE, MAX_VALUE] in its base unit, so products and quotients of a
+#: few of them stay finite (a float overflows past 1.8e308) and nothing is subnormal.
+MIN_VALUE: Final = 1e-15
+MAX_VALUE: Final = 1e36
+#: Whole counts (GPUs, layers, sizes) are exact integers in a float: at most 2^53.
+MAX_INT: Final = 2**53
+
+# ASCII only (re.ASCII: \d is [0-9], so superscripts and other scripts' digits never match). The text
+# is trimmed and length-capped first, and the pattern has no nested or overlapping repetition, so a
+# match costs time linear in the (short) input.
 _NUMBER: Final = re.compile(
-    r"^\s*(?P<num>[+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][+-]?\d+)?)\s*(?P<unit>[^\d\s].*?)?\s*$"
+    r"(?P<num>[+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?P<exp>[eE][+-]?\d+)?)\s*(?P<unit>[^\d\s].*)?",
+    re.ASCII | re.DOTALL,
 )
 
 #: Decimal SI prefixes (1e3 steps). Case-insensitive, so "m" is mega.
@@ -64,23 +81,66 @@ _EXAMPLES: Final = {
 }
 
 
+def _split(text: str, what: str, expected: str) -> tuple[str, str, str]:
+    """(number, exponent, unit) of ``text``, or a UsageError naming ``what``."""
+    raw = text.strip()
+    if len(raw) > MAX_TEXT:
+        raise UsageError(f"{what}: {len(raw)} characters is too long for a number; expected {expected}")
+    match = _NUMBER.fullmatch(raw)
+    if match is None:
+        shown = raw if raw.isprintable() else ascii(raw)
+        raise UsageError(f"{what}: {shown!r} is not a number napkin reads (ASCII digits only); expected {expected}")
+    return match.group("num"), match.group("exp") or "", (match.group("unit") or "").strip()
+
+
+def _bits_divisor(unit: str, kind: str, text: str, what: str) -> float:
+    """8 when ``unit`` is written in bits (``Gbit``, ``Gbps``); an error when a lower-case b is ambiguous."""
+    if kind not in ("bytes", "bandwidth"):
+        return 1.0
+    compact = unit.replace(" ", "")
+    lower = compact.lower()
+    if lower.endswith(("bit", "bits", "bit/s", "bits/s")) or compact.endswith("bps"):
+        return 8.0
+    body = compact.removesuffix("/s")
+    if body.endswith("b") and len(body) > 1:
+        raise UsageError(
+            f"{what}: {text.strip()!r}: '{compact}' would be bits; napkin wants bytes, written with a capital B "
+            f"(e.g. 80 GB, 3.35 TB/s), or bits spelled out (e.g. 400 Gbit/s, 400 Gbps), which it divides by 8"
+        )
+    return 1.0
+
+
+def _check_range(value: float, text: object, what: str, expected: str) -> float:
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{what}: {text!r} must be positive and finite; expected {expected}")
+    if not MIN_VALUE <= value <= MAX_VALUE:
+        raise UsageError(
+            f"{what}: {text!r} is outside what napkin computes with ({MIN_VALUE:g} to {MAX_VALUE:g} "
+            f"in base units); expected {expected}"
+        )
+    return value
+
+
 def _parse(text: str | float | int, units: Mapping[str, float], kind: str, what: str) -> float:
     """Parse ``text`` as a positive finite number with an optional unit from ``units``."""
-    if isinstance(text, bool):
-        raise UsageError(f"{what}: {text!r} is not a number; expected {_EXAMPLES[kind]}")
+    expected = _EXAMPLES[kind]
+    if isinstance(text, bool) or not isinstance(text, str | int | float):
+        raise UsageError(f"{what}: {text!r} is not a number; expected {expected}")
     if isinstance(text, int | float):
-        value = float(text)
-    else:
-        match = _NUMBER.match(text)
-        if match is None:
-            raise UsageError(f"{what}: {text!r} is not understood; expected {_EXAMPLES[kind]}")
-        unit = (match.group("unit") or "").strip().lower().replace(" ", "")
-        if unit not in units:
-            raise UsageError(f"{what}: unknown unit {match.group('unit')!r} in {text!r}; expected {_EXAMPLES[kind]}")
-        value = float(match.group("num").replace("_", "")) * units[unit]
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{what}: {text!r} must be positive and finite; expected {_EXAMPLES[kind]}")
-    return value
+        try:
+            value = float(text)
+        except OverflowError:
+            raise UsageError(f"{what}: a {len(str(text))}-digit number is too large; expected {expected}") from None
+        return _check_range(value, text, what, expected)
+    number, _, unit = _split(text, what, expected)
+    divisor = _bits_divisor(unit, kind, text, what)
+    if divisor != 1.0:
+        unit = re.sub(r"(?i)(bits?(/s)?|bps)$", "b/s" if kind == "bandwidth" else "b", unit.replace(" ", ""))
+    key = unit.lower().replace(" ", "")
+    if key not in units:
+        raise UsageError(f"{what}: unknown unit {unit!r} in {text.strip()!r}; expected {expected}")
+    value = float(number.replace("_", "")) * units[key] / divisor
+    return _check_range(value, text.strip(), what, expected)
 
 
 def parse_number(text: str | float | int, what: str = "value") -> float:
@@ -94,10 +154,12 @@ def parse_count(text: str | float | int, what: str = "value") -> float:
 
 
 def parse_int(text: str | float | int, what: str = "value") -> int:
-    """A positive whole count (GPUs, layers, batch): ``"1024"``, ``"1K"``, ``"2e3"``."""
+    """A positive whole count (GPUs, layers, batch): ``"1024"``, ``"1K"``, ``"2e3"``; at most 2^53."""
     value = parse_count(text, what)
     if value != int(value):
         raise UsageError(f"{what}: {text!r} must be a whole number")
+    if value > MAX_INT:
+        raise UsageError(f"{what}: {text!r} is larger than napkin counts exactly (2^53 ≈ 9.0e15)")
     return int(value)
 
 
@@ -131,18 +193,55 @@ def parse_duration(text: str | float | int, what: str = "value") -> float:
     return _parse(text, DURATION_UNITS, "duration", what)
 
 
+_FRACTION: Final = "a number in (0, 1] such as 0.5 or 50%"
+
+
 def parse_fraction(text: str | float, what: str = "value") -> float:
-    """A fraction in (0, 1]: ``"0.5"`` or ``"50%"``."""
+    """A fraction in (0, 1]: ``"0.5"`` or ``"50%"`` (ASCII digits, no unit other than %)."""
+    if isinstance(text, bool):
+        raise UsageError(f"{what}: {text!r} is not a fraction; expected {_FRACTION}")
     raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise UsageError(
-            f"{what}: {text!r} is not a fraction; expected a number in (0, 1] such as 0.5 or 50%"
-        ) from None
+    percent = raw.endswith("%")
+    number, _, unit = _split(raw.removesuffix("%"), what, _FRACTION)
+    if unit:
+        raise UsageError(f"{what}: {raw!r} is not a fraction; expected {_FRACTION}")
+    if number.lstrip("+-").startswith("_") or "._" in number:
+        raise UsageError(f"{what}: {raw!r} is not a fraction; expected {_FRACTION}")
+    value = float(number.replace("_", "")) / (100 if percent else 1)
     if not math.isfinite(value) or not 0 < value <= 1:
-        raise UsageError(f"{what}: {text!r} is out of range; expected a number in (0, 1] such as 0.5 or 50%")
+        raise UsageError(f"{what}: {raw!r} is out of range; expected {_FRACTION}")
+    if value < MIN_VALUE:
+        raise UsageError(f"{what}: {raw!r} is too small to compute with (below {MIN_VALUE:g}); expected {_FRACTION}")
     return value
+
+
+def parse_bytes_or_fraction(text: str, what: str = "value") -> tuple[float, bool]:
+    """(value, is_fraction) for inputs like ``--reserve``: bytes (``4GB``, ``2e9``) or a fraction.
+
+    A fraction is written with ``%`` (``10%``) or as a plain decimal in (0, 1) without an exponent
+    (``0.1``). A bare number of 1 or more is bytes. A bare number below 1 with an exponent (``1e-1``) is
+    ambiguous and refused. ``0`` (or ``0%``, ``0 GB``) is zero.
+    """
+    raw = str(text).strip()
+    expected = "bytes with a unit (4GB, 2 GiB) or a fraction (10%, 0.1)"
+    number, exponent, unit = _split(raw.removesuffix("%"), what, expected)
+    try:
+        plain = float(number.replace("_", ""))
+    except ValueError:
+        raise UsageError(f"{what}: {raw!r} is not understood; expected {expected}") from None
+    if plain == 0 and (unit == "" or unit.lower().replace(" ", "") in BYTE_UNITS):
+        return 0.0, False
+    if raw.endswith("%"):
+        if unit:
+            raise UsageError(f"{what}: {raw!r} is not understood; expected {expected}")
+        return parse_fraction(raw, what), True
+    if not unit and plain < 1:
+        if exponent:
+            raise UsageError(
+                f"{what}: {raw!r} is ambiguous; write a fraction as {plain * 100:g}% or bytes with a unit (e.g. 4GB)"
+            )
+        return parse_fraction(raw, what), True
+    return parse_bytes(raw, what), False
 
 
 def parse_fraction_range(text: str, what: str = "value") -> tuple[float, float]:

@@ -108,25 +108,47 @@ def test_lookup_order_explicit_file_then_env_then_user_then_builtin(
     isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     user = isolated / "hardware"
-    env1, env2 = tmp_path / "env1", tmp_path / "env2"
+    env1 = tmp_path / "env1"
     _write(user, "h100-sxm", _profile_text("h100-sxm", "1 TB", "[h100]"))
-    assert profiles.resolve("h100").profile.memory == 1e12
-    assert profiles.resolve("h100").origin == "user"
-    _write(env2, "mine", _profile_text("h100-sxm", "2 TB", "[h100]"))
-    _write(env1, "also-mine", _profile_text("h100-sxm", "3 TB", "[h100]"))
-    monkeypatch.setenv("NAPKIN_HARDWARE_PATH", f"{env1}{__import__('os').pathsep}{env2}")
     loaded = profiles.resolve("h100")
-    assert (loaded.profile.memory, loaded.origin, loaded.path) == (3e12, "env", str(env1 / "also-mine.yaml"))
+    assert (loaded.profile.memory, loaded.origin) == (1e12, "user")
+    # Replacing a built-in by its own name is allowed, and said: every command prints this note.
+    assert loaded.notes == (f"h100-sxm → your profile at {user / 'h100-sxm.yaml'}, instead of the built-in h100-sxm",)
+    _write(env1, "mine", _profile_text("env-box", "2 TB"))
+    monkeypatch.setenv("NAPKIN_HARDWARE_PATH", str(env1))
+    assert profiles.resolve("env-box").origin == "env"
     explicit = _write(tmp_path, "explicit", _profile_text("explicit", "4 TB"))
     assert profiles.resolve("h100", explicit).profile.memory == 4e12
-    assert [origin for origin, _ in profiles.search_path()] == ["env", "env", "user", "built-in"]
+    assert [origin for origin, _ in profiles.search_path()] == ["env", "user", "built-in"]
 
 
-def test_a_user_alias_shadows_a_builtin_alias(isolated: Path) -> None:
+def test_two_user_files_with_one_name_are_an_error_naming_both(
+    isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 9: after 'cp my-gpu.yaml my-gpu-old.yaml' no copy wins silently."""
+    user = isolated / "hardware"
+    _write(user, "my-gpu", _profile_text("my-gpu", "1 TB"))
+    _write(user, "my-gpu-old", _profile_text("my-gpu", "2 TB"))
+    with pytest.raises(ProfileError) as info:
+        profiles.resolve("my-gpu")
+    assert str(user / "my-gpu.yaml") in str(info.value) and str(user / "my-gpu-old.yaml") in str(info.value)
+    assert profiles.resolve("h100").profile.name == "h100-sxm"  # other names are unaffected
+    env1 = tmp_path / "env1"
+    _write(env1, "other", _profile_text("h100-sxm", "3 TB", "[h100]"))
+    _write(user, "h100-sxm", _profile_text("h100-sxm", "1 TB", "[h100]"))
+    monkeypatch.setenv("NAPKIN_HARDWARE_PATH", str(env1))
+    with pytest.raises(ProfileError, match="other.yaml.*h100-sxm.yaml|h100-sxm.yaml.*other.yaml"):
+        profiles.resolve("h100")
+
+
+def test_a_user_alias_never_takes_over_a_builtin_name(isolated: Path) -> None:
+    """issue 10: 'aliases: [h100]' in a user file made it the default H100 without a word."""
     _write(isolated / "hardware", "lab-box", _profile_text("lab-box", "1 TB", "[a100]"))
-    assert profiles.resolve("a100").profile.name == "lab-box"
-    names = [p.profile.name for p in profiles.load_catalog().visible()]
-    assert "a100-sxm-80gb" in names  # still reachable under its own name
+    with pytest.raises(ProfileError) as info:
+        profiles.resolve("a100")
+    assert "lab-box.yaml" in str(info.value) and "a100-sxm-80gb.yaml" in str(info.value)
+    assert profiles.resolve("lab-box").profile.name == "lab-box"  # its own name still works
+    assert any("'a100'" in c for c in profiles.load_catalog().conflicts)
 
 
 def test_errors_name_the_file_the_line_and_the_field(tmp_path: Path) -> None:

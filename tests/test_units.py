@@ -28,7 +28,7 @@ def test_parse_count(text: str, value: float) -> None:
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("80GB", 80e9), ("80 GB", 80e9), ("80 GiB", 80 * 2**30), ("80gib", 80 * 2**30), ("512 MiB", 512 * 2**20),
+        ("80GB", 80e9), ("80 GB", 80e9), ("80 GiB", 80 * 2**30), ("80gIB", 80 * 2**30), ("512 MiB", 512 * 2**20),
         ("1.5 TB", 1.5e12), ("8e10", 8e10), ("1024 B", 1024.0), ("3 bytes", 3.0),
     ],
 )  # fmt: skip
