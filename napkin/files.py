@@ -48,7 +48,7 @@ def read_text(path: str | os.PathLike[str], *, limit: int = MAX_FILE_BYTES) -> s
     try:
         fd = os.open(name, flags)
     except OSError as exc:
-        raise NapkinError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        raise NapkinError(f"cannot read {name!r}: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

@@ -89,7 +89,8 @@ def _split(text: str, what: str, expected: str) -> tuple[str, str, str]:
     match = _NUMBER.fullmatch(raw)
     if match is None:
         shown = raw if raw.isprintable() else ascii(raw)
-        raise UsageError(f"{what}: {shown!r} is not a number napkin reads (ASCII digits only); expected {expected}")
+        why = "" if raw.isascii() else " (napkin reads ASCII digits only)"
+        raise UsageError(f"{what}: {shown!r} is not understood{why}; expected {expected}")
     return match.group("num"), match.group("exp") or "", (match.group("unit") or "").strip()
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -24,9 +25,16 @@ if TYPE_CHECKING:  # the engines are imported by the commands that use them, not
 from typer._click import exceptions as click_exceptions  # typer vendors click (pyproject: typer>=0.29)
 
 
+def _line(message: str) -> str:
+    """One line, safe for a terminal: file-sourced text may hold escape sequences or newlines."""
+    from napkin.yamlio import clean
+
+    return clean(message).replace("\n", " ").replace("\t", " ")
+
+
 def error(message: str) -> None:
     """The one format of napkin's error lines (stderr)."""
-    typer.echo(f"napkin: error: {message}", err=True)
+    typer.echo(f"napkin: error: {_line(message)}", err=True)
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -35,7 +43,59 @@ def fail(message: str, code: int) -> NoReturn:
 
 
 def warn(message: str) -> None:
-    typer.echo(f"napkin: warning: {message}", err=True)
+    typer.echo(f"napkin: warning: {_line(message)}", err=True)
+
+
+def note(message: str) -> None:
+    """Information that belongs with the result but is neither a result nor a warning (stderr)."""
+    typer.echo(f"napkin: {_line(message)}", err=True)
+
+
+def _given_inputs() -> str:
+    """The options and arguments given on the command line, for messages about extreme inputs."""
+    from typer._click import core
+
+    ctx = core.get_current_context(silent=True)
+    if ctx is None:
+        return "the inputs"
+    given = [
+        param.opts[0] if param.opts else (param.name or "")
+        for param in ctx.command.params
+        if param.name and ctx.get_parameter_source(param.name) is core.ParameterSource.COMMANDLINE
+    ]
+    return ", ".join(name for name in given if name) or "the inputs"
+
+
+def _non_finite(data: Any, where: str = "") -> str | None:
+    """The path of the first NaN or infinity in ``data`` (JSON-like), if any."""
+    if isinstance(data, float):
+        return None if math.isfinite(data) else (where or "value")
+    if isinstance(data, dict):
+        items: Iterable[tuple[Any, Any]] = data.items()
+    elif isinstance(data, list | tuple):
+        items = enumerate(data)
+    else:
+        return None
+    for key, value in items:
+        found = _non_finite(value, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def _not_finite_message(where: str) -> str:
+    return (
+        f"the result is not a finite number ({where}); an input is too large or too small for "
+        f"floating point: check {_given_inputs()}"
+    )
+
+
+def dumps(data: Any) -> str:
+    """Strict JSON (never NaN or Infinity): the one way napkin writes JSON."""
+    where = _non_finite(data)
+    if where is not None:
+        raise UsageError(_not_finite_message(where))
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
 
 
 #: Library keywords whose command-line flag is not simply ``--`` + the keyword with dashes.
@@ -67,6 +127,8 @@ def boundary() -> Iterator[None]:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "input"
         fail(f"{where}: {first['msg'].removeprefix('Value error, ')}", 2)
+    except (OverflowError, ZeroDivisionError) as exc:
+        fail(f"a value left floating-point range ({exc}); check the magnitudes of {_given_inputs()}", 2)
 
 
 class NapkinGroup(typer.core.TyperGroup):
@@ -113,14 +175,16 @@ def emit(
     own = isinstance(result, Result)
     for message in [*(result.warnings if own else ()), *warnings]:  # type: ignore[attr-defined]
         warn(message)
+    if json_data is not None:
+        data = json_data
+    elif own:
+        data = result.to_json(explain)  # type: ignore[attr-defined]
+    else:
+        data = result.model_dump(mode="json", exclude=None if explain else {"steps"})
+    with boundary():
+        text = dumps(data)  # checked either way: a table never shows inf or nan either
     if as_json:
-        if json_data is not None:
-            data = json_data
-        elif own:
-            data = result.to_json(explain)  # type: ignore[attr-defined]
-        else:
-            data = result.model_dump(mode="json", exclude=None if explain else {"steps"})
-        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        typer.echo(text)
         return
     from napkin import render as r
 
@@ -158,7 +222,9 @@ HardwareFileOpt = Annotated[
     Path | None,
     typer.Option("--hardware-file", metavar="PATH", help="Use this profile YAML file instead of a named profile."),
 ]
-DtypeOpt = Annotated[Dtype, typer.Option("--dtype", help="Number format whose dense peak is used.")]
+DtypeOpt = Annotated[
+    Dtype, typer.Option("--dtype", case_sensitive=False, help="Number format whose dense peak is used.")
+]
 
 
 def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile:
@@ -166,7 +232,10 @@ def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile
 
     if name is not None and hardware_file is not None:
         raise UsageError("give --hardware or --hardware-file, not both")
-    return resolve(name, hardware_file)
+    loaded = resolve(name, hardware_file)
+    for message in loaded.notes:
+        note(message)
+    return loaded
 
 
-__all__ = ["boundary", "emit", "fail", "flag", "load_hardware", "run", "warn"]
+__all__ = ["boundary", "dumps", "emit", "fail", "flag", "load_hardware", "note", "run", "warn"]
