@@ -1,3 +1,3 @@
-from napkin.cli import main
+from napkin._entry import main
 
 main()

@@ -10,6 +10,7 @@ import math
 import os
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -19,13 +20,60 @@ from rich.text import Text
 from napkin.explain import Step
 
 
+class _SafeConsole(Console):
+    """A console that treats every string as data: no markup, no emoji codes, no control characters.
+
+    Profile names, titles and file names come from files a user (or anyone) wrote; ``[/]`` must print
+    as itself, not raise a MarkupError, and an escape sequence must not reach the terminal.
+    """
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(sanitize(text), **kwargs)
+
+    def on_broken_pipe(self) -> None:
+        """The reader went away (``| head``): stop quietly with the shell's SIGPIPE status, 141."""
+        self.quiet = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(141)
+
+
+def sanitize(text: str) -> str:
+    """``text`` without terminal control characters (ESC, C1, bidi overrides); markup is never parsed."""
+    from napkin.yamlio import clean
+
+    return clean(text)
+
+
+def _columns() -> int | None:
+    raw = os.environ.get("COLUMNS", "").strip()
+    if raw.isascii() and raw.isdigit() and len(raw) <= 4:
+        return max(20, int(raw))
+    return None
+
+
 def console(stderr: bool = False) -> Console:
-    """A console honouring COLUMNS and NO_COLOR; 100 columns when writing to a pipe or file."""
-    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    """A console honouring COLUMNS and NO_COLOR; 100 columns when writing to a pipe or file.
+
+    Where the stream cannot encode Unicode (``PYTHONIOENCODING=ascii``, a C locale), rich draws ASCII
+    boxes itself and the CLI's stream error handler (``napkin.cli``) spells the remaining symbols in ASCII.
+    """
+    width = _columns()
     stream = sys.stderr if stderr else sys.stdout
     if width is None and not stream.isatty():
         width = 100
-    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+    environ = dict(os.environ)  # rich reads COLUMNS and LINES itself and fails on '²'
+    for name in ("COLUMNS", "LINES"):
+        value = environ.get(name, "")
+        if not (value.isascii() and value.isdigit() and len(value) <= 4):
+            environ.pop(name, None)
+    return _SafeConsole(
+        file=stream, width=width, highlight=False, soft_wrap=False, markup=False, emoji=False, _environ=environ
+    )
 
 
 def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None = None) -> Table:

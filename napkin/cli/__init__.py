@@ -2,13 +2,23 @@
 
 Each command converts napkin's user-facing errors into one line on stderr and an exit code
 (``boundary``); click's own usage errors get the same one-line treatment (``NapkinGroup``).
+``main`` adds what a command-line tool owes its terminal and its pipes:
+
+* a stream that cannot encode napkin's symbols (``PYTHONIOENCODING=ascii``, an uncoerced C locale)
+  gets them spelled in ASCII (``→`` as ``->``, ``≥`` as ``>=``; anything else as ``?``);
+* a reader that goes away (``napkin … | head -1``) ends napkin quietly with 141 (128 + SIGPIPE, what the
+  shell reports for a process killed by SIGPIPE); a closed stdout is written to nowhere;
+* a failed write (a full disk: ``> /dev/full``) is one error line and exit 1;
+* Ctrl-C is "napkin: interrupted" and exit 130 (128 + SIGINT), never a traceback.
 """
 
 from __future__ import annotations
 
+import codecs
+import errno
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 
@@ -69,10 +79,83 @@ def _app_for(argv: list[str]) -> typer.Typer:
     return single
 
 
+#: ASCII spellings of the symbols napkin prints, for streams that cannot encode them.
+ASCII_FALLBACK: Final = {
+    "→": "->", "←": "<-", "≥": ">=", "≤": "<=", "≈": "~", "×": "x", "·": ".", "–": "-", "—": "-", "−": "-",
+    "…": "...", "±": "+/-", "√": "sqrt", "²": "^2", "³": "^3", "µ": "u", "Σ": "sum", "‘": "'", "’": "'",
+    "“": '"', "”": '"', "█": "#", "▓": "%", "▒": "+", "░": ":", "━": "-", "─": "-", "│": "|", "┃": "|",
+}  # fmt: skip
+EXIT_SIGPIPE: Final = 128 + 13
+EXIT_SIGINT: Final = 128 + 2
+
+
+def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return "".join(ASCII_FALLBACK.get(ch, "?") for ch in exc.object[exc.start : exc.end]), exc.end
+
+
+def _prepare_streams() -> None:
+    """A closed stdout/stderr writes to nowhere; a stream that cannot encode Unicode falls back to ASCII."""
+    codecs.register_error("napkin-ascii", _ascii_fallback)
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - lives as long as napkin
+            continue
+        try:
+            "→─≥×·█".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="napkin-ascii")
+
+
+def _discard_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush of buffered output cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _stderr_line(message: str) -> None:
+    try:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def main() -> None:
     # napkin uses no pydantic plugins; skipping their discovery (an entry-point scan) saves startup time.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    _app_for(sys.argv[1:])()
+    code: int | str | None = 0
+    try:
+        _prepare_streams()
+        try:
+            _app_for(sys.argv[1:])()
+        except SystemExit as exc:
+            code = exc.code
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click saw EPIPE, hushed stdout, exited 1
+            code = EXIT_SIGPIPE
+        sys.stdout.flush()
+    except KeyboardInterrupt:
+        _stderr_line("napkin: interrupted")
+        code = EXIT_SIGINT
+    except BrokenPipeError:
+        _discard_stdout()
+        code = EXIT_SIGPIPE
+    except OSError as exc:  # writing the output failed: a full disk, a closed descriptor
+        _discard_stdout()
+        if exc.errno == errno.EPIPE:
+            code = EXIT_SIGPIPE
+        else:
+            _stderr_line(f"napkin: error: cannot write the output: {exc.strerror or exc}")
+            code = 1
+    sys.exit(code)
 
 
 __all__ = ["app", "main"]

@@ -149,7 +149,9 @@ class NapkinGroup(typer.core.TyperGroup):
         except click_exceptions.ClickException as exc:
             error(exc.format_message())
             sys.exit(exc.exit_code)
-        except typer.Abort:
+        except typer.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                raise KeyboardInterrupt from None  # main() reports it: exit 130
             typer.echo("napkin: aborted", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
