@@ -121,8 +121,11 @@ def write_atomic(path: Path, text: str, *, overwrite: bool = False) -> None:
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock for a read-modify-write of ``path`` (``.NAME.lock`` beside it)."""
+def locked(path: Path, *, wait: bool = True) -> Iterator[None]:
+    """Hold an exclusive advisory lock for a read-modify-write of ``path`` (``.NAME.lock`` beside it).
+
+    With ``wait=False`` a lock held by another process is an error instead of a wait.
+    """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
@@ -135,7 +138,10 @@ def locked(path: Path) -> Iterator[None]:
     except OSError as exc:
         raise NapkinError(f"cannot lock {path}: {exc.strerror or exc}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise NapkinError(f"{path} is being changed by another napkin process; try again when it ends") from None
         yield
     finally:
         os.close(fd)

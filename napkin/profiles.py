@@ -334,9 +334,10 @@ def _scan(dirs: Iterable[tuple[Origin, Traversable]]) -> tuple[list[_Entry], lis
             except ProfileError as exc:
                 broken.append(BrokenProfile(origin, label, str(exc), tuple(exc.problems)))
                 continue
-            raw = data if isinstance(data, dict) else {}
-            name = raw.get("name") if isinstance(raw.get("name"), str) else item.name.rsplit(".", 1)[0]
-            aliases = raw.get("aliases") if isinstance(raw.get("aliases"), list) else []
+            raw: dict[Any, Any] = data if isinstance(data, dict) else {}
+            raw_name, raw_aliases = raw.get("name"), raw.get("aliases")
+            name = raw_name if isinstance(raw_name, str) else item.name.rsplit(".", 1)[0]
+            aliases = raw_aliases if isinstance(raw_aliases, list) else []
             alias_keys = frozenset(normalize(a) for a in aliases if isinstance(a, str)) - {""}
             entries.append(_Entry(origin, label, text, name[:80], normalize(name), alias_keys))
     return entries, broken

@@ -53,9 +53,9 @@ def note(message: str) -> None:
 
 def _given_inputs() -> str:
     """The options and arguments given on the command line, for messages about extreme inputs."""
-    from typer._click import core
+    from typer._click import core, globals
 
-    ctx = core.get_current_context(silent=True)
+    ctx = globals.get_current_context(silent=True)
     if ctx is None:
         return "the inputs"
     given = [

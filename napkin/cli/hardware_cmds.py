@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import shlex
 import subprocess
@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from napkin.choices import Dtype
-from napkin.cli.common import DtypeOpt, JsonOpt, boundary, emit, fail, load_hardware, warn
+from napkin.cli.common import DtypeOpt, JsonOpt, boundary, dumps, emit, fail, load_hardware, note, warn
 from napkin.errors import NapkinError, ProfileError, UsageError
 from napkin.units import format_bandwidth, format_bytes, format_power, format_rate
+from napkin.yamlio import clean
 
 if TYPE_CHECKING:
     from napkin.profiles import HardwareProfile
@@ -38,14 +39,15 @@ def list_command(as_json: JsonOpt = False) -> None:
     with boundary():
         catalog = load_catalog()
     visible = catalog.visible()
-    shadowed = [p for p in catalog.profiles if p not in visible]
     if as_json:
         data = {
             "profiles": [{"origin": p.origin, "path": p.path, **_profile_row(p.profile)} for p in visible],
-            "shadowed": [{"name": p.profile.name, "origin": p.origin, "path": p.path} for p in shadowed],
+            "shadowed": [{"name": p.profile.name, "origin": p.origin, "path": p.path} for p in catalog.replaced],
+            "conflicts": catalog.conflicts,
             "invalid": [{"origin": b.origin, "path": b.path, "error": b.error} for b in catalog.broken],
         }
-        typer.echo(json.dumps(data, indent=2))
+        with boundary():
+            typer.echo(dumps(data))
         return
     from napkin import render as r
 
@@ -63,8 +65,10 @@ def list_command(as_json: JsonOpt = False) -> None:
                              caption="peaks are dense (no 2:4 sparsity); GB = 1e9 B, GiB = 2^30 B"))  # fmt: skip
     for broken in catalog.broken:
         warn(f"invalid profile (ignored): {broken.error}")
-    for loaded in shadowed:
-        warn(f"{loaded.path} ({loaded.origin}) is shadowed by a profile earlier in the search path")
+    for conflict in catalog.conflicts:
+        warn(conflict)
+    for loaded in catalog.replaced:
+        note(f"the built-in {loaded.profile.name} ({loaded.path}) is replaced by your profile of the same name")
 
 
 @app.command("show")
@@ -79,10 +83,18 @@ def show_command(
     with boundary():
         if name is None and hardware_file is None:
             raise UsageError("give a profile NAME or --hardware-file PATH")
-        loaded = load_hardware(name, hardware_file)
+        if name is not None and hardware_file is None:
+            from napkin.profiles import resolve
+
+            loaded = resolve(name, what="NAME")
+            for message in loaded.notes:
+                note(message)
+        else:
+            loaded = load_hardware(name, hardware_file)
     p = loaded.profile
     if as_json:
-        typer.echo(json.dumps({"origin": loaded.origin, "path": loaded.path, **_profile_row(p)}, indent=2))
+        with boundary():
+            typer.echo(dumps({"origin": loaded.origin, "path": loaded.path, **_profile_row(p)}))
         return
     from napkin import render as r
 
@@ -120,14 +132,18 @@ def compare_command(
     with boundary():
         if len(names) < 2:
             raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
-        profiles = [resolve(n).profile for n in names]
+        loaded_all = [resolve(n, what="NAMES") for n in names]
+    for message in dict.fromkeys(m for loaded in loaded_all for m in loaded.notes):
+        note(message)
+    profiles = [loaded.profile for loaded in loaded_all]
 
     def ridge(p: HardwareProfile) -> float | None:
         return p.ridge_point(dtype) if dtype in p.peak_flops else None
 
     if as_json:
         data = [{**_profile_row(p), "ridge_point": ridge(p)} for p in profiles]
-        typer.echo(json.dumps(data, indent=2))
+        with boundary():
+            typer.echo(dumps(data))
         return
     from napkin import render as r
 
@@ -158,6 +174,8 @@ def validate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Check profile files; each problem is reported as file:line: field: message. Exit 1 if any is invalid."""
+    from napkin.errors import NapkinError
+    from napkin.files import read_text
     from napkin.profiles import load_catalog, parse_profile
 
     problems: list[str] = []
@@ -167,12 +185,12 @@ def validate_command(
         for path in paths:
             checked += 1
             try:
-                parse_profile(path.read_text(encoding="utf-8"), str(path))
+                parse_profile(read_text(path), str(path))
                 valid.append(str(path))
             except ProfileError as exc:
                 problems += exc.problems
-            except OSError as exc:
-                problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+            except NapkinError as exc:
+                problems.append(str(exc))
     else:
         catalog = load_catalog()
         for loaded in catalog.profiles:
@@ -181,13 +199,14 @@ def validate_command(
         for broken in catalog.broken:
             checked += 1
             problems += list(broken.problems) or [broken.error]
+        problems += catalog.conflicts
     if as_json:
-        typer.echo(json.dumps({"valid": valid, "problems": problems}, indent=2))
+        typer.echo(dumps({"valid": valid, "problems": problems}))
     else:
         for path_text in valid:
             typer.echo(f"ok  {path_text}")
     for line in problems:
-        typer.echo(line, err=True)
+        typer.echo(clean(line), err=True)
     if problems:
         fail(f"{len(problems)} problem(s) in {checked} file(s)", 1)
 
@@ -198,15 +217,21 @@ def _user_schema(directory: Path) -> None:
     from napkin.profiles import SCHEMA_FILE, schema
 
     target = directory / SCHEMA_FILE
-    text = json.dumps(schema(), indent=2, ensure_ascii=False) + "\n"
-    if not target.exists():
-        write_atomic(target, text)
+    import json
+
+    from napkin.errors import NapkinError
+    from napkin.files import read_text
+
+    text = dumps(schema()) + "\n"
+    if not target.exists() and not target.is_symlink():
+        with contextlib.suppress(NapkinError):  # created a moment ago by another napkin: the same file
+            write_atomic(target, text)
         return
-    current = target.read_text(encoding="utf-8")
     try:
+        current = read_text(target)
         ours = json.loads(current).get("title") == schema()["title"]
-    except (ValueError, AttributeError):
-        ours = False
+    except (NapkinError, ValueError, AttributeError):
+        current, ours = "", False
     if ours and current != text:
         write_atomic(target, text, overwrite=True)  # napkin's own file, regenerated after an upgrade
     elif not ours:
@@ -216,86 +241,141 @@ def _user_schema(directory: Path) -> None:
 @app.command("new")
 def new_command(
     name: Annotated[str, typer.Argument(help="Name of the new profile (lower-case, e.g. my-h100).")],
-    source: Annotated[str, typer.Option("--from", metavar="NAME", help="Profile to copy.")] = "h100",
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing user profile of that name.")] = False,
+    source: Annotated[
+        str | None, typer.Option("--from", metavar="NAME", help="Profile to copy (required), e.g. h100.")
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace your existing profile of that name, or take a built-in's name."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a profile into your user directory for editing (never overwrites without --force)."""
     from napkin.files import write_atomic
-    from napkin.profiles import SLUG_RULE, copy_text, is_slug, parse_profile, resolve, user_hardware_dir
+    from napkin.profiles import (
+        SLUG_RULE,
+        copy_text,
+        is_builtin_name,
+        is_slug,
+        parse_profile,
+        resolve,
+        user_hardware_dir,
+    )
 
     with boundary():
         if not is_slug(name):
             raise UsageError(f"NAME: {name!r}: {SLUG_RULE}")
-        loaded = resolve(source)
+        if source is None:
+            raise UsageError(
+                f"--from: which profile should {name} start from? e.g. 'napkin hardware new {name} --from h100' "
+                "(see 'napkin hardware list')"
+            )
+        builtin = is_builtin_name(name)
+        if builtin is not None and not force:
+            raise UsageError(
+                f"NAME: {name!r} is the built-in profile {builtin}'s name; your profile would replace it in every "
+                "command. Pick another name, or pass --force to replace it (every command then says so)"
+            )
+        loaded = resolve(source, what="--from")
         text = copy_text(loaded, name, date.today().isoformat())
         target = user_hardware_dir() / f"{name}.yaml"
         parse_profile(text, str(target))
         write_atomic(target, text, overwrite=force)
         _user_schema(target.parent)
-    typer.echo(json.dumps({"path": str(target), "from": loaded.profile.name}) if as_json else str(target))
-    warn(f"created {target} from {loaded.profile.name}; edit it with 'napkin hardware edit {name}'")
+    typer.echo(dumps({"path": str(target), "from": loaded.profile.name}) if as_json else str(target))
+    note(f"created {target} from {loaded.profile.name}; edit it with 'napkin hardware edit {name}'")
+
+
+def _draft_of(target: Path) -> Path:
+    return target.with_name(f".{target.stem}.draft.yaml")
 
 
 @app.command("edit")
-def edit_command(name: NameArg, as_json: JsonOpt = False) -> None:
+def edit_command(
+    name: NameArg,
+    discard: Annotated[
+        bool, typer.Option("--discard", help="Delete your unsaved draft of this profile instead of editing.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Open your copy of a profile in $EDITOR (creating it if needed); keep it only if it validates."""
-    from napkin.files import write_atomic
+    from napkin.files import locked, read_text, write_atomic
     from napkin.profiles import copy_text, normalize, parse_profile, resolve, user_hardware_dir
 
     with boundary():
         directory = user_hardware_dir()
-        target = next((p for p in sorted(directory.glob("*.yaml")) if normalize(p.stem) == normalize(name)), None)
+        try:
+            mine = sorted(directory.glob("*.yaml")) if directory.is_dir() else []
+        except OSError as exc:
+            raise NapkinError(f"cannot list {directory}: {exc.strerror or exc}") from None
+        target = next((p for p in mine if normalize(p.stem) == normalize(name)), None)
+        if discard:
+            draft = _draft_of(target) if target is not None else directory / f".{name}.draft.yaml"
+            if not draft.exists():
+                raise UsageError(f"NAME: no unsaved draft of {name} to discard")
+            draft.unlink()
+            note(f"discarded {draft}")
+            return
         if target is None:
-            loaded = resolve(name)
+            loaded = resolve(name, what="NAME")
             if loaded.origin in ("user", "env"):  # the user's own file: edit it where it is
                 target = Path(loaded.path)
             else:
                 target = directory / f"{loaded.profile.name}.yaml"
                 write_atomic(target, copy_text(loaded, loaded.profile.name, date.today().isoformat()))
-                warn(f"created {target} from the {loaded.origin} profile; it overrides it from now on")
+                note(f"created {target} from the {loaded.origin} profile; it replaces it from now on")
         _user_schema(directory)
-        draft = target.with_name(f".{target.stem}.draft.yaml")
-        if draft.exists():
-            warn(f"reopening your unsaved draft {draft}")
-        else:
-            write_atomic(draft, target.read_text(encoding="utf-8"))
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        try:
-            completed = subprocess.run([*shlex.split(editor), str(draft)], check=False)
-        except OSError as exc:
-            raise NapkinError(f"cannot run editor {editor!r}: {exc.strerror or exc}; set $EDITOR") from None
-        if completed.returncode != 0:
-            raise NapkinError(f"editor {editor!r} exited with {completed.returncode}; {target} is unchanged "
-                              f"(your draft is kept at {draft})")  # fmt: skip
-        text = draft.read_text(encoding="utf-8")
-        try:
-            parse_profile(text, str(draft))
-        except ProfileError as exc:
-            for line in exc.problems:
-                typer.echo(line, err=True)
-            fail(f"the edit is invalid, so {target} keeps its previous version; your edit is saved in {draft} "
-                 f"and reopens with 'napkin hardware edit {name}'", 1)  # fmt: skip
-        write_atomic(target, text, overwrite=True)
-        draft.unlink()
-    typer.echo(json.dumps({"path": str(target)}) if as_json else str(target))
+        with locked(target, wait=False):
+            _edit(name, target, read_text, parse_profile, write_atomic)
+    typer.echo(dumps({"path": str(target)}) if as_json else str(target))
+
+
+def _edit(name: str, target: Path, read_text: Any, parse_profile: Any, write_atomic: Any) -> None:
+    draft = _draft_of(target)
+    if draft.exists():
+        warn(f"reopening your unsaved draft {draft} (discard it with 'napkin hardware edit {name} --discard')")
+    else:
+        write_atomic(draft, read_text(target))
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    try:
+        completed = subprocess.run([*shlex.split(editor), str(draft)], check=False)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise NapkinError(f"cannot run editor {editor!r}: {reason}; set $EDITOR") from None
+    discard = f"'napkin hardware edit {name} --discard' deletes it"
+    if completed.returncode != 0:
+        raise NapkinError(f"editor {editor!r} exited with {completed.returncode}; {target} is unchanged "
+                          f"(your draft is kept at {draft}; {discard})")  # fmt: skip
+    text = read_text(draft)
+    try:
+        parse_profile(text, str(draft))
+    except ProfileError as exc:
+        for line in exc.problems:
+            typer.echo(clean(line), err=True)
+        fail(f"the edit is invalid, so {target} keeps its previous version; your edit is saved in {draft}: "
+             f"'napkin hardware edit {name}' reopens it, {discard}", 1)  # fmt: skip
+    write_atomic(target, text, overwrite=True)
+    draft.unlink()
 
 
 @app.command("path")
 def path_command(as_json: JsonOpt = False) -> None:
     """The directories searched for profiles, highest priority first."""
     from napkin.measurements import measurements_path
+    from napkin.presets import user_model_dirs
     from napkin.profiles import search_path
 
     entries = [(origin, str(d)) for origin, d in search_path()]
     if as_json:
-        typer.echo(json.dumps({"search_path": [{"origin": o, "path": p} for o, p in entries],
-                               "measurements": str(measurements_path())}, indent=2))  # fmt: skip
+        typer.echo(dumps({"search_path": [{"origin": o, "path": p} for o, p in entries],
+                          "measurements": str(measurements_path()),
+                          "models": [str(d) for d in user_model_dirs()]}))  # fmt: skip
         return
     typer.echo("# --hardware-file PATH always wins; then, in order:")
     for origin, path in entries:
         typer.echo(f"{origin:9} {path}")
     typer.echo(f"# measurements saved by 'napkin bench matmul --save': {measurements_path()}")
+    typer.echo(f"# your model presets (--model): {os.pathsep.join(str(d) for d in user_model_dirs())}")
 
 
 @app.command("schema")
@@ -303,7 +383,7 @@ def schema_command() -> None:
     """Print the JSON Schema of a profile file (for editors: yaml-language-server)."""
     from napkin.profiles import schema
 
-    typer.echo(json.dumps(schema(), indent=2, ensure_ascii=False))
+    typer.echo(dumps(schema()))
 
 
 __all__ = ["app", "emit"]
