@@ -21,12 +21,15 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from napkin.base import Record
 from napkin.errors import MissingDependencyError, UsageError
+
+if TYPE_CHECKING:
+    from napkin.profiles import HardwareProfile
 
 INSTALL_HINT = "napkin bench and napkin verify need torch: pip install 'napkin[bench]'"
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -69,14 +72,18 @@ class BenchResult(Record):
     warnings: list[str] = Field(default_factory=list)
 
 
-def save_best(result: BenchResult, profile_name: str) -> Path | None:
-    """Keep the best FLOP/s per dtype of ``result`` as ``profile_name``'s measurements; the file, if any."""
-    from napkin.measurements import save
-    from napkin.profiles import Measurement
+def save_best(result: BenchResult, profile: HardwareProfile, *, force: bool = False) -> Path | None:
+    """Keep the best FLOP/s per dtype of ``result`` as ``profile``'s measurements; the file, if any.
 
+    The device it ran on is recorded, and must be one of the profile's ``device_names`` (unless
+    ``force``): a CPU figure saved as an H100's measured peak would make ``--peak measured`` absurd.
+    """
+    from napkin.measurements import Measurement, check_device, save
+
+    check_device(profile.name, profile.device_names, result.device_name, force=force)
     path = None
     for dtype, rec in result.best.items():
-        path = save(profile_name, dtype, Measurement(
+        path = save(profile.name, dtype, Measurement(
             flops_per_second=rec.flops_per_second, date=date.today().isoformat(), device=rec.device_name,
             torch_version=result.torch_version, size=f"{rec.m}x{rec.k}x{rec.n}",
         ))  # fmt: skip

@@ -61,8 +61,11 @@ def test_save_calibrates_train_time_and_never_touches_user_files(napkin: Run, is
     user_file = isolated / "hardware" / "my-cpu.yaml"
     user_file.write_text(user_file.read_text() + "# hand-written comment, keep me\n")
     before = user_file.read_bytes()
-    r = napkin("bench", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", "256", "--hardware", "my-cpu",
-               "--save", "--json")  # fmt: skip
+    args = ["bench", "matmul", "--device", "cpu", "--dtype", "fp32", "--sizes", "256", "--hardware", "my-cpu", "--save"]
+    refused = napkin(*args)  # the copy lists the H100's device names, not this CPU's (issue 10)
+    assert refused.exit_code == 2 and "--save: this ran on" in refused.stderr and "--force" in refused.stderr
+    assert not (isolated / "measurements.yaml").exists()
+    r = napkin(*args, "--force", "--json")
     assert r.exit_code == 0, r.stderr
     measured = json.loads(r.stdout)[0]["flops_per_second"]
     assert "saved fp32" in r.stderr

@@ -60,6 +60,9 @@ def bench_matmul(
     hardware: HardwareOpt = None,
     hardware_file: HardwareFileOpt = None,
     save: Annotated[bool, typer.Option("--save", help="Keep the best FLOP/s per dtype for this hardware.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --save: keep it even if the profile does not list this device.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Time matmuls and compare the achieved FLOP/s with the profile's dense peak."""
@@ -104,7 +107,7 @@ def bench_matmul(
                 progress=lambda label, done: bar.update(task, completed=done, description=label),
             )
         if save:
-            _save(result, profile, name)
+            _save(result, profile, name, force)
 
     def render() -> list[Any]:
         from napkin import render as r
@@ -140,13 +143,13 @@ def _stderr_console() -> Any:
     return r.console(stderr=True)
 
 
-def _save(result: Any, profile: Any, name: str) -> None:
+def _save(result: Any, profile: Any, name: str, force: bool) -> None:
     from napkin.bench import save_best
 
     if profile is None:
         raise UsageError(f"--save: no hardware profile for {name!r}; pass --hardware NAME "
                          "(for example one made with 'napkin hardware new my-gpu --from h100')")  # fmt: skip
-    path = save_best(result, profile.name)
+    path = save_best(result, profile, force=force)
     for dtype, rec in result.best.items():
         warn(f"saved {dtype} {format_rate(rec.flops_per_second)} for {profile.name} in {path}")
     if path is None:
