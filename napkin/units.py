@@ -86,7 +86,7 @@ def _split(text: str, what: str, expected: str) -> tuple[str, str, str]:
     raw = text.strip()
     if len(raw) > MAX_TEXT:
         raise UsageError(f"{what}: {len(raw)} characters is too long for a number; expected {expected}")
-    match = _NUMBER.fullmatch(raw)
+    match = None if any(ch.isnumeric() and not ch.isascii() for ch in raw) else _NUMBER.fullmatch(raw)
     if match is None:
         shown = raw if raw.isprintable() else ascii(raw)
         why = "" if raw.isascii() else " (napkin reads ASCII digits only)"

@@ -154,6 +154,8 @@ class NapkinGroup(typer.core.TyperGroup):
                 raise KeyboardInterrupt from None  # main() reports it: exit 130
             typer.echo("napkin: aborted", err=True)
             sys.exit(1)
+        if rv == 130:  # typer's answer to Ctrl-C in a command: say it, as main() does for the rest
+            raise KeyboardInterrupt
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
