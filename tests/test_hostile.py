@@ -35,7 +35,9 @@ H100 = (ROOT / "hardware" / "h100-sxm.yaml").read_text()
 TRAIN = ["train-time", "-N", "70B", "-D", "15T", "-G", "8"]
 
 
-def profile(name: str, *, aliases: str = "[]", display: str = "Test box", extra: str = "", memory: str = "80 GB") -> str:
+def profile(
+    name: str, *, aliases: str = "[]", display: str = "Test box", extra: str = "", memory: str = "80 GB"
+) -> str:
     return (
         f"name: {name}\ndisplay_name: {display}\nvendor: Test\naliases: {aliases}\nmemory: {memory}\n"
         f"memory_bandwidth: 3 TB/s\npeak_flops:\n  bf16: 100 TFLOP/s\n"
@@ -93,6 +95,10 @@ def nothing(_: Path, __: pytest.MonkeyPatch) -> None:
     pass
 
 
+def config_is_a_file(cfg: Path, _: pytest.MonkeyPatch) -> None:
+    cfg.write_text("x")
+
+
 def measurements(text: str | bytes) -> Setup:
     def setup(cfg: Path, _: pytest.MonkeyPatch) -> None:
         cfg.mkdir(parents=True, exist_ok=True)
@@ -118,17 +124,42 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
     ("files", "directory-named-yaml", lambda c, m: (c / "hardware" / "d.yaml").mkdir(parents=True), TRAIN, 0, ""),
     ("files", "alias-bomb-in-name", put("bomb.yaml", NAME_BOMB), [*TRAIN, "-H", "bomb"], 1, "anchors and aliases"),
     ("files", "alias-bomb-elsewhere", put("bomb.yaml", NAME_BOMB), TRAIN, 0, ""),
-    ("files", "merge-key", put("m.yaml", "base: &b {vendor: X}\n<<: *b\n" + profile("m")), [*TRAIN, "-H", "m"], 1,
-     "anchors and aliases"),
+    (
+        "files",
+        "merge-key",
+        put("m.yaml", "base: &b {vendor: X}\n<<: *b\n" + profile("m")),
+        [*TRAIN, "-H", "m"],
+        1,
+        "anchors and aliases",
+    ),
     ("files", "deep-nesting", put("deep.yaml", "[" * 5000 + "]" * 5000), [*TRAIN, "-H", "deep"], 1, "deep.yaml"),
     ("files", "too-big", put("big.yaml", "# " + "x" * (2 << 20)), [*TRAIN, "-H", "big"], 1, "larger than napkin reads"),
     ("files", "not-utf8", put("latin.yaml", b"name: caf\xe9\n"), [*TRAIN, "-H", "latin"], 1, "not UTF-8"),
-    ("files", "top-level-list", put("list.yaml", "- name: list\n"), [*TRAIN, "-H", "list"], 1, "must be a YAML mapping"),
-    ("files", "python-tag", put("evil.yaml", profile("evil", extra="notes: !!python/name:os.system\n")),
-     [*TRAIN, "-H", "evil"], 1, "not valid YAML (safe subset)"),
-    ("files", "config-dir-is-a-file", lambda c, m: c.write_text("x"), TRAIN, 0, ""),
-    ("files", "new-into-a-config-file", lambda c, m: c.write_text("x"), ["hardware", "new", "a", "--from", "h100"], 1,
-     "cannot write"),
+    (
+        "files",
+        "top-level-list",
+        put("list.yaml", "- name: list\n"),
+        [*TRAIN, "-H", "list"],
+        1,
+        "must be a YAML mapping",
+    ),
+    (
+        "files",
+        "python-tag",
+        put("evil.yaml", profile("evil", extra="notes: !!python/name:os.system\n")),
+        [*TRAIN, "-H", "evil"],
+        1,
+        "not valid YAML (safe subset)",
+    ),
+    ("files", "config-dir-is-a-file", config_is_a_file, TRAIN, 0, ""),
+    (
+        "files",
+        "new-into-a-config-file",
+        config_is_a_file,
+        ["hardware", "new", "a", "--from", "h100"],
+        1,
+        "cannot write",
+    ),
     ("files", "unreadable-hardware-path", env("NAPKIN_HARDWARE_PATH", "/proc/1/fd"), TRAIN, 0, ""),
     ("files", "hardware-path-is-a-file", env("NAPKIN_HARDWARE_PATH", "/etc/hostname"), TRAIN, 0, ""),
     ("files", "hardware-file-fifo", nothing, [*TRAIN, "--hardware-file", "/dev/stdin"], 2, "--hardware-file"),
@@ -136,16 +167,46 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
     ("files", "hardware-file-directory", nothing, [*TRAIN, "--hardware-file", "/"], 2, "not a regular file"),
     ("files", "broken-symlink", symlink("gone.yaml", "/nonexistent/x.yaml"), TRAIN, 0, ""),
     # --- names: claimed twice is an error naming both files; replacing a built-in by name is said
-    ("names", "user-alias-takes-h100", put("fake.yaml", profile("fake", aliases="[h100]")), TRAIN, 1,
-     "claimed by your profile 'fake'"),
-    ("names", "user-name-is-a-builtin-alias", put("h100.yaml", profile("h100")), TRAIN, 0,
-     "napkin: h100 → your profile at"),
-    ("names", "user-replaces-builtin-by-name", put("h100-sxm.yaml", profile("h100-sxm", aliases="[h100]")), TRAIN, 0,
-     "instead of the built-in h100-sxm"),
-    ("names", "two-user-files-one-name", both(put("a.yaml", profile("box")), put("b.yaml", profile("box"))),
-     [*TRAIN, "-H", "box"], 1, "b.yaml"),
-    ("names", "two-user-files-other-names-work", both(put("a.yaml", profile("box")), put("b.yaml", profile("box"))),
-     TRAIN, 0, ""),
+    (
+        "names",
+        "user-alias-takes-h100",
+        put("fake.yaml", profile("fake", aliases="[h100]")),
+        TRAIN,
+        1,
+        "claimed by your profile 'fake'",
+    ),
+    (
+        "names",
+        "user-name-is-a-builtin-alias",
+        put("h100.yaml", profile("h100")),
+        TRAIN,
+        0,
+        "napkin: h100 → your profile at",
+    ),
+    (
+        "names",
+        "user-replaces-builtin-by-name",
+        put("h100-sxm.yaml", profile("h100-sxm", aliases="[h100]")),
+        TRAIN,
+        0,
+        "instead of the built-in h100-sxm",
+    ),
+    (
+        "names",
+        "two-user-files-one-name",
+        both(put("a.yaml", profile("box")), put("b.yaml", profile("box"))),
+        [*TRAIN, "-H", "box"],
+        1,
+        "b.yaml",
+    ),
+    (
+        "names",
+        "two-user-files-other-names-work",
+        both(put("a.yaml", profile("box")), put("b.yaml", profile("box"))),
+        TRAIN,
+        0,
+        "",
+    ),
     ("names", "empty-hardware", nothing, [*TRAIN, "--hardware", ""], 2, "--hardware: '' is not a profile name"),
     ("names", "blank-hardware", nothing, [*TRAIN, "--hardware", " - "], 2, "is not a profile name"),
     ("names", "env-blamed", env("NAPKIN_HARDWARE", "nope"), TRAIN, 2, "$NAPKIN_HARDWARE: unknown hardware 'nope'"),
@@ -155,8 +216,14 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
     ("names", "nvidia-h100-suggests-h100", nothing, [*TRAIN, "-H", "nvidia-h100"], 2, "closest: h100-sxm,"),
     ("names", "dtype-upper-case", nothing, [*TRAIN, "--dtype", "BF16"], 0, ""),
     ("names", "new-without-from", nothing, ["hardware", "new", "mine"], 2, "--from: which profile"),
-    ("names", "new-shadowing-builtin", nothing, ["hardware", "new", "h100", "--from", "h100"], 2,
-     "built-in profile h100-sxm's name"),
+    (
+        "names",
+        "new-shadowing-builtin",
+        nothing,
+        ["hardware", "new", "h100", "--from", "h100"],
+        2,
+        "built-in profile h100-sxm's name",
+    ),
     ("names", "new-bad-slug", nothing, ["hardware", "new", "\x1b[2J", "--from", "h100"], 2, "NAME:"),
     ("names", "discard-nothing", nothing, ["hardware", "edit", "h100", "--discard"], 2, "no unsaved draft"),
     # --- numbers: finite or a one-line error naming the input
@@ -166,17 +233,35 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
     ("numbers", "mfu-superscript", nothing, [*TRAIN, "--mfu", "½"], 2, "--mfu:"),
     ("numbers", "matmul-1e308", nothing, ["flops", "matmul", "1", "1", "1e308"], 2, "N:"),
     ("numbers", "gpus-1e308", nothing, ["train-time", "-N", "70B", "-D", "15T", "--gpus", "1e308"], 2, "--gpus:"),
-    ("numbers", "gpus-above-2^53", nothing, ["train-time", "-N", "70B", "-D", "15T", "--gpus", "1e16"], 2,
-     "--gpus: '1e16' is larger than napkin counts exactly"),
+    (
+        "numbers",
+        "gpus-above-2^53",
+        nothing,
+        ["train-time", "-N", "70B", "-D", "15T", "--gpus", "1e16"],
+        2,
+        "--gpus: '1e16' is larger than napkin counts exactly",
+    ),
     ("numbers", "compute-smallest-double", nothing, ["optimal", "--compute", "5e-324"], 2, "--compute:"),
     ("numbers", "reserve-superscript", nothing, ["max-model", "--reserve", "²"], 2, "ASCII digits only"),
     ("numbers", "reserve-exponent-fraction", nothing, ["max-model", "--reserve", "1e-1"], 2, "ambiguous"),
     ("numbers", "arabic-indic-digits", nothing, [*TRAIN[:-1], "٨"], 2, "ASCII digits only"),
     ("numbers", "fullwidth-digits", nothing, ["train-time", "-N", "７０B", "-D", "15T", "-G", "8"], 2, "--params:"),
-    ("numbers", "60-kB-value", nothing, ["train-time", "-N", "1" * 60_000, "-D", "15T", "-G", "8"], 2,
-     "too long for a number"),
-    ("numbers", "1-MB-value", nothing, ["train-time", "-N", "1" + " " * 1_000_000 + "x", "-D", "1T", "-G", "8"], 2,
-     "too long"),
+    (
+        "numbers",
+        "60-kB-value",
+        nothing,
+        ["train-time", "-N", "1" * 60_000, "-D", "15T", "-G", "8"],
+        2,
+        "too long for a number",
+    ),
+    (
+        "numbers",
+        "1-MB-value",
+        nothing,
+        ["train-time", "-N", "1" + " " * 1_000_000 + "x", "-D", "1T", "-G", "8"],
+        2,
+        "too long",
+    ),
     ("numbers", "inf", nothing, ["train-time", "-N", "inf", "-D", "15T", "-G", "8"], 2, "--params: 'inf'"),
     ("numbers", "nan", nothing, ["train-time", "-N", "nan", "-D", "15T", "-G", "8"], 2, "--params: 'nan'"),
     ("numbers", "price-inf", nothing, [*TRAIN, "--price", "$inf"], 2, "--price:"),
@@ -186,32 +271,85 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
     ("numbers", "negative", nothing, ["train-time", "-N", "-7B", "-D", "15T", "-G", "8"], 2, "--params:"),
     ("numbers", "empty", nothing, ["train-time", "-N", "", "-D", "15T", "-G", "8"], 2, "--params:"),
     # --- values from profile files: bits are not bytes, non-finite values are refused
-    ("profile-values", "memory-in-gigabits", put("gb.yaml", profile("gb", memory="80 Gb")), [*TRAIN, "-H", "gb"], 1,
-     "'Gb' would be bits"),
-    ("profile-values", "bandwidth-in-gbps-converted", put("bw.yaml", profile("bw").replace("3 TB/s", "24000 Gbps")),
-     ["hardware", "show", "bw", "--json"], 0, ""),
-    ("profile-values", "price-inf", put("p.yaml", profile("p", extra="price_per_hour: .inf\n")),
-     [*TRAIN, "-H", "p"], 1, "price_per_hour"),
-    ("profile-values", "price-nan", put("p.yaml", profile("p", extra="price_per_hour: .nan\n")),
-     [*TRAIN, "-H", "p"], 1, "price_per_hour"),
-    ("profile-values", "peak-400-digits", put("p.yaml", profile("p").replace("100 TFLOP/s", "9" * 400)),
-     [*TRAIN, "-H", "p"], 1, "peak_flops.bf16"),
+    (
+        "profile-values",
+        "memory-in-gigabits",
+        put("gb.yaml", profile("gb", memory="80 Gb")),
+        [*TRAIN, "-H", "gb"],
+        1,
+        "'Gb' would be bits",
+    ),
+    (
+        "profile-values",
+        "bandwidth-in-gbps-converted",
+        put("bw.yaml", profile("bw").replace("3 TB/s", "24000 Gbps")),
+        ["hardware", "show", "bw", "--json"],
+        0,
+        "",
+    ),
+    (
+        "profile-values",
+        "price-inf",
+        put("p.yaml", profile("p", extra="price_per_hour: .inf\n")),
+        [*TRAIN, "-H", "p"],
+        1,
+        "price_per_hour",
+    ),
+    (
+        "profile-values",
+        "price-nan",
+        put("p.yaml", profile("p", extra="price_per_hour: .nan\n")),
+        [*TRAIN, "-H", "p"],
+        1,
+        "price_per_hour",
+    ),
+    (
+        "profile-values",
+        "peak-400-digits",
+        put("p.yaml", profile("p").replace("100 TFLOP/s", "9" * 400)),
+        [*TRAIN, "-H", "p"],
+        1,
+        "peak_flops.bf16",
+    ),
     ("profile-values", "measurements-a-list", measurements("- 1\n- 2\n"), TRAIN, 0, "saved measurements ignored"),
     ("profile-values", "measurements-bad-bytes", measurements(b"\xff\xfe\x00"), TRAIN, 0, "saved measurements ignored"),
-    ("profile-values", "measurements-400-digits",
-     measurements("h100-sxm:\n  bf16: {flops_per_second: " + "9" * 400 + ", date: x, device: y}\n"), TRAIN, 0,
-     "is invalid; ignored"),
-    ("profile-values", "measured-peak-when-broken", measurements("- 1\n"), [*TRAIN, "--peak", "measured"], 2,
-     "no saved bf16 measurement"),
+    (
+        "profile-values",
+        "measurements-400-digits",
+        measurements("h100-sxm:\n  bf16: {flops_per_second: " + "9" * 400 + ", date: x, device: y}\n"),
+        TRAIN,
+        0,
+        "is invalid; ignored",
+    ),
+    (
+        "profile-values",
+        "measured-peak-when-broken",
+        measurements("- 1\n"),
+        [*TRAIN, "--peak", "measured"],
+        2,
+        "no saved bf16 measurement",
+    ),
     # --- text from files is data: markup and escape sequences never act
     ("text", "markup-in-alias", put("m.yaml", profile("m", aliases="['[/]', '[bold]x']")), ["hardware", "list"], 0, ""),
     ("text", "markup-in-title", put("m.yaml", profile("m", display="'[/]'")), ["hardware", "show", "m"], 0, ""),
-    ("text", "escape-in-title", put("m.yaml", profile("m", display='"\\e]0;pwned\\a\\e[2J"')),
-     ["hardware", "show", "m"], 0, ""),
+    (
+        "text",
+        "escape-in-title",
+        put("m.yaml", profile("m", display='"\\e]0;pwned\\a\\e[2J"')),
+        ["hardware", "show", "m"],
+        0,
+        "",
+    ),
     ("text", "escape-in-file-name", put("\x1b[2Jx.yaml", "name: [\n"), ["hardware", "list"], 0, "invalid profile"),
     ("text", "not-a-profile-file", nothing, [*TRAIN, "--hardware-file", "/etc/passwd"], 1, "must be a YAML mapping"),
-    ("text", "key-lines-not-echoed", put("s.yaml", "root: x\n" + "secret-line-" + "y" * 200 + ": z\n"),
-     [*TRAIN, "-H", "s"], 1, "not a napkin hardware profile"),
+    (
+        "text",
+        "key-lines-not-echoed",
+        put("s.yaml", "root: x\n" + "secret-line-" + "y" * 200 + ": z\n"),
+        [*TRAIN, "-H", "s"],
+        1,
+        "not a napkin hardware profile",
+    ),
 ]
 
 
@@ -274,11 +412,8 @@ def test_hardware_new_races_have_exactly_one_winner(isolated: Path) -> None:
     """10 concurrent 'hardware new twin' pairs: exactly one process of each pair succeeds."""
     env = {**os.environ, "NAPKIN_CONFIG_DIR": str(isolated)}
     for i in range(10):
-        procs = [
-            subprocess.Popen([sys.executable, "-m", "napkin", "hardware", "new", f"twin{i}", "--from", "h100"],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-            for _ in range(2)
-        ]
+        argv = [sys.executable, "-m", "napkin", "hardware", "new", f"twin{i}", "--from", "h100"]
+        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
         results = [(p.communicate(timeout=120)[1].decode(), p.returncode) for p in procs]
         assert sorted(code for _, code in results) == [0, 1], results
         assert any("already exists" in err for err, _ in results)
@@ -380,7 +515,7 @@ def test_any_text_parses_to_a_finite_in_range_value_or_a_clean_error(text: str, 
 @given(
     st.from_regex(r"[+-]?[0-9]{1,40}(\.[0-9]{0,40})?([eE][+-]?[0-9]{1,5})?", fullmatch=True),
     st.sampled_from(["", " ", "k", "M", "B", "T", "GB", "GiB", "TB/s", "Gbps", "Gb", "%", "s", "d"]),
-    st.sampled_from(PARSERS + [units.parse_fraction, units.parse_int]),
+    st.sampled_from([*PARSERS, units.parse_fraction, units.parse_int]),
 )
 def test_numbers_with_units_are_finite_or_a_clean_error(number: str, unit: str, parser: Callable[..., float]) -> None:
     try:
@@ -403,10 +538,10 @@ def test_only_ascii_digits_are_numbers(text: str) -> None:
 # ------------------------------------------------------------------ terminals, pipes and signals
 
 
-def _run(args: list[str], env: dict[str, str] | None = None, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "napkin", *args], env=full_env, capture_output=True, timeout=120,
-                          **kwargs)  # type: ignore[call-overload]  # fmt: skip
+    argv = [sys.executable, "-m", "napkin", *args]
+    return subprocess.run(argv, env=full_env, capture_output=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize(

@@ -137,7 +137,7 @@ def test_two_user_files_with_one_name_are_an_error_naming_both(
     _write(env1, "other", _profile_text("h100-sxm", "3 TB", "[h100]"))
     _write(user, "h100-sxm", _profile_text("h100-sxm", "1 TB", "[h100]"))
     monkeypatch.setenv("NAPKIN_HARDWARE_PATH", str(env1))
-    with pytest.raises(ProfileError, match="other.yaml.*h100-sxm.yaml|h100-sxm.yaml.*other.yaml"):
+    with pytest.raises(ProfileError, match=r"other\.yaml.*h100-sxm\.yaml|h100-sxm\.yaml.*other\.yaml"):
         profiles.resolve("h100")
 
 
