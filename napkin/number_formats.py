@@ -200,6 +200,8 @@ class DtypeTable(TableResult):
     """``napkin dtypes``: one row per number format, optionally with what each stores for a value."""
 
     title: ClassVar[str] = "Number formats"
+    #: ``--value inf`` is stored as inf: a fact about the format, written as "inf" in JSON (cli.common.dumps).
+    non_finite_ok: ClassVar[bool] = True
 
     value: float | None = None
     value_text: str | None = None

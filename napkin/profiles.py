@@ -545,6 +545,18 @@ def is_builtin_name(name: str) -> str | None:
     return next((e.name for e in entries if key == e.key or key in e.alias_keys), None)
 
 
+#: Notes of profiles resolved since the last take_notes(): the CLI prints them with the result, whichever
+#: library function resolved the profile (``napkin.api`` returns the profile alone).
+_pending_notes: list[str] = []
+
+
+def take_notes() -> list[str]:
+    """The notes of the profiles resolved since the last call (each once), and forget them."""
+    notes = list(dict.fromkeys(_pending_notes))
+    _pending_notes.clear()
+    return notes
+
+
 def resolve(
     name: str | None = None, hardware_file: str | Path | None = None, what: str = "--hardware"
 ) -> LoadedProfile:
@@ -562,6 +574,7 @@ def resolve(
     else:
         loaded = find(DEFAULT_HARDWARE, what=what)
     measured, problems = for_profile(loaded.profile.name)
+    _pending_notes.extend((*loaded.notes, *problems))
     if not measured and not problems:
         return loaded
     profile = loaded.profile.model_copy(update={"measured": {**loaded.profile.measured, **measured}})

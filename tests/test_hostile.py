@@ -207,7 +207,7 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
         0,
         "",
     ),
-    ("names", "empty-hardware", nothing, [*TRAIN, "--hardware", ""], 2, "--hardware: '' is not a profile name"),
+    ("names", "empty-hardware", nothing, [*TRAIN, "--hardware", ""], 2, "--hardware: an empty name"),
     ("names", "blank-hardware", nothing, [*TRAIN, "--hardware", " - "], 2, "is not a profile name"),
     ("names", "env-blamed", env("NAPKIN_HARDWARE", "nope"), TRAIN, 2, "$NAPKIN_HARDWARE: unknown hardware 'nope'"),
     ("names", "from-blamed", nothing, ["hardware", "new", "x", "--from", "nope"], 2, "--from: unknown hardware"),

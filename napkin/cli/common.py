@@ -90,8 +90,25 @@ def _not_finite_message(where: str) -> str:
     )
 
 
-def dumps(data: Any) -> str:
-    """Strict JSON (never NaN or Infinity): the one way napkin writes JSON."""
+def _spelled(data: Any) -> Any:
+    """``data`` with every non-finite float written as the string "inf", "-inf" or "nan"."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return str(data)
+    if isinstance(data, dict):
+        return {key: _spelled(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_spelled(value) for value in data]
+    return data
+
+
+def dumps(data: Any, *, non_finite_ok: bool = False) -> str:
+    """Strict JSON (never NaN or Infinity): the one way napkin writes JSON.
+
+    A non-finite number is an error naming the inputs given, unless the result is *about* such
+    values (``non_finite_ok``: ``napkin dtypes --value inf``), where it is written as a string.
+    """
+    if non_finite_ok:
+        data = _spelled(data)
     where = _non_finite(data)
     if where is not None:
         raise UsageError(_not_finite_message(where))
@@ -136,6 +153,8 @@ class NapkinGroup(typer.core.TyperGroup):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
+        if "napkin.profiles" in sys.modules:  # notes belong to the command that resolved the profile
+            sys.modules["napkin.profiles"].take_notes()
         try:
             rv = super().main(*args, **kwargs)
         except click_exceptions.NoArgsIsHelpError as exc:
@@ -177,6 +196,8 @@ def emit(
     from napkin.result import Result
 
     own = isinstance(result, Result)
+    if "napkin.profiles" in sys.modules:
+        print_notes()
     for message in [*(result.warnings if own else ()), *warnings]:  # type: ignore[attr-defined]
         warn(message)
     if json_data is not None:
@@ -186,7 +207,7 @@ def emit(
     else:
         data = result.model_dump(mode="json", exclude=None if explain else {"steps"})
     with boundary():
-        text = dumps(data)  # checked either way: a table never shows inf or nan either
+        text = dumps(data, non_finite_ok=getattr(result, "non_finite_ok", False))  # a table never shows inf either
     if as_json:
         typer.echo(text)
         return
@@ -237,9 +258,16 @@ def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile
     if name is not None and hardware_file is not None:
         raise UsageError("give --hardware or --hardware-file, not both")
     loaded = resolve(name, hardware_file)
-    for message in loaded.notes:
-        note(message)
+    print_notes()
     return loaded
 
 
-__all__ = ["boundary", "dumps", "emit", "fail", "flag", "load_hardware", "note", "run", "warn"]
+def print_notes() -> None:
+    """Say what the resolved profiles' notes say ("h100-sxm → your profile at …"), once each."""
+    from napkin.profiles import take_notes
+
+    for message in take_notes():
+        note(message)
+
+
+__all__ = ["boundary", "dumps", "emit", "fail", "flag", "load_hardware", "note", "print_notes", "run", "warn"]

@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from napkin.choices import Dtype
-from napkin.cli.common import DtypeOpt, JsonOpt, boundary, dumps, emit, fail, load_hardware, note, warn
+from napkin.cli.common import (
+    DtypeOpt,
+    JsonOpt,
+    boundary,
+    dumps,
+    emit,
+    fail,
+    load_hardware,
+    note,
+    print_notes,
+    warn,
+)
 from napkin.errors import NapkinError, ProfileError, UsageError
 from napkin.units import format_bandwidth, format_bytes, format_power, format_rate
 from napkin.yamlio import clean
@@ -87,8 +98,7 @@ def show_command(
             from napkin.profiles import resolve
 
             loaded = resolve(name, what="NAME")
-            for message in loaded.notes:
-                note(message)
+            print_notes()
         else:
             loaded = load_hardware(name, hardware_file)
     p = loaded.profile
@@ -133,8 +143,7 @@ def compare_command(
         if len(names) < 2:
             raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
         loaded_all = [resolve(n, what="NAMES") for n in names]
-    for message in dict.fromkeys(m for loaded in loaded_all for m in loaded.notes):
-        note(message)
+    print_notes()
     profiles = [loaded.profile for loaded in loaded_all]
 
     def ridge(p: HardwareProfile) -> float | None:

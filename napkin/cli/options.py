@@ -22,7 +22,10 @@ Group = list[inspect.Parameter]
 
 def _opt(name: str, kind: Any, default: Any, *flags: str, help: str, metavar: str | None = None) -> inspect.Parameter:
     flag = flags or ("--" + name.replace("_", "-"),)
-    info = typer.Option(*flag, help=help, metavar=metavar, show_default=default not in (None, False))
+    # Choices ignore case, as profile and preset names do (--dtype BF16 = bf16).
+    info = typer.Option(
+        *flag, help=help, metavar=metavar, show_default=default not in (None, False), case_sensitive=False
+    )
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, info])
 
 
