@@ -99,6 +99,17 @@ def config_is_a_file(cfg: Path, _: pytest.MonkeyPatch) -> None:
     cfg.write_text("x")
 
 
+def models_file(name: str, preset: str) -> Setup:
+    def setup(cfg: Path, _: pytest.MonkeyPatch) -> None:
+        (cfg / "models").mkdir(parents=True, exist_ok=True)
+        (cfg / "models" / name).write_text(
+            f"{preset}:\n  description: mine\n  source: me\n  published_params: 1e9\n  seq: 2048\n"
+            "  model: {context: 2048, layers: 16, hidden: 2048, heads: 16, vocab: 32000, mlp: swiglu, norm: rmsnorm}\n"
+        )
+
+    return setup
+
+
 def measurements(text: str | bytes) -> Setup:
     def setup(cfg: Path, _: pytest.MonkeyPatch) -> None:
         cfg.mkdir(parents=True, exist_ok=True)
@@ -160,6 +171,16 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
         1,
         "cannot write",
     ),
+    (
+        "files",
+        "config-dir-cannot-be-made",
+        env("NAPKIN_CONFIG_DIR", "/proc/napkin-cannot"),
+        ["hardware", "new", "a", "--from", "h100"],
+        1,
+        "cannot write",
+    ),
+    ("files", "validate-dev-zero", nothing, ["hardware", "validate", "/dev/zero"], 1, "not a regular file"),
+    ("files", "validate-fifo-in-dir", fifo("f.yaml"), ["hardware", "validate"], 1, "not a regular file"),
     ("files", "unreadable-hardware-path", env("NAPKIN_HARDWARE_PATH", "/proc/1/fd"), TRAIN, 0, ""),
     ("files", "hardware-path-is-a-file", env("NAPKIN_HARDWARE_PATH", "/etc/hostname"), TRAIN, 0, ""),
     ("files", "hardware-file-fifo", nothing, [*TRAIN, "--hardware-file", "/dev/stdin"], 2, "--hardware-file"),
@@ -207,6 +228,31 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
         0,
         "",
     ),
+    (
+        "names",
+        "list-warns-of-a-conflict",
+        put("fake.yaml", profile("fake", aliases="[h100]")),
+        ["hardware", "list"],
+        0,
+        "claimed by your profile 'fake'",
+    ),
+    (
+        "names",
+        "validate-reports-a-conflict",
+        put("fake.yaml", profile("fake", aliases="[h100]")),
+        ["hardware", "validate"],
+        1,
+        "claimed by your profile 'fake'",
+    ),
+    ("names", "user-model-preset", models_file("mine.yaml", "my-1b"), ["memory", "--model", "my-1b", "-G", "1"], 0, ""),
+    (
+        "names",
+        "user-model-preset-takes-builtin",
+        models_file("mine.yaml", "llama3-8b"),
+        ["models"],
+        1,
+        "given by both <built-in>/models.yaml and",
+    ),
     ("names", "empty-hardware", nothing, [*TRAIN, "--hardware", ""], 2, "--hardware: an empty name"),
     ("names", "blank-hardware", nothing, [*TRAIN, "--hardware", " - "], 2, "is not a profile name"),
     ("names", "env-blamed", env("NAPKIN_HARDWARE", "nope"), TRAIN, 2, "$NAPKIN_HARDWARE: unknown hardware 'nope'"),
@@ -244,6 +290,9 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
     ("numbers", "compute-smallest-double", nothing, ["optimal", "--compute", "5e-324"], 2, "--compute:"),
     ("numbers", "reserve-superscript", nothing, ["max-model", "--reserve", "²"], 2, "ASCII digits only"),
     ("numbers", "reserve-exponent-fraction", nothing, ["max-model", "--reserve", "1e-1"], 2, "ambiguous"),
+    ("numbers", "reserve-percent", nothing, ["max-model", "--reserve", "10%"], 0, ""),
+    ("numbers", "reserve-plain-fraction", nothing, ["max-model", "--reserve", "0.1"], 0, ""),
+    ("numbers", "reserve-gigabits", nothing, ["max-model", "--reserve", "4gb"], 2, "would be bits"),
     ("numbers", "arabic-indic-digits", nothing, [*TRAIN[:-1], "٨"], 2, "ASCII digits only"),
     ("numbers", "fullwidth-digits", nothing, ["train-time", "-N", "７０B", "-D", "15T", "-G", "8"], 2, "--params:"),
     (
