@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -111,13 +112,30 @@ def write_atomic(path: Path, text: str, *, overwrite: bool = False) -> None:
         if overwrite:
             os.replace(tmp, path)
         else:
-            os.link(tmp, path)  # fails if the name exists: exclusive creation
+            _create_exclusive(tmp, path)
     except FileExistsError:
         raise NapkinError(f"{path} already exists; napkin does not overwrite it (use --force to replace it)") from None
     except OSError as exc:
         raise NapkinError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def _create_exclusive(tmp: str, path: Path) -> None:
+    """Give ``tmp`` the name ``path`` only if no file has it: ``os.link`` fails if the name exists.
+
+    Where a file system has no hard links, the name is reserved with ``O_EXCL`` and then replaced
+    (a reader may see an empty file for that moment, never a half-written one).
+    """
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+            raise
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        os.replace(tmp, path)
 
 
 @contextmanager

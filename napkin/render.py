@@ -144,7 +144,8 @@ def plain(renderable: object, width: int = 100) -> str:
     """What ``renderable`` prints, as plain text (no colour, no trailing spaces)."""
     import io
 
-    out = Console(file=io.StringIO(), width=width, no_color=True, highlight=False, soft_wrap=False)
+    out = _SafeConsole(file=io.StringIO(), width=width, no_color=True, highlight=False, soft_wrap=False,
+                       markup=False, emoji=False)  # fmt: skip
     out.print(renderable)
     text = out.file.getvalue()  # type: ignore[attr-defined]
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
@@ -154,7 +155,8 @@ def html(renderables: Sequence[object], width: int = 100) -> str:
     """The same tables as the terminal, for a notebook cell (rich's HTML export, inline styles)."""
     import io
 
-    out = Console(file=io.StringIO(), record=True, width=width, highlight=False, soft_wrap=False)
+    out = _SafeConsole(file=io.StringIO(), record=True, width=width, highlight=False, soft_wrap=False,
+                       markup=False, emoji=False)  # fmt: skip
     for renderable in renderables:
         out.print(renderable)
     return out.export_html(inline_styles=True, code_format='<pre style="font-family:monospace">{code}</pre>')
