@@ -390,6 +390,15 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
         "",
     ),
     ("text", "escape-in-file-name", put("\x1b[2Jx.yaml", "name: [\n"), ["hardware", "list"], 0, "invalid profile"),
+    (
+        "text",
+        "escape-in-a-valid-file-name",
+        put("\x1b]0;t\x07ok.yaml", profile("okname")),
+        ["hardware", "validate"],
+        0,
+        "",
+    ),
+    ("text", "escape-in-list-of-a-valid-file", put("\x1b[2Jok.yaml", profile("okname")), ["hardware", "list"], 0, ""),
     ("text", "not-a-profile-file", nothing, [*TRAIN, "--hardware-file", "/etc/passwd"], 1, "must be a YAML mapping"),
     (
         "text",

@@ -213,7 +213,7 @@ def validate_command(
         typer.echo(dumps({"valid": valid, "problems": problems}))
     else:
         for path_text in valid:
-            typer.echo(f"ok  {path_text}")
+            typer.echo(f"ok  {clean(path_text)}")
     for line in problems:
         typer.echo(clean(line), err=True)
     if problems:
@@ -382,7 +382,7 @@ def path_command(as_json: JsonOpt = False) -> None:
         return
     typer.echo("# --hardware-file PATH always wins; then, in order:")
     for origin, path in entries:
-        typer.echo(f"{origin:9} {path}")
+        typer.echo(f"{origin:9} {clean(path)}")
     typer.echo(f"# measurements saved by 'napkin bench matmul --save': {measurements_path()}")
     typer.echo(f"# your model presets (--model): {os.pathsep.join(str(d) for d in user_model_dirs())}")
 
