@@ -575,6 +575,7 @@ def resolve(
         loaded = find(DEFAULT_HARDWARE, what=what)
     measured, problems = for_profile(loaded.profile.name)
     _pending_notes.extend((*loaded.notes, *problems))
+    del _pending_notes[:-100]  # a notebook that never takes them keeps only the latest
     if not measured and not problems:
         return loaded
     profile = loaded.profile.model_copy(update={"measured": {**loaded.profile.measured, **measured}})
