@@ -51,3 +51,19 @@ VLLM_PROFILE: Final = (
 )
 POPE_DECODE: Final = "Pope et al. 2022, arXiv:2211.05102 §2-3: small-batch decode is bound by loading weights and KV"
 MOE_ROUTING: Final = "expected distinct experts hit by b tokens each routed to k of E, uniform routing (assumption)"
+NCCL_TESTS_BUSBW: Final = (
+    "NVIDIA/nccl-tests doc/PERFORMANCE.md: algbw = S/t; busbw = algbw × 2(n−1)/n (all-reduce), "
+    "× (n−1)/n (all-gather, reduce-scatter, all-to-all), × 1 (broadcast, send/recv)"
+)
+THAKUR_ALPHA_BETA: Final = (
+    "Thakur, Rabenseifner & Gropp 2005, IJHPCA 19(1): t = steps·α + traffic·β (ring all-reduce 2(p−1)α + 2(p−1)/p·nβ)"
+)
+NCCL_LATENCY: Final = "NVIDIA/nccl src/graph/tuning.cc hwLat (Simple protocol): ring hop NVLink 3.4 µs, network 14 µs"
+NCCL_EFFICIENCY: Final = (
+    "NVIDIA/nccl-tests issue #212 (S. Jeaugey, NVIDIA, 2024): NVLink 4 line rate 450 GB/s, ~370 GB/s effective "
+    "for a ring (~20 % protocol overhead); NVLS all-reduce algbw ~275 GB/s on 8 H100"
+)
+CALCULON_NETWORK: Final = (
+    "Calculon (Isaev et al. 2023, SC'23; calculon/network.py): per-network bandwidth × efficiency, latency, "
+    "and per-collective traffic factors; a node's NICs shared by its devices"
+)
