@@ -1,0 +1,539 @@
+"""Step time: how long one optimizer step takes for a model, a workload, a layout and a cluster, and the
+MFU that follows — predicted instead of assumed.
+
+Pure functions; no printing, no files. The hot path (``StepModel.evaluate``) works on plain floats so the
+planner (``napkin.plan``) can score thousands of layouts a second; ``step()`` wraps it in a ``StepResult``
+with the derivation. One model of the hardware, the same for every model and layout:
+
+* **Matmuls** run at a roofline rate: time = max(FLOPs / R, bytes / (B·η_mem)) / q, where R is the device's
+  achievable matmul rate (a saved ``napkin bench matmul --save`` measurement, else the published Maximum
+  Achievable Matmul FLOPS, else 80 % of the datasheet peak), B the HBM bandwidth, and q the tile-quantization
+  efficiency of the output (m·n padded to 128×128 tiles: the small-dimension penalty).
+* **Memory-bound work** (norms, softmax, dropout, activation functions, residual adds, cross-entropy, the
+  optimizer step) moves its bytes at η_mem of the HBM bandwidth.
+* **Tensor-parallel** all-reduces (or reduce-scatter + all-gather with sequence parallelism): two per layer
+  per forward, two per backward, two more per recomputed forward, on the scale-up link, not overlapped.
+* **Pipeline**: 1F1B bubble (p − 1)/(v·m) of the compute; point-to-point activation sends not overlapped.
+* **Data parallel**: gradient all-reduce (reduce-scatter + all-gather for ZeRO-1/2) overlapped with the
+  backward pass of the last micro-batch; ZeRO-3 gathers parameters and reduces gradients every micro-batch,
+  overlapped with that micro-batch's compute.
+* **Expert parallel**: all-to-all dispatch and combine per MoE layer, not overlapped. **Context parallel**:
+  the keys and values gathered over the CP group, overlapped with the attention they feed.
+
+Collective times come from ``napkin.comm`` (α–β with NCCL's algorithms over the cluster's two fabrics).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+from pydantic import Field
+
+from napkin import sources
+from napkin.choices import Optimizer, Precision, Recompute, Sharding
+from napkin.cluster import Cluster, Fabric
+from napkin.comm import collective_seconds
+from napkin.errors import UsageError
+from napkin.explain import Step, step
+from napkin.layout import Layout
+from napkin.model import Model
+from napkin.profiles import HardwareProfile
+from napkin.result import Result
+from napkin.training_memory import (
+    COMPONENTS,
+    SHARDED,
+    ActivationInputs,
+    bytes_per_param,
+    memory,
+)
+from napkin.units import format_bytes, format_count, format_duration, format_percent, format_rate
+from napkin.workload import Workload
+
+#: Maximum Achievable Matmul FLOPS (bf16, dense), measured by mamf-finder.py (stas00/ml-engineering,
+#: compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table", BF16 v2 table).
+MAMF_BF16: Final[dict[str, float]] = {
+    "a100-sxm-80gb": 271.2e12,
+    "a100-sxm-40gb": 271.2e12,
+    "a100-pcie-80gb": 252.9e12,
+    "h100-sxm": 794.5e12,
+    "mi300x": 668.4e12,
+    "mi325x": 784.9e12,
+}
+#: Devices without a measurement: the H100 SXM's MAMF efficiency (794.5 / 989 ≈ 0.80), same source.
+DEFAULT_MATMUL_EFFICIENCY: Final = 0.80
+#: Fraction of HBM bandwidth large memory-bound kernels reach: Calculon's A100/H100 system files
+#: (calculon-ai/calculon systems/a100_80g.json, mem1 MB_efficiency: 0.90 for ≥ 100 MB, 0.75 for ≥ 10 MB,
+#: 0.6 for ≥ 1 MB, 0.3 below), applied per kernel by its size.
+MEMORY_EFFICIENCY: Final = ((100e6, 0.90), (10e6, 0.75), (1e6, 0.60), (0.0, 0.30))
+#: Small matmuls reach less of R: Calculon's efficiency by the FLOPs of one matmul call (systems/a100_80g.json
+#: and h100_80g_nvl8.json matrix gflops_efficiency: 0.95 at ≥ 128 GFLOP, 0.9 at ≥ 16, 0.6 at ≥ 1, 0.1 below),
+#: divided by its top entry so that the largest matmuls run at R.
+SIZE_EFFICIENCY: Final = ((128e9, 0.95 / 0.95), (16e9, 0.9 / 0.95), (1e9, 0.6 / 0.95), (0.0, 0.1 / 0.95))
+#: Output tile of a tensor-core GEMM: cuBLAS pads m and n to whole tiles (NVIDIA Deep Learning Performance
+#: Guide, "Matrix Multiplication Background": tile quantization). 128×128 is its largest common tile.
+TILE: Final = 128
+ACT_BYTES: Final = 2.0  # activations, TP/PP/EP payloads: 16-bit
+
+MAMF_SOURCE: Final = "stas00/ml-engineering compute/accelerator/README.md: Maximum Achievable Matmul FLOPS (BF16)"
+ROOFLINE_SOURCE: Final = (
+    f"{sources.ROOFLINE}; NVIDIA Deep Learning Performance Guide, Matrix Multiplication Background (tile quantization)"
+)
+SIZE_SOURCE: Final = "Calculon (Isaev et al. 2023) systems/a100_80g.json matrix gflops_efficiency, normalised"
+MEMORY_SOURCE: Final = "Calculon (Isaev et al. 2023) systems/a100_80g.json mem1 MB_efficiency"
+ELEMENTWISE_SOURCE: Final = (
+    "Korthikanti et al. 2022, arXiv:2205.05198 §4.1 (the tensors each layer's non-matmul ops read and write)"
+)
+TP_SOURCE: Final = "Narayanan et al. 2021, arXiv:2104.04473 §3.2 (2 all-reduces per layer forward, 2 backward); " + (
+    "Korthikanti et al. 2022 §4.2.2 (sequence parallelism: reduce-scatter + all-gather, same bytes)"
+)
+BUBBLE_SOURCE: Final = "Narayanan et al. 2021 §2.2.1-2.2.2: bubble (p−1)/m for 1F1B, (p−1)/(v·m) interleaved"
+DP_SOURCE: Final = (
+    "ZeRO §5 (Rajbhandari et al. 2019): stages 1-2 move what an all-reduce does, stage 3 adds parameter "
+    "all-gathers; overlap with the last micro-batch's backward as Megatron-LM --overlap-grad-reduce"
+)
+
+
+def _step_table(table: tuple[tuple[float, float], ...], size: float) -> float:
+    for threshold, eff in table:
+        if size >= threshold:
+            return eff
+    return table[-1][1]
+
+
+def _mem_eff(nbytes: float) -> float:
+    return _step_table(MEMORY_EFFICIENCY, nbytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """A device and its fabric as plain floats: what the hot path needs."""
+
+    name: str
+    cluster: str
+    peak: float  # datasheet dense peak, FLOP/s (MFU's denominator)
+    rate: float  # achievable matmul FLOP/s (R)
+    rate_source: str
+    hbm: float  # bytes/s
+    capacity: float  # bytes
+    fabric: Fabric
+
+
+def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") -> Machine:
+    """R from a saved ``bench matmul`` measurement, else the published MAMF, else 80 % of the peak."""
+    peak = hardware.peak(dtype)
+    measured = hardware.measured_for(dtype)
+    if measured is not None:
+        rate, source = measured.flops_per_second, f"measured {measured.date} on {measured.device} (bench matmul)"
+    elif dtype == "bf16" and hardware.name in MAMF_BF16:
+        rate, source = MAMF_BF16[hardware.name], MAMF_SOURCE
+    else:
+        rate, source = DEFAULT_MATMUL_EFFICIENCY * peak, f"{DEFAULT_MATMUL_EFFICIENCY:g} × peak ({MAMF_SOURCE}, H100)"
+    return Machine(hardware.name, cluster.name, peak, min(rate, peak), source, hardware.memory_bandwidth,
+                   hardware.memory, cluster.fabric())  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------ the hot path
+
+
+def _near(group: int, domain: int, stride: int) -> int:
+    """Ranks of a group ``stride`` apart that share one scale-up domain (Megatron's tp-cp-dp-pp order)."""
+    return math.gcd(group, max(1, domain // stride))
+
+
+#: (total, compute, tp, bubble, dp, optimizer, other, per-GPU bytes)
+Terms = tuple[float, float, float, float, float, float, float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """One layout and micro-batch as plain numbers."""
+
+    tensor: int
+    pipeline: int
+    data: int
+    context: int
+    expert: int
+    interleave: int
+    micro_batch: int
+    sequence_parallel: bool
+    recompute: Recompute
+    sharding: Sharding
+
+    @classmethod
+    def of(cls, layout: Layout, micro_batch: int) -> Knobs:
+        return cls(layout.tensor, layout.pipeline, layout.dp, layout.context, layout.expert, layout.interleave,
+                   micro_batch, layout.sequence_parallel, layout.recompute, layout.sharding)  # fmt: skip
+
+    def layout(self) -> Layout:
+        return Layout(tensor=self.tensor, pipeline=self.pipeline, data=self.data, context=self.context,
+                      expert=self.expert, interleave=self.interleave, sequence_parallel=self.sequence_parallel,
+                      sharding=self.sharding, recompute=self.recompute)  # fmt: skip
+
+
+class StepModel:
+    """The step-time model for one model, sequence length, global batch and machine; ``evaluate`` scores a
+    layout in plain floats (the planner calls it thousands of times, so per-layer times are memoised)."""
+
+    def __init__(
+        self,
+        model: Model,
+        seq: int,
+        global_batch: int,
+        hw: Machine,
+        *,
+        optimizer: Optimizer = Optimizer.adamw,
+        precision: Precision = Precision.mixed,
+        flash_attention: bool = False,
+        causal: bool = False,
+        reserve_bytes: float = 0.0,
+    ) -> None:
+        self.model, self.seq, self.batch, self.hw = model, seq, global_batch, hw
+        self.optimizer, self.precision, self.flash, self.causal = optimizer, precision, flash_attention, causal
+        self.reserve = reserve_bytes
+        m = model
+        self.params = float(m.params())
+        self.d = float(m.hidden)
+        self.heads = float(m.n_heads)
+        self.d_attn = float(m.d_attn)
+        out_width = float(m.n_heads * (m.v_head_dim or m.d_head))
+        self.out_width = out_width
+        self.qkv_cols = (m.attention_params() - out_width * m.hidden) / m.hidden
+        self.mm = float(m.mlp_matrices)
+        self.act_passes = 3.0 if m.mlp_matrices == 3 else 2.0  # SwiGLU reads gate and up, writes one; GeLU r+w
+        self.ffn = float(m.d_ffn)
+        self.moe_layers = float(m.moe_layers)
+        self.dense_layers = float(m.layers - m.moe_layers)
+        self.attended = m.attended(seq) * (0.5 if causal and flash_attention else 1.0)
+        self.bpp = bytes_per_param(optimizer, precision)
+        self.grad_bytes = self.bpp.breakdown["gradients"]
+        self.param_bytes = self.bpp.breakdown["params"]
+        self._layer: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
+
+    # --- pieces -------------------------------------------------------------------------------
+    def gemm(self, m: float, k: float, n: float, count: float = 1.0) -> float:
+        """Seconds for ``count`` (m×k)·(k×n) GEMMs: roofline with tile quantization of the m×n output."""
+        if m <= 0 or k <= 0 or n <= 0:
+            return 0.0
+        flops = 2.0 * m * k * n
+        q = (m * n) / (math.ceil(m / TILE) * math.ceil(n / TILE) * TILE * TILE)
+        nbytes = ACT_BYTES * (m * k + k * n + m * n)
+        rate = self.hw.rate * _step_table(SIZE_EFFICIENCY, flops * count)  # one (batched) call
+        return count * max(flops / rate, nbytes / (self.hw.hbm * _mem_eff(nbytes))) / q
+
+    def stream(self, nbytes: float, count: float = 1.0) -> float:
+        """Seconds to move ``count`` kernels of ``nbytes`` through HBM."""
+        return count * nbytes / (self.hw.hbm * _mem_eff(nbytes)) if nbytes > 0 else 0.0
+
+    def layer(self, t: int, c: int, b: int, e: int, sp: bool) -> tuple[float, float, float, float, float]:
+        """Forward seconds of one layer for one micro-batch on one GPU:
+        (dense-layer matmuls, MoE-layer matmuls, attention scores, elementwise (dense), elementwise (MoE))."""
+        key = (t, c, b, e, sp)
+        found = self._layer.get(key)
+        if found is not None:
+            return found
+        m = self.model
+        tokens = b * self.seq / c
+        d, ffn = self.d, self.ffn
+        proj = self.gemm(tokens, d, self.qkv_cols / t) + self.gemm(tokens, self.out_width / t, d)
+        dense = proj + self.gemm(tokens, d, (self.mm - 1) * ffn / t) + self.gemm(tokens, ffn / t, d)
+        moe = 0.0
+        moe_stream = 0.0
+        if m.is_moe:
+            fe = float(m.d_expert)
+            routed = tokens * m.top_k * e / m.experts  # tokens each local expert receives (balanced routing)
+            moe = proj + self.gemm(tokens, d, m.experts) + self.gemm(routed, d, (self.mm - 1) * fe / t, m.experts / e)
+            moe += self.gemm(routed, fe / t, d, m.experts / e)
+            if m.shared_experts:
+                width = m.shared_experts * fe / t
+                moe += self.gemm(tokens, d, (self.mm - 1) * width) + self.gemm(tokens, width, d)
+            width = (tokens * m.top_k + tokens * m.shared_experts) * fe / t
+            moe_stream = self.stream(width * ACT_BYTES * self.act_passes)
+        # attention scores: QKᵀ and A·V over (a/t)·b heads of s_q × s_k
+        heads = self.heads / t * b
+        s_q, s_k, d_h = self.seq / c, self.attended, self.d_attn / self.heads
+        if self.flash:
+            scores = 2 * 2.0 * heads * s_q * s_k * d_h / self.hw.rate
+            score_stream = 0.0
+        else:
+            scores = self.gemm(s_q, d_h, s_k, heads) + self.gemm(s_q, s_k, d_h, heads)
+            per_elem = 2 * ACT_BYTES + ((2 * ACT_BYTES + 1) if m.dropout else 0.0)  # softmax (+ dropout, mask)
+            score_stream = self.stream(heads * s_q * s_k * per_elem)
+        # elementwise: 2 norms (read + write), 2 residual adds (+dropout) — split over t only with SP
+        unsplit = tokens * d * (2 * 2 * ACT_BYTES + 2 * (3 * ACT_BYTES + (1.0 if m.dropout else 0.0)))
+        unsplit_s = self.stream(unsplit / (t if sp else 1))
+        act_fn = self.stream(tokens * ffn / t * ACT_BYTES * self.act_passes)
+        result = (dense, moe, scores + score_stream, unsplit_s + act_fn, unsplit_s + moe_stream)
+        self._layer[key] = result
+        return result
+
+    def collective(self, op: str, nbytes: float, n: int, ranks_per_domain: int | None = None) -> float:
+        if n < 2 or nbytes <= 0:
+            return 0.0
+        return collective_seconds(op, nbytes, n, self.hw.fabric, ranks_per_domain=ranks_per_domain)
+
+    def memory_bytes(self, k: Knobs) -> float:
+        """Per-GPU bytes, the same formulas as ``napkin.training_memory.memory`` (kept equal by a test)."""
+        t, p = k.tensor, k.pipeline
+        per_param = sum(v / k.data if c in SHARDED[k.sharding] else v for c, v in self.bpp.breakdown.items())
+        states = self.params / (t * p) * per_param
+        e = 4.0 if self.precision is Precision.fp32 else 2.0
+        s, b, h, a = self.seq, k.micro_batch, self.d, self.heads
+        sbh = s * b * h
+        sp = t if k.sequence_parallel else 1
+        if k.recompute is Recompute.full:
+            per_layer = sbh * e / sp
+        else:
+            per_layer = sbh * (4 * e + 2) / sp + sbh * (4 * e + 2 * e * self.ffn / h) / t
+            if self.flash:
+                per_layer += 4 * a * s * b / t
+            elif k.recompute is Recompute.none:
+                per_layer += a * s * s * b * (2 * e + 1) / t
+        return states + per_layer * self.model.layers / p
+
+    def evaluate(self, k: Knobs) -> Terms:
+        """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes)."""
+        t, p, d, c, e, v, b = k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave, k.micro_batch
+        m = self.batch // (b * d)
+        dom = self.hw.fabric.domain_size
+        dense, moe, scores, stream, moe_stream = self.layer(t, c, b, e, k.sequence_parallel)
+        n_dense, n_moe = self.dense_layers / p, self.moe_layers / p
+        fwd_dense = dense + scores + stream
+        fwd_moe = moe + scores + moe_stream
+        fwd = n_dense * fwd_dense + n_moe * fwd_moe
+        if k.recompute is Recompute.full:
+            extra = fwd
+        elif k.recompute is Recompute.selective and not self.flash:
+            extra = (n_dense + n_moe) * scores
+        else:
+            extra = 0.0
+        layers_mb = 3 * fwd + extra  # forward, backward (2×), recomputation
+        tokens = b * self.seq / c
+        # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
+        vocab = self.model.vocab / t
+        logits = 3 * self.gemm(tokens, self.d, vocab) + self.stream(4 * 4.0 * tokens * vocab)
+        stage_mb = layers_mb + logits
+        compute = m * stage_mb
+        bubble = (p - 1) / v * (layers_mb + logits / p)
+        # tensor parallel: 4 collectives per layer (+2 with full recomputation) of T·d activations
+        tp = 0.0
+        if t > 1:
+            per = self.collective("all-reduce", tokens * self.d * ACT_BYTES, t, min(t, dom))
+            count = 4 + (2 if k.recompute is Recompute.full else 0)
+            tp = m * count * per * (n_dense + n_moe)
+        # pipeline p2p: each micro-batch's activation crosses v·(p−1)... each rank sends and receives 2v per mb
+        other = 0.0
+        if p > 1:  # Megatron rank order tp-cp-dp-pp: the next stage is t·c·d ranks away; scatter/gather over t
+            hop = self.collective("send-recv", tokens * self.d * ACT_BYTES / t, 2, 1 if t * c * d >= dom else 2)
+            other += m * 2 * v * hop
+        # expert parallel: dispatch + combine, forward and backward (+ recompute)
+        if e > 1 and self.moe_layers:
+            per = self.collective("all-to-all", tokens * self.model.top_k * self.d * ACT_BYTES, e, _near(e, dom, t))
+            count = 4 + (2 if k.recompute is Recompute.full else 0)
+            other += m * count * per * n_moe
+        # context parallel: all-gather K, V forward, reduce-scatter their gradients backward, hidden under attention
+        if c > 1:
+            kv = 2 * tokens * c * self.model.n_kv * self.model.d_head * ACT_BYTES / t
+            near = _near(c, dom, t)
+            cp = self.collective("all-gather", kv, c, near) * (2 if k.recompute is Recompute.full else 1)
+            cp += self.collective("reduce-scatter", kv, c, near)
+            other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
+        # data parallel
+        local_params = self.params / (t * p)
+        dp = 0.0
+        if d > 1:
+            near = _near(d, dom, t * c)
+            grads = local_params * self.grad_bytes
+            if k.sharding in (Sharding.zero3, Sharding.fsdp):
+                gather = self.collective("all-gather", local_params * self.param_bytes, d, near)
+                reduce = self.collective("reduce-scatter", grads, d, near)
+                passes = 3 if k.recompute is Recompute.full else 2
+                dp = m * max(0.0, passes * gather + reduce - stage_mb)
+            else:
+                if k.sharding is Sharding.none:
+                    sync = self.collective("all-reduce", grads, d, near)
+                else:
+                    sync = self.collective("reduce-scatter", grads, d, near)
+                    sync += self.collective("all-gather", local_params * self.param_bytes, d, near)
+                dp = max(0.0, sync - 2 * fwd)
+        # optimizer: read and write every local state byte once
+        states = sum(v / d if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
+        optimizer = self.stream(2 * local_params * states)
+        total = compute + tp + bubble + dp + optimizer + other
+        return total, compute, tp, bubble, dp, optimizer, other, self.memory_bytes(k)
+
+    # --- FLOPs --------------------------------------------------------------------------------
+    def model_flops_per_token(self) -> float:
+        """6N (active) + attention: what MFU counts (napkin.compute.flops_per_token)."""
+        from napkin.compute import flops_per_token
+
+        return flops_per_token(float(self.model.active_params()), self.model, self.seq, causal=self.causal).model
+
+    def hardware_flops_per_token(self, recompute: Recompute) -> float:
+        from napkin.compute import flops_per_token
+
+        fpt = flops_per_token(float(self.model.active_params()), self.model, self.seq, causal=self.causal,
+                              recompute=recompute)  # fmt: skip
+        return fpt.hardware
+
+
+# ------------------------------------------------------------------------------------------ result
+
+BREAKDOWN: Final = ("compute", "tensor_parallel", "bubble", "data_parallel", "optimizer", "other")
+
+
+class StepResult(Result):
+    """One training step: seconds with the breakdown, throughput, predicted MFU/HFU, memory."""
+
+    title: ClassVar[str] = "Training step"
+    headline: ClassVar[tuple[str, ...]] = ("step_seconds", "mfu", "fits")
+
+    model: str
+    cluster: str
+    hardware: str
+    gpus: int
+    layout: Layout
+    layout_text: str
+    micro_batch: int
+    global_batch: int
+    microbatches: int
+    seq: int
+    step_seconds: float
+    breakdown: dict[str, float] = Field(description="seconds per step by term; they add up to step_seconds")
+    tokens_per_second: float
+    mfu: float = Field(description="model FLOPs / (G × dense peak × step time)")
+    hfu: float = Field(description="model + recomputation FLOPs / (G × dense peak × step time)")
+    flops_per_token: float
+    hardware_flops_per_token: float
+    achieved_flops_per_gpu: float = Field(description="hardware FLOP/s per GPU (what Narayanan Table 1 reports)")
+    peak_flops: float
+    matmul_flops: float = Field(description="achievable matmul FLOP/s used (R)")
+    matmul_source: str
+    per_gpu_bytes: float
+    memory_bytes: float
+    fits: bool
+
+    def heading(self) -> str:
+        return f"Training step: {self.model} on {self.gpus:,} × {self.hardware} ({self.cluster})"
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [
+            ("layout", self.layout_text),
+            ("batch", f"{self.global_batch:,} × {self.seq:,} tokens; micro-batch {self.micro_batch}, "
+                      f"{self.microbatches} per pipeline"),
+            ("step time", format_duration(self.step_seconds)),
+        ]  # fmt: skip
+        for name in BREAKDOWN:
+            value = self.breakdown[name]
+            share = value / self.step_seconds if self.step_seconds else 0.0
+            rows.append((f"  {name.replace('_', ' ')}", f"{format_duration(value)} ({format_percent(share)})"))
+        rows += [
+            ("tokens/s", f"{self.tokens_per_second:,.0f} ({self.tokens_per_second / self.gpus:,.0f} per GPU)"),
+            ("MFU", f"{self.mfu:.3f} predicted (HFU {self.hfu:.3f})"),
+            ("FLOP/s per GPU", f"{format_rate(self.achieved_flops_per_gpu)} hardware; matmul rate "
+                               f"{format_rate(self.matmul_flops)}"),
+            ("memory per GPU", f"{format_bytes(self.per_gpu_bytes)} of {format_bytes(self.memory_bytes)}: "
+                               + ("fits" if self.fits else "does NOT fit")),
+        ]  # fmt: skip
+        return rows
+
+    def caption(self) -> str:
+        return "step = compute + exposed TP comm + bubble + exposed DP comm + optimizer + other (p2p, EP, CP)"
+
+
+def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
+    hw = sm.hw
+    total, compute, tp, bubble, dp, opt, other, _ = terms
+    m = sm.batch // (k.micro_batch * k.data)
+    steps += [
+        step("achievable matmul rate R", "saved bench, else published MAMF, else 0.8 × peak",
+             f"peak {format_rate(hw.peak)}", format_rate(hw.rate), hw.rate_source),
+        step("matmul time", "max(2mkn / (R·η_size), bytes / (B·η_mem)) / q, q = m·n / (⌈m/128⌉⌈n/128⌉·128²)",
+             f"R = {format_rate(hw.rate)}, B = {hw.hbm / 1e9:,.0f} GB/s, η_size = "
+             + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "per GEMM",
+             f"{ROOFLINE_SOURCE}; {SIZE_SOURCE}"),
+        step("memory-bound work", "bytes / (B·η_mem(size)); norms, residuals, softmax, activation fn, CE, optimizer",
+             f"η_mem = {', '.join(f'{e:g} ≥ {s / 1e6:g} MB' for s, e in MEMORY_EFFICIENCY)}", "per kernel",
+             f"{MEMORY_SOURCE}; {ELEMENTWISE_SOURCE}"),
+        step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage",
+             f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}", format_duration(compute),
+             f"{sources.NARAYANAN_RECOMPUTE}; {ROOFLINE_SOURCE}"),
+        step("tensor-parallel comm (exposed)", "m × L/p × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
+             f"t = {k.tensor}" + (", SP: reduce-scatter + all-gather" if k.sequence_parallel else ""),
+             format_duration(tp), f"{TP_SOURCE}; {sources.THAKUR_ALPHA_BETA}"),
+        step("pipeline bubble", "(p − 1)/v × one micro-batch's stage time",
+             f"p = {k.pipeline}, v = {k.interleave}, m = {m}: (p−1)/(v·m) = "
+             f"{(k.pipeline - 1) / (k.interleave * m):.3f}", format_duration(bubble), BUBBLE_SOURCE),
+        step("data-parallel comm (exposed)", "sync − overlap with the last backward (ZeRO-3: per micro-batch)",
+             f"DP = {k.data}, {k.sharding}", format_duration(dp), f"{DP_SOURCE}; {sources.NCCL_TESTS_BUSBW}"),
+        step("optimizer step", "2 × local state bytes / (B·η_mem)", f"{sm.bpp.total:g} B per parameter",
+             format_duration(opt), MEMORY_SOURCE),
+        step("other (p2p, EP all-to-all, CP)", "sends of b·s·d·2 B / t per micro-batch × 2v; all-to-all; CP",
+             f"p = {k.pipeline}, EP = {k.expert}, CP = {k.context}", format_duration(other), sources.CALCULON_NETWORK),
+        step("step time", "sum of the terms", "", format_duration(total), "napkin step model"),
+    ]  # fmt: skip
+
+
+def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None) -> StepResult:
+    """A ``StepResult`` for one layout; memory from ``napkin.training_memory.memory`` itself."""
+    terms = terms or sm.evaluate(k)
+    total, compute, tp, bubble, dp, opt, other, _ = terms
+    gpus = k.tensor * k.pipeline * k.context * k.data
+    layout = k.layout()
+    workload = Workload(seq=sm.seq, micro_batch=k.micro_batch, global_batch=sm.batch)
+    mem = memory(
+        sm.params, _profile_for(sm), optimizer=sm.optimizer, precision=sm.precision, gpus=gpus, layout=layout,
+        activations=ActivationInputs(model=sm.model, workload=workload, layout=layout, flash_attention=sm.flash),
+        reserve_bytes=sm.reserve,
+    )  # fmt: skip
+    tokens = sm.batch * sm.seq
+    fpt, hfpt = sm.model_flops_per_token(), sm.hardware_flops_per_token(k.recompute)
+    peak_total = gpus * sm.hw.peak * total
+    steps: list[Step] = []
+    _explain(sm, k, terms, steps)
+    steps.append(step("MFU", "tokens per step × model FLOPs per token / (G × peak × step time)",
+                      f"{tokens:,} × {fpt:.4g} / ({gpus:,} × {format_rate(sm.hw.peak)} × {total:.4g} s)",
+                      f"{tokens * fpt / peak_total:.3f}", sources.PALM_MFU))  # fmt: skip
+    steps.extend(mem.steps)
+    return StepResult(
+        model=name, cluster=sm.hw.cluster, hardware=sm.hw.name, gpus=gpus, layout=layout,
+        layout_text=layout.describe() + f" · b {k.micro_batch}", micro_batch=k.micro_batch, global_batch=sm.batch,
+        microbatches=sm.batch // (k.micro_batch * k.data), seq=sm.seq, step_seconds=total,
+        breakdown=dict(zip(BREAKDOWN, (compute, tp, bubble, dp, opt, other), strict=True)),
+        tokens_per_second=tokens / total, mfu=tokens * fpt / peak_total, hfu=tokens * hfpt / peak_total,
+        flops_per_token=fpt, hardware_flops_per_token=hfpt, achieved_flops_per_gpu=tokens * hfpt / (gpus * total),
+        peak_flops=sm.hw.peak, matmul_flops=sm.hw.rate, matmul_source=sm.hw.rate_source,
+        per_gpu_bytes=mem.per_gpu_bytes, memory_bytes=mem.memory_bytes, fits=mem.fits, steps=steps,
+        warnings=list(mem.warnings),
+    )  # fmt: skip
+
+
+_PROFILES: dict[str, HardwareProfile] = {}
+
+
+def _profile_for(sm: StepModel) -> HardwareProfile:
+    profile = _PROFILES.get(sm.hw.name)
+    if profile is None:
+        from napkin.profiles import resolve
+
+        profile = _PROFILES[sm.hw.name] = resolve(sm.hw.name).profile
+    return profile
+
+
+def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int) -> Knobs:
+    """The layout resolved on ``gpus`` and checked against the model and the batch (errors name fields)."""
+    resolved = layout.resolve(gpus, sm.model)
+    if resolved.tensor > sm.hw.fabric.domain_size:
+        raise UsageError(
+            f"tensor ({resolved.tensor}) exceeds the scale-up domain of {sm.hw.cluster} "
+            f"({sm.hw.fabric.domain_size} devices)", field="tensor_parallel",
+        )  # fmt: skip
+    try:
+        Workload(seq=sm.seq, micro_batch=micro_batch, global_batch=sm.batch).microbatches(resolved.dp)
+    except ValueError as exc:
+        raise UsageError(str(exc), field="global_batch") from None
+    return Knobs.of(resolved, micro_batch)
+
+
+__all__ = ["COMPONENTS", "Knobs", "Machine", "StepModel", "StepResult", "build_result", "check_knobs", "machine"]
