@@ -686,3 +686,162 @@ def inference(
     )  # fmt: skip
     return engine(name, arch, profile, gpus=g, tensor=t, context=length, prompt=p, output=o,
                   batch=_positive(batch, "batch"), settings=settings)  # fmt: skip
+# ------------------------------------------------------------------------------- step and plan
+
+
+def get_cluster(
+    cluster: str | Any | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+) -> tuple[Any, HardwareProfile]:
+    """(cluster, its device's profile): by cluster name, or the built-in cluster built from ``hardware``."""
+    from napkin.cluster import Cluster, find, load_catalog
+
+    if cluster is not None and (hardware is not None or hardware_file is not None):
+        raise UsageError("give cluster or hardware, not both (a cluster names its device)", field="cluster",
+                         also=("hardware", "hardware_file"))  # fmt: skip
+    if isinstance(cluster, Cluster):
+        return cluster, get_hardware(cluster.device)
+    if cluster is not None:
+        if not str(cluster).strip():
+            raise UsageError("cluster: an empty name; give a cluster such as dgx-h100", field="cluster")
+        found = find(str(cluster)).cluster
+        return found, get_hardware(found.device)
+    profile = get_hardware(hardware, hardware_file)
+    matches = [c.cluster for c in load_catalog().visible() if c.cluster.device == profile.name]
+    if not matches:
+        raise UsageError(f"no cluster profile is built from {profile.name}; give cluster (see 'napkin cluster list')",
+                         field="cluster", also=("hardware",))  # fmt: skip
+    return matches[0], profile
+
+
+def _global_batch(global_batch: Number | None, global_batch_tokens: Number | None, seq: int) -> int | None:
+    if global_batch is not None and global_batch_tokens is not None:
+        raise UsageError("give global_batch or global_batch_tokens, not both", field="global_batch",
+                         also=("global_batch_tokens",))  # fmt: skip
+    if global_batch_tokens is not None:
+        # binary k/M as batch sizes are quoted: Llama 3's "4M tokens" is 512 sequences of 8,192 (4·2^20)
+        tokens = parse(units.parse_length, global_batch_tokens, "global_batch_tokens")
+        return max(1, round(tokens / seq))
+    return optional(units.parse_int, global_batch, "global_batch")
+
+
+def _step_model(
+    model: str | Model | None,
+    model_config: str | Path | None,
+    seq: Number | None,
+    global_batch: Number | None,
+    global_batch_tokens: Number | None,
+    cluster: Any,
+    hardware: str | HardwareProfile | None,
+    hardware_file: str | Path | None,
+    dtype: str | Dtype,
+    optimizer: str | Optimizer,
+    precision: str | Precision,
+    reserve: Number,
+    flash_attention: bool,
+    causal: bool,
+    shape: dict[str, Any],
+    default_batch: int | None = None,
+) -> tuple[Any, str]:
+    from napkin.step import StepModel, machine
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    if arch is None:
+        raise UsageError("model is required: a preset, model_config or layers, hidden, heads", field="model",
+                         also=("model_config", "layers", "hidden", "heads"))  # fmt: skip
+    length = _seq(seq, preset_seq)
+    if length is None:
+        raise UsageError("seq is required (this model has no default sequence length)", field="seq")
+    batch = _global_batch(global_batch, global_batch_tokens, length) or default_batch
+    if batch is None:
+        raise UsageError("global_batch (sequences) or global_batch_tokens (e.g. 4M) is required",
+                         field="global_batch", also=("global_batch_tokens",))  # fmt: skip
+    found, profile = get_cluster(cluster, hardware, hardware_file)
+    hw = machine(found, profile, str(choice(Dtype, dtype, "dtype")))
+    name = model if isinstance(model, str) else ("custom" if model_config is None else str(model_config))
+    sm = StepModel(
+        arch, length, batch, hw, optimizer=choice(Optimizer, optimizer, "optimizer"),
+        precision=choice(Precision, precision, "precision"), flash_attention=flash_attention, causal=causal,
+        reserve_bytes=_reserve(reserve, profile.memory),
+    )  # fmt: skip
+    return sm, name
+
+
+def step(
+    *,
+    gpus: Number,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    micro_batch: Number = 1,
+    global_batch: Number | None = None,
+    global_batch_tokens: Number | None = None,
+    flash_attention: bool = False,
+    layout: Layout | None = None,
+    tensor_parallel: Number = 1,
+    pipeline_parallel: Number = 1,
+    data_parallel: Number | None = None,
+    context_parallel: Number = 1,
+    expert_parallel: Number = 1,
+    interleave: Number = 1,
+    sequence_parallel: bool = False,
+    sharding: str | Sharding = Sharding.zero1,
+    recompute: str | Recompute = Recompute.none,
+    offload: str | Offload = Offload.none,
+    cluster: str | Any | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    optimizer: str | Optimizer = Optimizer.adamw,
+    precision: str | Precision = Precision.mixed,
+    reserve: Number = 0,
+    causal: bool = False,
+    **shape: Any,
+) -> Any:
+    """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster."""
+    from napkin.step import build_result, check_knobs
+
+    lay = layout or build_layout(tensor_parallel, pipeline_parallel, data_parallel, context_parallel,
+                                 expert_parallel, interleave, sequence_parallel, sharding, recompute, offload)  # fmt: skip
+    if lay.offload is not Offload.none:
+        raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
+    g = parse(units.parse_int, gpus, "gpus")
+    b = parse(units.parse_int, micro_batch, "micro_batch")
+    resolved = lay.resolve(g)
+    sm, name = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
+                           hardware_file, dtype, optimizer, precision, reserve, flash_attention, causal, shape,
+                           default_batch=b * resolved.dp)  # fmt: skip
+    return build_result(sm, check_knobs(sm, lay, b, g), name)
+
+
+def plan(
+    *,
+    gpus: Number,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    global_batch: Number | None = None,
+    global_batch_tokens: Number | None = None,
+    flash_attention: bool = False,
+    cluster: str | Any | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    optimizer: str | Optimizer = Optimizer.adamw,
+    precision: str | Precision = Precision.mixed,
+    reserve: Number = 0,
+    causal: bool = False,
+    top: Number = 5,
+    **shape: Any,
+) -> Any:
+    """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU."""
+    from napkin.plan import plan as engine
+
+    g = parse(units.parse_int, gpus, "gpus")
+    n = parse(units.parse_int, top, "top")
+    if n < 1:
+        raise UsageError(f"top: {top!r} must be at least 1", field="top")
+    sm, name = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
+                           hardware_file, dtype, optimizer, precision, reserve, flash_attention, causal, shape)  # fmt: skip
+    return engine(sm, g, name, n)

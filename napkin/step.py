@@ -48,7 +48,7 @@ from napkin.training_memory import (
     bytes_per_param,
     memory,
 )
-from napkin.units import format_bytes, format_count, format_duration, format_percent, format_rate
+from napkin.units import format_bytes, format_duration, format_percent, format_rate
 from napkin.workload import Workload
 
 #: Maximum Achievable Matmul FLOPS (bf16, dense), measured by mamf-finder.py (stas00/ml-engineering,

@@ -1,0 +1,191 @@
+"""The parallel-layout planner: every valid layout of a model on a cluster, scored by the step-time model.
+
+Enumerates TP (within the scale-up domain, dividing the heads), PP (dividing the layers), CP (long
+sequences), EP (MoE), DP (the rest), the interleaving, the micro-batch, recomputation and the ZeRO stage;
+keeps the layouts that fit by napkin's memory model and ranks them by predicted step time. The search runs
+on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final
+
+from pydantic import Field
+
+from napkin.choices import Recompute, Sharding
+from napkin.result import TableResult
+from napkin.step import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result
+from napkin.units import format_bytes_si, format_duration
+
+MICRO_BATCHES: Final = (1, 2, 4, 8, 16)
+RECOMPUTE: Final = (Recompute.none, Recompute.selective, Recompute.full)
+SHARDING: Final = (Sharding.none, Sharding.zero1, Sharding.zero2, Sharding.zero3)
+MAX_INTERLEAVE: Final = 8
+MIN_CONTEXT_CHUNK: Final = 4096  # CP only splits sequences into chunks of at least this many tokens
+TERM_NAMES: Final = {"compute": "compute", "tensor_parallel": "TP comm", "bubble": "pipeline bubble",
+                     "data_parallel": "DP comm", "optimizer": "optimizer", "other": "p2p/EP/CP comm"}  # fmt: skip
+
+
+def _divisors(n: int, limit: int | None = None) -> list[int]:
+    return [k for k in range(1, (limit or n) + 1) if n % k == 0]
+
+
+def _powers(limit: int) -> list[int]:
+    out, k = [], 1
+    while k <= limit:
+        out.append(k)
+        k *= 2
+    return out
+
+
+def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
+    """Every valid layout × micro-batch × recompute × ZeRO stage (before the memory check)."""
+    model, dom, batch = sm.model, sm.hw.fabric.domain_size, sm.batch
+    out: list[Knobs] = []
+    tps = [t for t in _powers(dom) if model.heads is None or model.heads % t == 0]
+    cps = [c for c in _powers(16) if c == 1 or (sm.seq % (2 * c) == 0 and sm.seq // c >= MIN_CONTEXT_CHUNK)]
+    for t in tps:
+        for c in cps:
+            for p in _divisors(model.layers):
+                mp = t * c * p
+                if gpus % mp:
+                    continue
+                d = gpus // mp
+                eps = [e for e in _divisors(model.experts) if (d * c) % e == 0] if model.is_moe else [1]
+                for b in MICRO_BATCHES:
+                    if batch % (b * d):
+                        continue
+                    m = batch // (b * d)
+                    vs = [1] if p == 1 else [v for v in _divisors(model.layers // p, MAX_INTERLEAVE)
+                                             if v == 1 or m % p == 0]  # fmt: skip
+                    for e in eps:
+                        for v in vs:
+                            for r in RECOMPUTE:
+                                for z in SHARDING if d > 1 else (Sharding.none,):
+                                    out.append(Knobs(t, p, d, c, e, v, b, t > 1, r, z))
+    return out
+
+
+class PlanResult(TableResult):
+    """``napkin plan``: the fastest layouts that fit, with their step time, MFU and memory."""
+
+    title: ClassVar[str] = "Layouts"
+    headline: ClassVar[tuple[str, ...]] = ("considered", "fitting")
+
+    model: str
+    cluster: str
+    gpus: int
+    global_batch: int
+    seq: int
+    considered: int = Field(description="valid layouts enumerated")
+    fitting: int = Field(description="of those, the ones that fit in memory")
+    explanation: str
+    layouts: list[StepResult]
+
+    def heading(self) -> str:
+        return (f"Fastest layouts: {self.model}, {self.gpus:,} GPUs on {self.cluster}, "
+                f"{self.global_batch:,} × {self.seq:,} tokens")  # fmt: skip
+
+    def header(self) -> list[str]:
+        return ["#", "layout", "b", "step", "MFU", "mem/GPU"]
+
+    def align(self) -> str:
+        return "rlrrrr"
+
+    def body(self) -> list[list[str]]:
+        return [[str(i), _short(r), str(r.micro_batch), format_duration(r.step_seconds), f"{r.mfu:.3f}",
+                 format_bytes_si(r.per_gpu_bytes)] for i, r in enumerate(self.layouts, 1)]  # fmt: skip
+
+    def caption(self) -> str:
+        return f"{self.considered:,} layouts considered, {self.fitting:,} fit. {self.explanation}"
+
+    def to_json(self, explain: bool = False) -> Any:
+        return {
+            "model": self.model, "cluster": self.cluster, "gpus": self.gpus, "global_batch": self.global_batch,
+            "seq": self.seq, "considered": self.considered, "fitting": self.fitting,
+            "explanation": self.explanation, "layouts": [r.to_json(explain) for r in self.layouts],
+            "warnings": self.warnings,
+        }  # fmt: skip
+
+
+def _short(r: StepResult) -> str:
+    lay = r.layout
+    parts = [f"TP{lay.tensor}", f"PP{lay.pipeline}" + (f"v{lay.interleave}" if lay.interleave > 1 else "")]
+    if lay.context > 1:
+        parts.append(f"CP{lay.context}")
+    if lay.expert > 1:
+        parts.append(f"EP{lay.expert}")
+    parts.append(f"DP{lay.data}")
+    parts.append(str(lay.sharding))
+    if lay.recompute is not Recompute.none:
+        parts.append(str(lay.recompute))
+    return " ".join(parts)
+
+
+def _worst(terms: Terms) -> tuple[str, float]:
+    named = dict(zip(BREAKDOWN, terms[1:7], strict=True))
+    name = max((n for n in named if n != "compute"), key=lambda n: named[n])
+    return TERM_NAMES[name], named[name] / terms[0]
+
+
+def _alternatives(sm: StepModel, gpus: int) -> list[tuple[str, Knobs]]:
+    """The layouts people try first: pure ZeRO-3 data parallelism, TP within the node, TP across nodes."""
+    dom, heads = sm.hw.fabric.domain_size, sm.model.heads or 1
+    out = []
+    if sm.batch % gpus == 0:
+        out.append(("ZeRO-3 data parallel", Knobs(1, 1, gpus, 1, 1, 1, 1, False, Recompute.full, Sharding.zero3)))
+    t = max(k for k in _powers(dom) if heads % k == 0)
+    if gpus % t == 0 and sm.batch % (gpus // t) == 0:
+        out.append((f"TP {t} + DP", Knobs(t, 1, gpus // t, 1, 1, 1, 1, True, Recompute.full, Sharding.zero1)))
+    if heads % (2 * dom) == 0 and gpus % (2 * dom) == 0 and sm.batch % (gpus // (2 * dom)) == 0:
+        t2 = 2 * dom
+        out.append((f"TP {t2} across nodes", Knobs(t2, 1, gpus // t2, 1, 1, 1, 1, True, Recompute.full,
+                                                   Sharding.zero1)))  # fmt: skip
+    return out
+
+
+def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
+    """Rank every fitting layout by predicted step time; the top ``top`` as full results."""
+    capacity = sm.hw.capacity - sm.reserve
+    scored: list[tuple[float, Knobs, Terms]] = []
+    all_knobs = candidates(sm, gpus)
+    for k in all_knobs:
+        if sm.memory_bytes(k) > capacity:
+            continue
+        terms = sm.evaluate(k)
+        scored.append((terms[0], k, terms))
+    scored.sort(key=lambda x: x[0])
+    results = []
+    for _, k, terms in scored:
+        result = build_result(sm, k, name, terms)
+        if result.fits:  # napkin's own memory engine has the last word
+            results.append(result)
+        if len(results) >= top:
+            break
+    explanation = _explain(sm, gpus, scored, results)
+    warnings = [] if results else ["no layout fits: add GPUs, lower the micro-batch or use a larger device"]
+    return PlanResult(
+        model=name, cluster=sm.hw.cluster, gpus=gpus, global_batch=sm.batch, seq=sm.seq,
+        considered=len(all_knobs), fitting=len(scored), explanation=explanation, layouts=results, warnings=warnings,
+    )  # fmt: skip
+
+
+def _explain(sm: StepModel, gpus: int, scored: list[tuple[float, Knobs, Terms]], top: list[StepResult]) -> str:
+    if not top:
+        return "Nothing fits."
+    best = scored[0]
+    worst_name, worst_share = _worst(best[2])
+    lines = [f"#1 wins with MFU {top[0].mfu:.3f}; its largest overhead is {worst_name} ({worst_share:.0%})."]
+    capacity = sm.hw.capacity - sm.reserve
+    for label, k in _alternatives(sm, gpus):
+        need = sm.memory_bytes(k)
+        if need > capacity:
+            lines.append(f"{label}: doesn't fit ({format_bytes_si(need)} per GPU).")
+            continue
+        terms = sm.evaluate(k)
+        name, share = _worst(terms)
+        lines.append(f"{label}: {terms[0] / best[0] - 1:.0%} slower ({name} {share:.0%}).")
+    return " ".join(lines)
+
+
+__all__ = ["PlanResult", "candidates", "plan"]
