@@ -802,8 +802,10 @@ def step(
     """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster."""
     from napkin.step import build_result, check_knobs
 
-    lay = layout or build_layout(tensor_parallel, pipeline_parallel, data_parallel, context_parallel,
-                                 expert_parallel, interleave, sequence_parallel, sharding, recompute, offload)  # fmt: skip
+    lay = layout or build_layout(
+        tensor_parallel, pipeline_parallel, data_parallel, context_parallel, expert_parallel, interleave,
+        sequence_parallel, sharding, recompute, offload,
+    )  # fmt: skip
     if lay.offload is not Offload.none:
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
     g = parse(units.parse_int, gpus, "gpus")
@@ -842,6 +844,8 @@ def plan(
     n = parse(units.parse_int, top, "top")
     if n < 1:
         raise UsageError(f"top: {top!r} must be at least 1", field="top")
-    sm, name = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
-                           hardware_file, dtype, optimizer, precision, reserve, flash_attention, causal, shape)  # fmt: skip
+    sm, name = _step_model(
+        model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware, hardware_file, dtype,
+        optimizer, precision, reserve, flash_attention, causal, shape,
+    )  # fmt: skip
     return engine(sm, g, name, n)
