@@ -786,7 +786,7 @@ def step(
     expert_parallel: Number = 1,
     interleave: Number = 1,
     sequence_parallel: bool = False,
-    sharding: str | Sharding = Sharding.zero1,
+    sharding: str | Sharding = Sharding.zero3,
     recompute: str | Recompute = Recompute.none,
     offload: str | Offload = Offload.none,
     cluster: str | Any | None = None,

@@ -83,8 +83,7 @@ class PlanResult(TableResult):
     layouts: list[StepResult]
 
     def heading(self) -> str:
-        return (f"Fastest layouts: {self.model}, {self.gpus:,} GPUs on {self.cluster}, "
-                f"{self.global_batch:,} × {self.seq:,} tokens")  # fmt: skip
+        return f"Fastest layouts: {self.model} on {self.gpus:,} GPUs"
 
     def header(self) -> list[str]:
         return ["#", "layout", "b", "step", "MFU", "mem/GPU"]
@@ -97,7 +96,8 @@ class PlanResult(TableResult):
                  format_bytes_si(r.per_gpu_bytes)] for i, r in enumerate(self.layouts, 1)]  # fmt: skip
 
     def caption(self) -> str:
-        return f"{self.considered:,} layouts considered, {self.fitting:,} fit. {self.explanation}"
+        return (f"{self.cluster}, {self.global_batch:,} × {self.seq:,} tokens per step. {self.considered:,} layouts "
+                f"considered, {self.fitting:,} fit. {self.explanation}")  # fmt: skip
 
     def to_json(self, explain: bool = False) -> Any:
         return {
@@ -163,7 +163,12 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
         if len(results) >= top:
             break
     explanation = _explain(sm, gpus, scored, results)
-    warnings = [] if results else ["no layout fits: add GPUs, lower the micro-batch or use a larger device"]
+    warnings = []
+    if not all_knobs:
+        warnings.append(f"no valid layout: gpus ({gpus}) must be a multiple of TP × PP × CP and global_batch "
+                        f"({sm.batch}) a multiple of micro-batch × DP")  # fmt: skip
+    elif not results:
+        warnings.append("no layout fits in memory: add GPUs or use a device with more memory")
     return PlanResult(
         model=name, cluster=sm.hw.cluster, gpus=gpus, global_batch=sm.batch, seq=sm.seq,
         considered=len(all_knobs), fitting=len(scored), explanation=explanation, layouts=results, warnings=warnings,

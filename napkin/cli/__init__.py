@@ -23,7 +23,7 @@ from typing import Annotated, Any, Final
 import typer
 
 from napkin import __version__
-from napkin.cli import compute_cmds, hardware_cmds, inference_cmds, live_cmds, memory_cmds
+from napkin.cli import compute_cmds, hardware_cmds, inference_cmds, live_cmds, memory_cmds, plan_cmds
 from napkin.cli.common import NapkinGroup
 
 _SETTINGS: dict[str, Any] = {
@@ -54,7 +54,7 @@ def _root(
     """Napkin math for deep-learning training runs."""
 
 
-for sub in (compute_cmds.app, memory_cmds.app, inference_cmds.app, live_cmds.app):
+for sub in (compute_cmds.app, memory_cmds.app, plan_cmds.app, inference_cmds.app, live_cmds.app):
     app.registered_commands.extend(sub.registered_commands)
 app.add_typer(compute_cmds.flops_app, name="flops")
 app.add_typer(hardware_cmds.app, name="hardware")

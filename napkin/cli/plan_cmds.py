@@ -1,0 +1,55 @@
+"""Step-time commands: step (one layout) and plan (every layout that fits, ranked). Each calls one
+``napkin.api`` function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from napkin import api
+from napkin.choices import Optimizer, Precision
+from napkin.cli.common import run
+from napkin.cli.options import CAUSAL, DTYPE, GPUS, HARDWARE, LAYOUT, MODEL, OUTPUT, _flag, _opt, _text, command
+
+app = typer.Typer()
+
+CLUSTER = [_text("cluster", "Cluster profile: device, node and fabrics (see 'napkin cluster list'); "
+                            "default: the built-in cluster of --hardware.", "NAME", "--cluster", "-c")]  # fmt: skip
+BATCH = [
+    _text("global_batch", "B: global batch in sequences.", "INT"),
+    _text("global_batch_tokens", "B in tokens, binary k/M as batch sizes are quoted (4M = 512 × 8192).", "TOKENS"),
+    _flag("flash_attention", "FlashAttention: no s×s scores in memory or HBM traffic."),
+]
+MICRO_BATCH = [_text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b",
+                     default="1")]  # fmt: skip
+STATE = [
+    _opt("optimizer", Optimizer, Optimizer.adamw, "--optimizer", "-o", help="Optimizer (see 'napkin optimizers')."),
+    _opt("precision", Precision, Precision.mixed, "--precision", "-p",
+         help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16."),
+    _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION", default="0"),
+]  # fmt: skip
+TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
+
+
+@app.command("step")
+@command(MODEL, GPUS, LAYOUT, MICRO_BATCH, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OUTPUT)
+def step_command(**options: Any) -> None:
+    """One training step: time with its breakdown, tokens/s, predicted MFU and HFU, memory per GPU.
+
+    Compute at a roofline matmul rate, TP/PP/DP/EP comm on the cluster's fabrics, the pipeline bubble.
+    """
+    run(api.step, options)
+
+
+@app.command("plan")
+@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, TOP, OUTPUT)
+def plan_command(**options: Any) -> None:
+    """The fastest parallel layouts that fit: TP/PP/CP/EP/DP, interleave, micro-batch, recompute, ZeRO.
+
+    Every valid layout is scored by the same model as 'napkin step'; the top ones are shown.
+    """
+    run(api.plan, options)
+
+
+__all__ = ["app"]
