@@ -128,20 +128,32 @@ def _worst(terms: Terms) -> tuple[str, float]:
     return TERM_NAMES[name], named[name] / terms[0]
 
 
-def _alternatives(sm: StepModel, gpus: int) -> list[tuple[str, Knobs]]:
-    """The layouts people try first: pure ZeRO-3 data parallelism, TP within the node, TP across nodes."""
+def _families(sm: StepModel, gpus: int) -> list[tuple[str, list[Knobs]]]:
+    """The layouts people try first: ZeRO-3 data parallelism alone, TP within the node, TP across nodes."""
     dom, heads = sm.hw.fabric.domain_size, sm.model.heads or 1
-    out = []
-    if sm.batch % gpus == 0:
-        out.append(("ZeRO-3 data parallel", Knobs(1, 1, gpus, 1, 1, 1, 1, False, Recompute.full, Sharding.zero3)))
+    everything = candidates(sm, gpus)
+    out = [("ZeRO-3 data parallel", [k for k in everything if k.tensor == k.pipeline == k.context == 1
+                                      and k.sharding is Sharding.zero3])]  # fmt: skip
     t = max(k for k in _powers(dom) if heads % k == 0)
-    if gpus % t == 0 and sm.batch % (gpus // t) == 0:
-        out.append((f"TP {t} + DP", Knobs(t, 1, gpus // t, 1, 1, 1, 1, True, Recompute.full, Sharding.zero1)))
-    if heads % (2 * dom) == 0 and gpus % (2 * dom) == 0 and sm.batch % (gpus // (2 * dom)) == 0:
-        t2 = 2 * dom
-        out.append((f"TP {t2} across nodes", Knobs(t2, 1, gpus // t2, 1, 1, 1, 1, True, Recompute.full,
-                                                   Sharding.zero1)))  # fmt: skip
-    return out
+    if t > 1:
+        out.append((f"TP {t} + DP", [k for k in everything if k.tensor == t and k.pipeline == k.context == 1]))
+    t2 = 2 * dom
+    if heads % t2 == 0 and gpus % t2 == 0:
+        d = gpus // t2
+        out.append((f"TP {t2} across nodes", [
+            Knobs(t2, 1, d, 1, 1, 1, b, True, r, z)
+            for b in MICRO_BATCHES if sm.batch % (b * d) == 0 for r in RECOMPUTE for z in SHARDING
+        ]))  # fmt: skip
+    return [(label, ks) for label, ks in out if ks]
+
+
+def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms]) -> str:
+    grew = {n: o - b for n, b, o in zip(BREAKDOWN, best[1][1:7], other[1][1:7], strict=True)}
+    name = max(grew, key=lambda n: grew[n])
+    why = TERM_NAMES[name]
+    if name == "compute" and other[0].recompute is not best[0].recompute:
+        why += f": {other[0].recompute} recompute, micro-batch {other[0].micro_batch}"
+    return f"{other[1][0] / best[1][0] - 1:.0%} slower (+{why})"
 
 
 def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
@@ -178,18 +190,18 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
 def _explain(sm: StepModel, gpus: int, scored: list[tuple[float, Knobs, Terms]], top: list[StepResult]) -> str:
     if not top:
         return "Nothing fits."
-    best = scored[0]
-    worst_name, worst_share = _worst(best[2])
+    best = scored[0][1], scored[0][2]
+    worst_name, worst_share = _worst(best[1])
     lines = [f"#1 wins with MFU {top[0].mfu:.3f}; its largest overhead is {worst_name} ({worst_share:.0%})."]
     capacity = sm.hw.capacity - sm.reserve
-    for label, k in _alternatives(sm, gpus):
-        need = sm.memory_bytes(k)
-        if need > capacity:
-            lines.append(f"{label}: doesn't fit ({format_bytes_si(need)} per GPU).")
+    for label, family in _families(sm, gpus):
+        fitting = [k for k in family if sm.memory_bytes(k) <= capacity]
+        if not fitting:
+            least = min(sm.memory_bytes(k) for k in family)
+            lines.append(f"{label}: doesn't fit (at least {format_bytes_si(least)} per GPU).")
             continue
-        terms = sm.evaluate(k)
-        name, share = _worst(terms)
-        lines.append(f"{label}: {terms[0] / best[0] - 1:.0%} slower ({name} {share:.0%}).")
+        rival = min(((k, sm.evaluate(k)) for k in fitting), key=lambda x: x[1][0])
+        lines.append(f"{label}: {_versus(best, rival)}.")
     return " ".join(lines)
 
 
