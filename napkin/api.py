@@ -842,8 +842,6 @@ def plan(
 
     g = parse(units.parse_int, gpus, "gpus")
     n = parse(units.parse_int, top, "top")
-    if n < 1:
-        raise UsageError(f"top: {top!r} must be at least 1", field="top")
     sm, name = _step_model(
         model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware, hardware_file, dtype,
         optimizer, precision, reserve, flash_attention, causal, shape,
