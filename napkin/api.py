@@ -220,16 +220,29 @@ def train_time(
     price: Number | None = None,
     pue: Number = 1.0,
     carbon: Number | None = None,
+    cluster: str | Any | None = None,
+    global_batch: Number | None = None,
+    global_batch_tokens: Number | None = None,
     **shape: Any,
 ) -> Any:
     """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
-    params/tokens/gpus/duration and the fourth is solved."""
+    params/tokens/gpus/duration and the fourth is solved. ``mfu="predicted"`` takes the MFU of the fastest
+    layout ``plan`` finds for the model on ``gpus`` of ``cluster`` (global batch default 4M tokens)."""
     from napkin.compute import Money, Throughput, TrainQuery
     from napkin.compute import train_time as engine
 
     arch, preset_seq = build_model(model, model_config, **shape)
     n = _params(params, arch, active=False, required=False, named=_named(model, model_config))
-    profile = get_hardware(hardware, hardware_file)
+    best = None
+    if isinstance(mfu, str) and mfu.strip().lower() == "predicted":
+        best = _predicted(model, model_config, seq, gpus, cluster, hardware, hardware_file, dtype, global_batch,
+                          global_batch_tokens, shape)  # fmt: skip
+        mfu, recompute = best.mfu, best.layout.recompute
+    elif global_batch is not None or global_batch_tokens is not None:
+        raise UsageError("global_batch and global_batch_tokens are used with mfu=predicted", field="global_batch",
+                         also=("global_batch_tokens", "mfu"))  # fmt: skip
+    profile = get_cluster(cluster, hardware, hardware_file)[1] if cluster is not None else (
+        get_hardware(hardware, hardware_file))  # fmt: skip
     kind = choice(Dtype, dtype, "dtype")
     if peak not in ("datasheet", "measured"):
         raise UsageError(f"peak: {peak!r} is not one of datasheet, measured", field="peak")
@@ -253,7 +266,38 @@ def train_time(
         price_per_hour=optional(units.parse_number, price, "price"), pue=pue_value,
         carbon_g_per_kwh=optional(units.parse_number, carbon, "carbon"),
     )  # fmt: skip
-    return engine(query, profile, kind, throughput, money)
+    result = engine(query, profile, kind, throughput, money)
+    if best is not None:
+        result.layout = f"{best.layout_text} on {best.cluster} ({best.global_batch:,} × {best.seq:,} tokens)"
+    return result
+
+
+def _predicted(
+    model: str | Model | None,
+    model_config: str | Path | None,
+    seq: Number | None,
+    gpus: Number | None,
+    cluster: str | Any | None,
+    hardware: str | HardwareProfile | None,
+    hardware_file: str | Path | None,
+    dtype: str | Dtype,
+    global_batch: Number | None,
+    global_batch_tokens: Number | None,
+    shape: dict[str, Any],
+) -> Any:
+    """The fastest fitting layout's result (``plan``), for ``train_time(mfu="predicted")``."""
+    if gpus is None or (model is None and model_config is None):
+        raise UsageError("mfu=predicted needs model (or model_config) and gpus: the planner picks a layout for them",
+                         field="mfu", also=("model", "gpus"))  # fmt: skip
+    if global_batch is None and global_batch_tokens is None:
+        global_batch_tokens = "4M"
+    found = plan(model=model, model_config=model_config, seq=seq, gpus=gpus, cluster=cluster, hardware=hardware,
+                 hardware_file=hardware_file, dtype=dtype, global_batch=global_batch,
+                 global_batch_tokens=global_batch_tokens, top=1, **shape)  # fmt: skip
+    if not found.layouts:
+        raise UsageError(f"mfu=predicted: no layout of this model fits on {gpus} GPUs of {found.cluster}",
+                         field="mfu", also=("gpus",))  # fmt: skip
+    return found.layouts[0]
 
 
 def _mfu_range(mfu: Number | tuple[Number, Number]) -> tuple[float, float]:

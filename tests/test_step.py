@@ -192,3 +192,29 @@ def test_bad_input_is_one_line_and_exit_2(napkin: Run, args: list[str], message:
     r = napkin(*args)
     assert r.exit_code == 2
     assert r.stderr.startswith("napkin: error:") and message in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) -> None:
+    r = napkin("train-time", "--model", "llama3-70b", "--tokens", "15T", "--gpus", "1024", "--cluster", "dgx-h100",
+               "--mfu", "predicted", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    best = api.plan(model="llama3-70b", gpus=1024, global_batch_tokens="4M", cluster="dgx-h100", top=1).layouts[0]
+    assert data["mfu"] == pytest.approx(best.mfu) and data["layout"].startswith(best.layout_text)
+    assert data["hardware"] == "h100-sxm"
+    text = napkin("train-time", "--model", "llama3-70b", "--tokens", "15T", "--gpus", "1024", "--cluster",
+                  "dgx-h100", "--mfu", "predicted").stdout  # fmt: skip
+    assert "predicted for TP" in text
+    bad = napkin("train-time", "--params", "70B", "--tokens", "15T", "--gpus", "1024", "--mfu", "predicted")
+    assert bad.exit_code == 2 and "needs model" in bad.stderr
+
+
+def test_plan_benchmark_example_runs() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "plan_benchmark.py"
+    out = subprocess.run([sys.executable, str(script), "--repeat", "1"], capture_output=True, text=True, timeout=120,
+                         check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "layouts enumerated: 2,592" in out.stdout and "layouts/s" in out.stdout

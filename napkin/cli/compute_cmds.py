@@ -27,7 +27,14 @@ app = typer.Typer()
 flops_app = typer.Typer(help="FLOP counts: a matmul's roofline, or a training run's 6·N·D.", no_args_is_help=True)
 
 TRAIN = [
-    _text("mfu", "Model FLOPs utilisation, or a range LOW:HIGH (0.35:0.5).", "FRACTION[:FRACTION]", default="0.5"),
+    _text(
+        "mfu",
+        "Model FLOPs utilisation, a range LOW:HIGH (0.35:0.5), or 'predicted': the fastest layout's ('napkin plan').",
+        "FRACTION[:FRACTION]|predicted",
+        default="0.5",
+    ),
+    _text("cluster", "Cluster for --mfu predicted (and its device); see 'napkin cluster list'.", "NAME"),
+    _text("global_batch_tokens", "Global batch for --mfu predicted, tokens (default 4M = 4·2^20).", "TOKENS"),
     _text("achieved", "Sustained hardware FLOP/s per GPU (replaces peak × MFU).", "FLOP/S"),
     _text(
         "peak", "datasheet, or measured (your saved 'napkin bench matmul').", "datasheet|measured", default="datasheet"
