@@ -239,7 +239,7 @@ def train_time(
                           global_batch_tokens, shape)  # fmt: skip
         mfu, recompute = best.mfu, best.layout.recompute
     elif global_batch is not None or global_batch_tokens is not None:
-        raise UsageError("global_batch and global_batch_tokens are used with mfu=predicted", field="global_batch",
+        raise UsageError("global_batch, global_batch_tokens: used only with mfu predicted", field="global_batch",
                          also=("global_batch_tokens", "mfu"))  # fmt: skip
     profile = get_cluster(cluster, hardware, hardware_file)[1] if cluster is not None else (
         get_hardware(hardware, hardware_file))  # fmt: skip
@@ -287,7 +287,7 @@ def _predicted(
 ) -> Any:
     """The fastest fitting layout's result (``plan``), for ``train_time(mfu="predicted")``."""
     if gpus is None or (model is None and model_config is None):
-        raise UsageError("mfu=predicted needs model (or model_config) and gpus: the planner picks a layout for them",
+        raise UsageError("mfu: predicted needs model (or model_config) and gpus: the planner picks a layout for them",
                          field="mfu", also=("model", "gpus"))  # fmt: skip
     if global_batch is None and global_batch_tokens is None:
         global_batch_tokens = "4M"
@@ -295,7 +295,7 @@ def _predicted(
                  hardware_file=hardware_file, dtype=dtype, global_batch=global_batch,
                  global_batch_tokens=global_batch_tokens, top=1, **shape)  # fmt: skip
     if not found.layouts:
-        raise UsageError(f"mfu=predicted: no layout of this model fits on {gpus} GPUs of {found.cluster}",
+        raise UsageError(f"mfu: predicted, but no layout of this model fits on {gpus} GPUs of {found.cluster}",
                          field="mfu", also=("gpus",))  # fmt: skip
     return found.layouts[0]
 

@@ -206,7 +206,7 @@ def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) ->
                   "dgx-h100", "--mfu", "predicted").stdout  # fmt: skip
     assert "predicted for TP" in text
     bad = napkin("train-time", "--params", "70B", "--tokens", "15T", "--gpus", "1024", "--mfu", "predicted")
-    assert bad.exit_code == 2 and "needs model" in bad.stderr
+    assert bad.exit_code == 2 and "predicted needs" in bad.stderr
 
 
 def test_plan_benchmark_example_runs() -> None:
