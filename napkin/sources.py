@@ -67,3 +67,23 @@ CALCULON_NETWORK: Final = (
     "Calculon (Isaev et al. 2023, SC'23; calculon/network.py): per-network bandwidth × efficiency, latency, "
     "and per-collective traffic factors; a node's NICs shared by its devices"
 )
+MAMF: Final = (
+    "stas00/ml-engineering compute/accelerator/README.md, Maximum Achievable Matmul FLOPS table (BF16, mamf-finder.py)"
+)
+TILE_QUANTIZATION: Final = "NVIDIA Deep Learning Performance Guide, Matrix Multiplication Background: tile quantization"
+MATMUL_SIZE: Final = (
+    "Calculon (Isaev et al. 2023, SC'23) systems/a100_80g.json matrix gflops_efficiency, normalised to its top entry"
+)
+HBM_EFFICIENCY: Final = "Calculon (Isaev et al. 2023, SC'23) systems/a100_80g.json mem1 MB_efficiency"
+ELEMENTWISE: Final = (
+    "Korthikanti et al. 2022, arXiv:2205.05198 §4.1 (the tensors each layer's non-matmul ops read and write)"
+)
+TP_COMM: Final = (
+    "Narayanan et al. 2021, arXiv:2104.04473 §3.2 (2 all-reduces per layer forward, 2 backward); Korthikanti et al. "
+    "2022 §4.2.2 (sequence parallelism: reduce-scatter + all-gather, same bytes)"
+)
+PIPELINE_BUBBLE: Final = "Narayanan et al. 2021 §2.2.1-2.2.2: bubble (p−1)/m for 1F1B, (p−1)/(v·m) interleaved"
+DP_OVERLAP: Final = (
+    "ZeRO §5 (Rajbhandari et al. 2019): stages 1-2 move what an all-reduce does, stage 3 adds parameter all-gathers; "
+    "overlap with the last micro-batch's backward as Megatron-LM --overlap-grad-reduce"
+)

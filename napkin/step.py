@@ -76,24 +76,6 @@ SIZE_EFFICIENCY: Final = ((128e9, 0.95 / 0.95), (16e9, 0.9 / 0.95), (1e9, 0.6 / 
 TILE: Final = 128
 ACT_BYTES: Final = 2.0  # activations, TP/PP/EP payloads: 16-bit
 
-MAMF_SOURCE: Final = "stas00/ml-engineering compute/accelerator/README.md: Maximum Achievable Matmul FLOPS (BF16)"
-ROOFLINE_SOURCE: Final = (
-    f"{sources.ROOFLINE}; NVIDIA Deep Learning Performance Guide, Matrix Multiplication Background (tile quantization)"
-)
-SIZE_SOURCE: Final = "Calculon (Isaev et al. 2023) systems/a100_80g.json matrix gflops_efficiency, normalised"
-MEMORY_SOURCE: Final = "Calculon (Isaev et al. 2023) systems/a100_80g.json mem1 MB_efficiency"
-ELEMENTWISE_SOURCE: Final = (
-    "Korthikanti et al. 2022, arXiv:2205.05198 §4.1 (the tensors each layer's non-matmul ops read and write)"
-)
-TP_SOURCE: Final = "Narayanan et al. 2021, arXiv:2104.04473 §3.2 (2 all-reduces per layer forward, 2 backward); " + (
-    "Korthikanti et al. 2022 §4.2.2 (sequence parallelism: reduce-scatter + all-gather, same bytes)"
-)
-BUBBLE_SOURCE: Final = "Narayanan et al. 2021 §2.2.1-2.2.2: bubble (p−1)/m for 1F1B, (p−1)/(v·m) interleaved"
-DP_SOURCE: Final = (
-    "ZeRO §5 (Rajbhandari et al. 2019): stages 1-2 move what an all-reduce does, stage 3 adds parameter "
-    "all-gathers; overlap with the last micro-batch's backward as Megatron-LM --overlap-grad-reduce"
-)
-
 
 def _step_table(table: tuple[tuple[float, float], ...], size: float) -> float:
     for threshold, eff in table:
@@ -127,9 +109,9 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
     if measured is not None:
         rate, source = measured.flops_per_second, f"measured {measured.date} on {measured.device} (bench matmul)"
     elif dtype == "bf16" and hardware.name in MAMF_BF16:
-        rate, source = MAMF_BF16[hardware.name], MAMF_SOURCE
+        rate, source = MAMF_BF16[hardware.name], sources.MAMF
     else:
-        rate, source = DEFAULT_MATMUL_EFFICIENCY * peak, f"{DEFAULT_MATMUL_EFFICIENCY:g} × peak ({MAMF_SOURCE}, H100)"
+        rate, source = DEFAULT_MATMUL_EFFICIENCY * peak, f"{DEFAULT_MATMUL_EFFICIENCY:g} × peak ({sources.MAMF}, H100)"
     return Machine(hardware.name, cluster.name, peak, min(rate, peak), source, hardware.memory_bandwidth,
                    hardware.memory, cluster.fabric())  # fmt: skip
 
@@ -452,23 +434,23 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
         step("matmul time", "max(2mkn / (R·η_size), bytes / (B·η_mem)) / q, q = m·n / (⌈m/128⌉⌈n/128⌉·128²)",
              f"R = {format_rate(hw.rate)}, B = {hw.hbm / 1e9:,.0f} GB/s, η_size = "
              + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "per GEMM",
-             f"{ROOFLINE_SOURCE}; {SIZE_SOURCE}"),
+             f"{sources.ROOFLINE}; {sources.TILE_QUANTIZATION}; {sources.MATMUL_SIZE}"),
         step("memory-bound work", "bytes / (B·η_mem(size)); norms, residuals, softmax, activation fn, CE, optimizer",
              f"η_mem = {', '.join(f'{e:g} ≥ {s / 1e6:g} MB' for s, e in MEMORY_EFFICIENCY)}", "per kernel",
-             f"{MEMORY_SOURCE}; {ELEMENTWISE_SOURCE}"),
+             f"{sources.HBM_EFFICIENCY}; {sources.ELEMENTWISE}"),
         step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage",
              f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}", format_duration(compute),
-             f"{sources.NARAYANAN_RECOMPUTE}; {ROOFLINE_SOURCE}"),
+             f"{sources.NARAYANAN_RECOMPUTE}; {sources.ROOFLINE}"),
         step("tensor-parallel comm (exposed)", "m × L/p × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
              f"t = {k.tensor}" + (", SP: reduce-scatter + all-gather" if k.sequence_parallel else ""),
-             format_duration(tp), f"{TP_SOURCE}; {sources.THAKUR_ALPHA_BETA}"),
+             format_duration(tp), f"{sources.TP_COMM}; {sources.THAKUR_ALPHA_BETA}"),
         step("pipeline bubble", "(p − 1)/v × one micro-batch's stage time",
              f"p = {k.pipeline}, v = {k.interleave}, m = {m}: (p−1)/(v·m) = "
-             f"{(k.pipeline - 1) / (k.interleave * m):.3f}", format_duration(bubble), BUBBLE_SOURCE),
+             f"{(k.pipeline - 1) / (k.interleave * m):.3f}", format_duration(bubble), sources.PIPELINE_BUBBLE),
         step("data-parallel comm (exposed)", "sync − overlap with the last backward (ZeRO-3: per micro-batch)",
-             f"DP = {k.data}, {k.sharding}", format_duration(dp), f"{DP_SOURCE}; {sources.NCCL_TESTS_BUSBW}"),
+             f"DP = {k.data}, {k.sharding}", format_duration(dp), f"{sources.DP_OVERLAP}; {sources.NCCL_TESTS_BUSBW}"),
         step("optimizer step", "2 × local state bytes / (B·η_mem)", f"{sm.bpp.total:g} B per parameter",
-             format_duration(opt), MEMORY_SOURCE),
+             format_duration(opt), sources.HBM_EFFICIENCY),
         step("other (p2p, EP all-to-all, CP)", "sends of b·s·d·2 B / t per micro-batch × 2v; all-to-all; CP",
              f"p = {k.pipeline}, EP = {k.expert}, CP = {k.context}", format_duration(other), sources.CALCULON_NETWORK),
         step("step time", "sum of the terms", "", format_duration(total), "napkin step model"),
