@@ -730,6 +730,8 @@ def inference(
     )  # fmt: skip
     return engine(name, arch, profile, gpus=g, tensor=t, context=length, prompt=p, output=o,
                   batch=_positive(batch, "batch"), settings=settings)  # fmt: skip
+
+
 # ------------------------------------------------------------------------------- step and plan
 
 
@@ -823,16 +825,16 @@ def step(
     global_batch_tokens: Number | None = None,
     flash_attention: bool = False,
     layout: Layout | None = None,
-    tensor_parallel: Number = 1,
-    pipeline_parallel: Number = 1,
+    tensor_parallel: Number | None = None,
+    pipeline_parallel: Number | None = None,
     data_parallel: Number | None = None,
-    context_parallel: Number = 1,
-    expert_parallel: Number = 1,
-    interleave: Number = 1,
-    sequence_parallel: bool = False,
-    sharding: str | Sharding = Sharding.zero3,
-    recompute: str | Recompute = Recompute.none,
-    offload: str | Offload = Offload.none,
+    context_parallel: Number | None = None,
+    expert_parallel: Number | None = None,
+    interleave: Number | None = None,
+    sequence_parallel: bool | None = None,
+    sharding: str | Sharding | None = None,
+    recompute: str | Recompute | None = None,
+    offload: str | Offload | None = None,
     cluster: str | Any | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
@@ -846,9 +848,10 @@ def step(
     """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster."""
     from napkin.step import build_result, check_knobs
 
-    lay = layout or build_layout(
-        tensor_parallel, pipeline_parallel, data_parallel, context_parallel, expert_parallel, interleave,
-        sequence_parallel, sharding, recompute, offload,
+    lay = build_layout(
+        layout, tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel, data_parallel=data_parallel,
+        context_parallel=context_parallel, expert_parallel=expert_parallel, interleave=interleave,
+        sequence_parallel=sequence_parallel, sharding=sharding, recompute=recompute, offload=offload,
     )  # fmt: skip
     if lay.offload is not Offload.none:
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
