@@ -7,7 +7,6 @@ from typing import Any
 
 import typer
 
-from napkin import api
 from napkin.choices import Optimizer, Precision
 from napkin.cli.common import run
 from napkin.cli.options import CAUSAL, DTYPE, GPUS, HARDWARE, LAYOUT, MODEL, OUTPUT, _flag, _opt, _text, command
@@ -39,6 +38,8 @@ def step_command(**options: Any) -> None:
 
     Compute at a roofline matmul rate, TP/PP/DP/EP comm on the cluster's fabrics, the pipeline bubble.
     """
+    from napkin import api
+
     run(api.step, options)
 
 
@@ -49,6 +50,8 @@ def plan_command(**options: Any) -> None:
 
     Every valid layout is scored by the same model as 'napkin step'; the top ones are shown.
     """
+    from napkin import api
+
     run(api.plan, options)
 
 
