@@ -81,6 +81,10 @@ class PlanResult(TableResult):
     fitting: int = Field(description="of those, the ones that fit in memory")
     explanation: str
     layouts: list[StepResult]
+    memory_limit: float = Field(default=0.0, description="capacity − reserve per GPU, bytes")
+    points: list[tuple[float, float]] = Field(
+        default_factory=list, exclude=True, description="(per-GPU bytes, step s) of every fitting layout, for --plot"
+    )
 
     def heading(self) -> str:
         return f"Fastest layouts: {self.model} on {self.gpus:,} GPUs"
@@ -184,6 +188,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     return PlanResult(
         model=name, cluster=sm.hw.cluster, gpus=gpus, global_batch=sm.batch, seq=sm.seq,
         considered=len(all_knobs), fitting=len(scored), explanation=explanation, layouts=results, warnings=warnings,
+        memory_limit=capacity, points=[(terms[7], terms[0]) for _, _, terms in scored],
     )  # fmt: skip
 
 

@@ -218,3 +218,25 @@ def test_plan_benchmark_example_runs() -> None:
                          check=False)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "layouts enumerated: 2,592" in out.stdout and "layouts/s" in out.stdout
+
+
+def test_plan_plot_draws_an_svg_and_keeps_an_existing_file(napkin: Run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "plan.svg"
+    args = ["plan", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "512", "--plot", str(target)]
+    r = napkin(*args)
+    assert r.exit_code == 0, r.stderr
+    text = target.read_text(encoding="utf-8")
+    assert text.startswith("<?xml") and "<svg" in text and "memory limit" in text
+    again = napkin(*args)
+    assert again.exit_code != 0 and "already exists" in again.stderr and target.read_text(encoding="utf-8") == text
+    assert napkin(*args, "--force").exit_code == 0
+
+
+def test_plan_plot_without_matplotlib_says_which_extra(napkin: Run, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    r = napkin("plan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--plot", str(tmp_path / "p.svg"))
+    assert r.exit_code == 2 and "pip install matplotlib" in r.stderr and not (tmp_path / "p.svg").exists()

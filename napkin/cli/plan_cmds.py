@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from napkin.choices import Optimizer, Precision
-from napkin.cli.common import run
+from napkin.cli.common import boundary, emit, run
 from napkin.cli.options import CAUSAL, DTYPE, GPUS, HARDWARE, LAYOUT, MODEL, OUTPUT, _flag, _opt, _text, command
 
 app = typer.Typer()
@@ -29,6 +30,11 @@ STATE = [
     _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION", default="0"),
 ]  # fmt: skip
 TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
+PLOT = [
+    _opt("plot", Path | None, None, help="Also draw every fitting layout (step time vs memory) to this .svg "
+         "(needs the 'plot' extra).", metavar="PATH"),
+    _flag("force", "Replace an existing --plot file."),
+]  # fmt: skip
 
 
 @app.command("step")
@@ -44,7 +50,7 @@ def step_command(**options: Any) -> None:
 
 
 @app.command("plan")
-@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, TOP, OUTPUT)
+@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, TOP, PLOT, OUTPUT)
 def plan_command(**options: Any) -> None:
     """The fastest parallel layouts that fit: TP/PP/CP/EP/DP, interleave, micro-batch, recompute, ZeRO.
 
@@ -52,7 +58,17 @@ def plan_command(**options: Any) -> None:
     """
     from napkin import api
 
-    run(api.plan, options)
+    plot, force = options.pop("plot", None), options.pop("force", False)
+    if plot is None:
+        run(api.plan, options)
+        return
+    as_json, explain = options.pop("json", False), options.pop("explain", False)
+    with boundary():
+        result = api.plan(**{k: v for k, v in options.items() if v is not None})
+        from napkin.plot import write_plan_svg
+
+        write_plan_svg(result, plot, overwrite=force)
+    emit(result, as_json, explain=explain)
 
 
 __all__ = ["app"]
