@@ -756,8 +756,8 @@ def get_cluster(
     profile = get_hardware(hardware, hardware_file)
     matches = [c.cluster for c in load_catalog().visible() if c.cluster.device == profile.name]
     if not matches:
-        raise UsageError(f"no cluster profile is built from {profile.name}; give cluster (see 'napkin cluster list')",
-                         field="cluster", also=("hardware",))  # fmt: skip
+        # no field: the message names the command 'napkin cluster list', which a flag rewrite would garble
+        raise UsageError(f"no cluster profile is built from {profile.name}; name a cluster (see 'napkin cluster list')")
     return matches[0], profile
 
 

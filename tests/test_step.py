@@ -186,6 +186,7 @@ def test_plan_command_prints_a_ranked_table(napkin: Run) -> None:
         ),
         (["step", "--gpus", "8", "--global-batch", "8"], "model is required"),
         (["plan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--top", "0"], "--top"),
+        (["step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "-H", "l4"], "'napkin cluster list'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(napkin: Run, args: list[str], message: str) -> None:
