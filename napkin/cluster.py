@@ -43,10 +43,9 @@ from napkin.profiles import (
     Slug,
     Source,
     config_dir,
-    normalize,
-    read_yaml,
-    validation_messages,
 )
+from napkin.yamlio import normalize, validation_messages
+from napkin.yamlio import parse as read_yaml
 
 ENV_CLUSTER_PATH: Final = "NAPKIN_CLUSTER_PATH"
 SCHEMA_FILE: Final = "schema.json"
@@ -221,8 +220,7 @@ def parse_cluster(text: str, label: str) -> Cluster:
     try:
         return Cluster.model_validate(data)
     except ValidationError as exc:
-        problems = [p.replace("napkin hardware schema", "napkin cluster schema")
-                    for p in validation_messages(exc, node, label)]  # fmt: skip
+        problems = validation_messages(exc, node, label, "napkin cluster schema lists the fields")
         raise ProfileError("; ".join(problems), problems) from None
 
 
