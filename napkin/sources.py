@@ -22,6 +22,14 @@ ZERO_STAGES: Final = "ZeRO §5.1-5.3 and Fig. 1: 4Ψ+KΨ/N_d, 2Ψ+(2+K)Ψ/N_d, (
 FSDP: Final = "PyTorch FSDP ShardingStrategy.FULL_SHARD ≈ ZeRO-3 (torch/distributed/fsdp/api.py)"
 MEGATRON_18: Final = "Megatron-LM dist_optimizer.md / theoretical_memory_usage.py: bf16 params + fp32 grads = 18 B"
 KORTHIKANTI: Final = "Korthikanti et al. 2022, arXiv:2205.05198 §4, Table 2 (activations per layer)"
+ZERO_OFFLOAD: Final = (
+    "ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840 §4 (fp32 master + optimizer states on CPU); "
+    "ZeRO-Infinity, Rajbhandari et al. 2021, arXiv:2104.07857 (parameters too)"
+)
+PIPELINE_MEMORY: Final = (
+    "Narayanan et al. 2021, arXiv:2104.04473 §2.2 (1F1B: stage i holds p − i micro-batches); Korthikanti 2022 "
+    "§4.2.3 (interleaved: × (1 + (p−1)/(p·v))); Megatron-LM schedules.py, theoretical_memory_usage.py (logits)"
+)
 FLASH: Final = "FlashAttention, Dao et al. 2022, arXiv:2205.14135 §3.1: the s×s scores are never stored"
 CHINCHILLA_20: Final = "Hoffmann et al. 2022, arXiv:2203.15556 Table 3 (≈20 tokens per parameter)"
 CHINCHILLA_LAW: Final = "Hoffmann et al. 2022 eq. (2), (4): L = E + A/N^α + B/D^β"

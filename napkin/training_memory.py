@@ -1,11 +1,12 @@
 """Memory accounting: bytes per parameter (optimizer × precision), sharding, activations.
 
-Pure functions, no I/O. Formulas (FORMULAS §5-7):
+Pure functions, no I/O. Formulas:
 
     model states = (params + gradients + master weights + optimizer states) bytes × N     (ZeRO §3.1)
     ZeRO-1: P + G + (M + S)/N_d    ZeRO-2: P + (G + M + S)/N_d    ZeRO-3/FSDP: (P + G + M + S)/N_d  (ZeRO §5)
-    activations per layer = s·b·h·(34 + 5·a·s/h) bytes at 16 bits, and the TP/SP/recompute rows
-                                                                               (Korthikanti et al. 2022, Table 2)
+    activations per layer: napkin.activations (Korthikanti et al. 2022 Table 2, generalised to GQA, SwiGLU,
+    no dropout, MoE, CP), per pipeline stage × micro-batches in flight (1F1B / interleaved), + embedding
+    and fp32 logits on the first and last stages; the most loaded stage is the per-GPU figure.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from napkin import activations as acts
 from napkin import sources
 from napkin.base import Record
-from napkin.choices import Optimizer, Precision, Recompute, Sharding
+from napkin.choices import Offload, Optimizer, Precision, Sharding
 from napkin.errors import UsageError
 from napkin.explain import step
 from napkin.layout import Layout
@@ -193,46 +195,148 @@ class ActivationInputs(Record):
     layout: Layout = Field(default_factory=Layout)
     flash_attention: bool = False
     element_bytes: float = Field(default=2.0, gt=0, description="bytes per stored activation (2 = 16-bit)")
+    capacity_factor: float | None = Field(
+        default=None, gt=0, description="MoE expert capacity factor; None = dropless (each token to k experts)"
+    )
 
 
 def activation_bytes_per_layer(x: ActivationInputs) -> tuple[float, str]:
-    """Bytes one transformer layer keeps for backward, and the formula used (Korthikanti Table 2).
-
-    With e bytes per element (2 in the paper) and F the FFN width (4h in the paper):
-        unsplit = s·b·h·(4e + 2)         LayerNorm inputs, QKV and MLP inputs, two 1-byte dropout masks
-        split   = s·b·h·(4e + 2e·F/h)    Q, K, V, attention output, the two F-wide MLP tensors
-        scores  = a·s²·b·(2e + 1)        softmax output, its dropout mask and dropout output
-    At e = 2, F = 4h: unsplit + split = 34·s·b·h and scores = 5·a·s²·b, the paper's s·b·h·(34 + 5as/h).
-    Tensor parallelism divides ``split`` and ``scores`` by t; sequence parallelism also ``unsplit``.
-    Selective recomputation and FlashAttention drop ``scores`` (FlashAttention keeps fp32 softmax
-    statistics, 4·a·s·b bytes); full recomputation keeps only the layer input, s·b·h·e.
-    """
-    m, e, t = x.model, x.element_bytes, x.layout.tensor
-    if m.heads is None:
-        raise UsageError("heads: activation memory needs the attention head count (the a·s²·b term)", field="heads")
-    s, b, h, a = x.workload.seq, x.workload.micro_batch, m.hidden, m.heads
-    sbh = s * b * h
-    sp = t if x.layout.sequence_parallel else 1
-    if x.layout.recompute is Recompute.full:
-        return sbh * e / sp, "s·b·h·e" + (" / t" if sp > 1 else "") + " (layer input only)"
-    unsplit = sbh * (4 * e + 2)
-    split = sbh * (4 * e + 2 * e * m.d_ffn / h)
-    total = unsplit / sp + split / t
-    formula = "s·b·h·(4e+2)" + ("/t" if sp > 1 else "") + " + s·b·h·(4e+2e·F/h)" + ("/t" if t > 1 else "")
-    if x.flash_attention:
-        total += 4 * a * s * b / t
-        formula += " + 4·a·s·b" + ("/t" if t > 1 else "") + " (FlashAttention statistics)"
-    elif x.layout.recompute is Recompute.none:
-        total += a * s * s * b * (2 * e + 1) / t
-        formula += " + a·s²·b·(2e+1)" + ("/t" if t > 1 else "")
-    return total, formula
+    """Bytes one transformer layer keeps for backward on one GPU, and the formula (see napkin.activations)."""
+    got = acts.layer_bytes(x.model, x.workload, x.layout, element_bytes=x.element_bytes,
+                                  flash_attention=x.flash_attention, capacity_factor=x.capacity_factor)  # fmt: skip
+    return got.total, got.formula
 
 
 def activation_source(x: ActivationInputs) -> str:
     return sources.FLASH + "; " + sources.KORTHIKANTI if x.flash_attention else sources.KORTHIKANTI
 
 
+# ------------------------------------------------------------------------------------ stages
+
+#: GPUs per node assumed for host (CPU) memory of offloaded states: a DGX/HGX node has 8.
+GPUS_PER_NODE = 8
+#: What offload moves to CPU memory (ZeRO-Offload, Ren et al. 2021 §4: fp32 master weights and optimizer
+#: states; ZeRO-Infinity / FSDP CPUOffload: the parameters and gradients as well).
+OFFLOADED: dict[Offload, frozenset[str]] = {
+    Offload.none: frozenset(),
+    Offload.optimizer: frozenset({"master_weights", "optimizer_states"}),
+    Offload.params: frozenset(COMPONENTS),
+}
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """One pipeline stage on one GPU: its layers, model states, activations, and host bytes."""
+
+    stage: int
+    layers: float
+    params: float  # parameters this GPU holds (before ZeRO sharding)
+    states: dict[str, float]  # bytes on the GPU by component
+    host_bytes: float  # offloaded bytes in CPU memory for this GPU
+    in_flight: float  # micro-batches' worth of this stage's layers held at once
+    activations: dict[str, float]  # layers, embedding, logits
+
+    @property
+    def total(self) -> float:
+        return sum(self.states.values()) + sum(self.activations.values())
+
+
+def stage_memory(
+    params: float,
+    bpp: BytesPerParam,
+    layout: Layout,
+    activations: ActivationInputs | None = None,
+) -> list[StageMemory]:
+    """Per-GPU bytes of every pipeline stage (``layout`` resolved). Plain floats: fast enough for a planner.
+
+    Without a model the parameters split evenly over t·p. With one, stage 0 also holds the input embedding
+    and the last stage the final norm and the output layer (a copy of the tied embedding when p > 1, as
+    Megatron-LM keeps), routed-expert weights divide by t·EP and shard over DP·CP/EP, the rest over DP·CP.
+    """
+    t, p = layout.tensor, layout.pipeline
+    dp = layout.dp * layout.context
+    dense_pp = per_gpu_bytes_per_param(bpp, layout.sharding, dp)
+    moved = OFFLOADED[layout.offload]
+    if activations is None:
+        local = params / (t * p)
+        states = {c: b * local for c, b in dense_pp.items()}
+        host = sum(v for c, v in states.items() if c in moved)
+        states = {c: 0.0 if c in moved else v for c, v in states.items()}
+        return [StageMemory(i, 0.0, local, states, host, 0.0, {}) for i in range(p)]
+    m, work = activations.model, activations.workload
+    scale = params / m.params()
+    expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert))
+    per_layer_expert = m.expert_params() / m.layers
+    per_layer_dense = (m.block_params(active=False) - m.expert_params()) / m.layers
+    stage_layers = m.layers / p
+    per_layer = activation_bytes_per_layer(activations)[0]
+    e = activations.element_bytes
+    emb, out = acts.embedding_bytes(m, work, layout), acts.output_bytes(m, work, layout, e)
+    embed = m.vocab * m.hidden + (m.context * m.hidden if m.learned_positions and m.context else 0)
+    try:
+        micro = work.microbatches(layout.dp) if work.global_batch is not None else None
+    except ValueError as exc:
+        raise UsageError(str(exc), field="global_batch") from None
+    stages = []
+    for i in range(p):
+        dense = stage_layers * per_layer_dense + (embed if i == 0 else 0)
+        if i == p - 1:
+            dense += m.norm_params() + (m.vocab * m.hidden if (not m.tied_embeddings or p > 1) else 0)
+        dense_local = dense * scale / t
+        expert_local = stage_layers * per_layer_expert * scale / (t * layout.expert)
+        states = {c: dense_local * dense_pp[c] + expert_local * expert_pp[c] for c in dense_pp}
+        host = sum(v for c, v in states.items() if c in moved)
+        states = {c: 0.0 if c in moved else v for c, v in states.items()}
+        held = acts.in_flight(i, layout, micro)
+        act = {
+            "activations": per_layer * stage_layers * held,
+            "embedding": emb * held if i == 0 else 0.0,
+            "logits": out if i == p - 1 else 0.0,
+        }
+        stages.append(StageMemory(i, stage_layers, dense_local + expert_local, states, host, held, act))
+    return stages
+
+
+def per_gpu_bytes(
+    params: float,
+    *,
+    optimizer: Optimizer = Optimizer.adamw,
+    precision: Precision = Precision.fp32,
+    gpus: int = 1,
+    layout: Layout | None = None,
+    activations: ActivationInputs | None = None,
+) -> float:
+    """The most loaded GPU's bytes (model states + activations): the fast path under ``memory()``."""
+    layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
+    if activations is not None:
+        activations = activations.model_copy(
+            update={"element_bytes": _activation_element_bytes(precision), "layout": layout}
+        )
+    return max(s.total for s in stage_memory(params, bytes_per_param(optimizer, precision), layout, activations))
+
+
+def _stage_name(stage: int, pipeline: int) -> str:
+    if pipeline == 1:
+        return "the only stage"
+    where = " (first)" if stage == 0 else " (last)" if stage == pipeline - 1 else ""
+    return f"stage {stage + 1} of {pipeline}{where}"
+
+
 # ----------------------------------------------------------------------------------------- memory
+
+
+class StageRow(Record):
+    """One pipeline stage in a ``MemoryResult`` (bytes per GPU)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: int = Field(description="0-based pipeline rank")
+    layers: float
+    params: float = Field(description="parameters on this GPU before ZeRO sharding")
+    in_flight: float = Field(description="micro-batches' worth of this stage's layers held at once")
+    model_state_bytes: float
+    activation_bytes: float
+    per_gpu_bytes: float
 
 
 class MemoryResult(Result):
@@ -250,9 +354,15 @@ class MemoryResult(Result):
     tensor_parallel: int
     bytes_per_param: float = Field(description="unsharded model-state bytes per parameter")
     bytes_per_param_breakdown: dict[str, float]
-    breakdown: dict[str, float] = Field(description="bytes per GPU by component, activations included")
+    breakdown: dict[str, float] = Field(description="bytes per GPU by component on the most loaded stage")
     per_gpu_bytes: float
-    memory_bytes: float = Field(description="capacity of one device")
+    stage: int = Field(description="the most loaded pipeline stage (0-based)")
+    stage_name: str
+    stages: list[StageRow] = Field(default_factory=list)
+    host_bytes_per_gpu: float = Field(default=0.0, description="offloaded model states in CPU memory, per GPU")
+    host_bytes_per_node: float = Field(default=0.0, description=f"× {GPUS_PER_NODE} GPUs per node (assumed)")
+    memory_bytes: float = Field(description="capacity of one device used for the fit check")
+    capacity_source: str = Field(description="which capacity figure the fit check used")
     reserve_bytes: float
     fits: bool
     headroom_bytes: float
@@ -268,9 +378,19 @@ class MemoryResult(Result):
         if lay.pipeline > 1:
             split += f" × {lay.pipeline} pipeline stages"
         rows = [("sharding", f"{self.sharding} over {split}")]
+        if lay.pipeline > 1:
+            rows.append(("most loaded", self.stage_name))
         rows += [(k.replace("_", " "), format_bytes(v)) for k, v in self.breakdown.items()]
         rows.append(("total per GPU", format_bytes(self.per_gpu_bytes)))
-        rows.append((f"{self.hardware} capacity", format_bytes(self.memory_bytes)))
+        if self.host_bytes_per_gpu:
+            rows.append(
+                (
+                    "offloaded to CPU",
+                    f"{format_bytes(self.host_bytes_per_gpu)} per GPU, "
+                    f"{format_bytes(self.host_bytes_per_node)} per {GPUS_PER_NODE}-GPU node",
+                )
+            )
+        rows.append((f"{self.hardware} capacity", f"{format_bytes(self.memory_bytes)}, {self.capacity_source}"))
         if self.reserve_bytes:
             rows.append(("reserved", format_bytes(self.reserve_bytes)))
         if self.fits:
@@ -285,7 +405,24 @@ class MemoryResult(Result):
         from napkin import render
 
         parts = [(k.replace("_", " "), v) for k, v in self.breakdown.items() if v > 0]
-        return [render.bar(parts, self.memory_bytes)]
+        out: list[Any] = [render.bar(parts, self.memory_bytes)]
+        if len(self.stages) > 1:
+            out.append(render.grid(
+                "Per pipeline stage (bytes per GPU)", ["stage", "layers", "in flight", "states", "activations",
+                                                       "total"],
+                [[str(r.stage + 1), f"{r.layers:g}", f"{r.in_flight:.4g}", format_bytes(r.model_state_bytes),
+                  format_bytes(r.activation_bytes), format_bytes(r.per_gpu_bytes)] for r in self.stages],
+                caption="in flight: micro-batches of activations held (1F1B; interleaved: chunks / v)",
+            ))  # fmt: skip
+        return out
+
+
+def capacity(hardware: HardwareProfile) -> tuple[float, str]:
+    """Bytes a fit check may use: what the device reports to torch when the profile knows it, else the datasheet."""
+    usable = getattr(hardware, "memory_usable", None)
+    if usable:
+        return float(usable), "as reported to torch"
+    return hardware.memory, "datasheet"
 
 
 def memory(
@@ -299,57 +436,75 @@ def memory(
     activations: ActivationInputs | None = None,
     reserve_bytes: float = 0.0,
 ) -> MemoryResult:
-    """Per-GPU memory: model states split by TP × PP and sharded over DP, + activations, against capacity."""
+    """Per-GPU memory of the most loaded pipeline stage: model states under the layout + activations."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
     sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
     split = layout.tensor * layout.pipeline
     bpp = bytes_per_param(optimizer, precision)
-    per_param = per_gpu_bytes_per_param(bpp, sharding, dp)
-    local_params = params / split
-    breakdown = {c: b * local_params for c, b in per_param.items()}
+    per_param = per_gpu_bytes_per_param(bpp, sharding, dp * layout.context)
+    if activations is not None:
+        e = _activation_element_bytes(precision)
+        activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
+    stages = stage_memory(params, bpp, layout, activations)
+    worst = max(stages, key=lambda s: s.total)
+    breakdown = {**worst.states, **worst.activations}
     steps = [
         step("bytes per parameter", "params + gradients + master weights + optimizer states",
              " + ".join(f"{v:g}" for v in bpp.breakdown.values()), f"{bpp.total:g} B", bpp.source),
         step(f"model states per GPU ({sharding})", _sharding_formula(sharding) + (" / (t·p)" if split > 1 else ""),
-             f"{format_sci(params)} params / {split} × {sum(per_param.values()):.4g} B (N_d = {dp})",
-             format_bytes(sum(breakdown.values())), _sharding_source(sharding)),
+             f"{format_sci(worst.params)} params on this GPU × {sum(per_param.values()):.4g} B "
+             f"(N_d = {dp * layout.context})",
+             format_bytes(sum(worst.states.values()) + worst.host_bytes), _sharding_source(sharding)),
     ]  # fmt: skip
+    if worst.host_bytes:
+        moved = ", ".join(sorted(OFFLOADED[layout.offload]))
+        steps.append(step("offloaded to CPU", f"{layout.offload} offload: {moved}",
+                          f"{format_bytes_si(worst.host_bytes)} × {GPUS_PER_NODE} GPUs per node",
+                          format_bytes(worst.host_bytes * GPUS_PER_NODE), sources.ZERO_OFFLOAD))  # fmt: skip
     per_layer = None
     if activations is not None:
-        e = _activation_element_bytes(precision)
-        activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
         per_layer, formula = activation_bytes_per_layer(activations)
-        layers = activations.model.layers / layout.pipeline
-        breakdown["activations"] = per_layer * layers
+        m = activations.model
         steps.append(step(
             "activations per layer", formula,
-            f"s={activations.workload.seq}, b={activations.workload.micro_batch}, h={activations.model.hidden}, "
-            f"a={activations.model.heads}, F={activations.model.d_ffn}, t={tp}, e={e:g}",
+            f"s={activations.workload.seq}, b={activations.workload.micro_batch}, h={m.hidden}, a={m.heads}, "
+            f"n_kv={m.n_kv}, F={m.d_ffn}, t={tp}, e={e:g}",
             format_bytes(per_layer), activation_source(activations),
         ))  # fmt: skip
-        steps.append(step("activations", "per layer × L / p", f"{format_bytes_si(per_layer)} × {layers:g}",
-                          format_bytes(breakdown["activations"]), sources.KORTHIKANTI))  # fmt: skip
-    total = sum(breakdown.values())
-    available = hardware.memory - reserve_bytes
+        steps.append(step(
+            f"activations on {_stage_name(worst.stage, layout.pipeline)}",
+            "per layer × L/p × micro-batches in flight" + (" + embedding" if worst.stage == 0 else "")
+            + (" + logits (fp32 for the loss)" if worst.stage == layout.pipeline - 1 else ""),
+            f"{format_bytes_si(per_layer)} × {worst.layers:g} × {worst.in_flight:.4g}",
+            format_bytes(sum(worst.activations.values())), sources.PIPELINE_MEMORY,
+        ))  # fmt: skip
+    total = worst.total
+    cap, cap_source = capacity(hardware)
+    available = cap - reserve_bytes
     steps.append(step(
         "fits?", "per-GPU total ≤ capacity − reserve",
-        f"{format_bytes_si(total)} vs {format_bytes_si(hardware.memory)} − {format_bytes_si(reserve_bytes)}",
-        "yes" if total <= available else "no", hardware.sources[0].title,
+        f"{format_bytes_si(total)} vs {format_bytes_si(cap)} − {format_bytes_si(reserve_bytes)}",
+        "yes" if total <= available else "no", f"{hardware.sources[0].title} ({cap_source})",
     ))  # fmt: skip
     max_batch = None
-    if activations is not None and per_layer is not None:
-        per_sample = breakdown["activations"] / activations.workload.micro_batch
-        max_batch = max(0, math.floor((available - (total - breakdown["activations"])) / per_sample))
+    act_total = sum(worst.activations.values())
+    if activations is not None and act_total > 0:
+        per_sample = act_total / activations.workload.micro_batch
+        max_batch = max(0, math.floor((available - (total - act_total)) / per_sample))
     warnings = []
     if precision is Precision.bf16:
         warnings.append("pure bf16 keeps no fp32 master weights: updates smaller than 2^-8 of a weight are lost")
+    rows = [StageRow(stage=s.stage, layers=s.layers, params=s.params, in_flight=s.in_flight,
+                     model_state_bytes=sum(s.states.values()), activation_bytes=sum(s.activations.values()),
+                     per_gpu_bytes=s.total) for s in stages]  # fmt: skip
     return MemoryResult(
         hardware=hardware.name, params=params, optimizer=optimizer, precision=precision, sharding=sharding,
         layout=layout, gpus=gpus, data_parallel=dp, tensor_parallel=tp, bytes_per_param=bpp.total,
-        bytes_per_param_breakdown=bpp.breakdown, breakdown=breakdown, per_gpu_bytes=total,
-        memory_bytes=hardware.memory, reserve_bytes=reserve_bytes, fits=total <= available,
-        headroom_bytes=available - total, activation_bytes_per_layer=per_layer, max_micro_batch=max_batch,
-        warnings=warnings, steps=steps,
+        bytes_per_param_breakdown=bpp.breakdown, breakdown=breakdown, per_gpu_bytes=total, stage=worst.stage,
+        stage_name=_stage_name(worst.stage, layout.pipeline), stages=rows, host_bytes_per_gpu=worst.host_bytes,
+        host_bytes_per_node=worst.host_bytes * GPUS_PER_NODE, memory_bytes=cap, capacity_source=cap_source,
+        reserve_bytes=reserve_bytes, fits=total <= available, headroom_bytes=available - total,
+        activation_bytes_per_layer=per_layer, max_micro_batch=max_batch, warnings=warnings, steps=steps,
     )  # fmt: skip
 
 
@@ -445,29 +600,31 @@ def max_model(
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
     sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
     bpp = bytes_per_param(optimizer, precision)
-    per_param = sum(per_gpu_bytes_per_param(bpp, sharding, dp).values()) / (tp * layout.pipeline)
+    per_param = sum(per_gpu_bytes_per_param(bpp, sharding, dp * layout.context).values()) / (tp * layout.pipeline)
     act = 0.0
     if activations is not None:
         activations = activations.model_copy(
             update={"element_bytes": _activation_element_bytes(precision), "layout": layout}
         )
-        act = activation_bytes_per_layer(activations)[0] * activations.model.layers / layout.pipeline
-    available = hardware.memory - reserve_bytes - act
+        stages = stage_memory(float(activations.model.params()), bpp, layout, activations)
+        act = max(sum(s.activations.values()) for s in stages)
+    cap, _source = capacity(hardware)
+    available = cap - reserve_bytes - act
     if available <= 0:
         raise UsageError(
             f"reserve and activations ({format_bytes(reserve_bytes + act)}) leave no room on "
-            f"{hardware.name} ({format_bytes(hardware.memory)} per GPU)",
+            f"{hardware.name} ({format_bytes(cap)} per GPU)",
             field="reserve",
         )
     params = available / per_param
-    pooled = hardware.memory * gpus if sharding in (Sharding.zero3, Sharding.fsdp) else hardware.memory
+    pooled = cap * gpus if sharding in (Sharding.zero3, Sharding.fsdp) else cap
     steps = [
         step("bytes per parameter", "params + gradients + master weights + optimizer states",
              " + ".join(f"{v:g}" for v in bpp.breakdown.values()), f"{bpp.total:g} B", bpp.source),
         step(f"per-GPU bytes per parameter ({sharding}, N_d = {dp}, t = {tp})", _sharding_formula(sharding) + " / t",
              f"{per_param:.4g} B", f"{per_param:.4g} B", _sharding_source(sharding)),
         step("largest model", "N = (capacity − reserve − activations) / per-GPU bytes per parameter",
-             f"({format_bytes_si(hardware.memory)} − {format_bytes_si(reserve_bytes)} − {format_bytes_si(act)})"
+             f"({format_bytes_si(cap)} − {format_bytes_si(reserve_bytes)} − {format_bytes_si(act)})"
              f" / {per_param:.4g} B",
              f"{format_count(params)} params", hardware.sources[0].title),
     ]  # fmt: skip
@@ -481,7 +638,7 @@ def max_model(
     return MaxModelResult(
         hardware=hardware.name, gpus=gpus, optimizer=optimizer, precision=precision, sharding=sharding,
         params=params, bytes_per_param=bpp.total, breakdown=bpp.breakdown, memory_bytes=pooled,
-        per_gpu_memory_bytes=hardware.memory, reserve_bytes=reserve_bytes, activation_bytes=act,
+        per_gpu_memory_bytes=cap, reserve_bytes=reserve_bytes, activation_bytes=act,
         shape_params=shape_params, max_micro_batch=max_batch, excluded=EXCLUDED, steps=steps,
     )  # fmt: skip
 

@@ -33,7 +33,7 @@ def test_cli_walkthrough_runs() -> None:
     out = _run("bash", str(EXAMPLES / "walkthrough.sh"))
     assert out.returncode == 0, out.stderr
     assert "GPUs for 60 days: 2457" in out.stdout  # ⌈1024 × 143.93 / 60⌉
-    assert "largest micro-batch   5 sequences" in out.stdout
+    assert "largest micro-batch   4 sequences" in out.stdout
     assert "my-h100-cloud" in out.stdout and "$8,807,479 at $2.49 per GPU-hour" in out.stdout
 
 

@@ -90,7 +90,7 @@ def test_max_model_is_40b_fully_sharded_and_5b_replicated() -> None:
     assert parse_reserve("4GB", 80e9) == 4e9 and parse_reserve("0.1", 80e9) == 8e9 and parse_reserve("0", 1) == 0
 
 
-GPT3_LAYER = Model(layers=96, hidden=12288, heads=96)
+GPT3_LAYER = Model(layers=96, hidden=12288, heads=96, dropout=True)  # Korthikanti's block has dropout
 GPT3_WORK = Workload(seq=2048)
 
 
@@ -125,7 +125,8 @@ def test_max_micro_batch() -> None:
     r = memory(7e9, H100, optimizer=Optimizer.adamw, precision=Precision.mixed, gpus=8,
                activations=ActivationInputs(model=Model(layers=32, hidden=4096, heads=32), workload=Workload(seq=4096),
                                             layout=Layout(recompute=Recompute.full)))  # fmt: skip
-    per_sample = 4096 * 4096 * 2 * 32
+    # 32 layer inputs (full recompute) + int64 token ids + final-norm and output-layer inputs + fp32 logits
+    per_sample = 4096 * 4096 * 2 * 32 + 4096 * 8 + 4096 * (2 * 2 * 4096 + 4 * 50257)
     assert r.max_micro_batch == int((80e9 - 16 * 7e9 / 8) // per_sample)
 
 
