@@ -1,0 +1,192 @@
+"""Per-GPU memory under parallel layouts: Korthikanti et al. 2022's four models, Megatron-LM's formulas,
+pipeline stages, variants of the block, expert parallelism and offload."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from napkin import profiles
+from napkin.activations import in_flight, interleave_factor, layer_bytes
+from napkin.choices import Offload, Optimizer, Precision, Recompute, Sharding
+from napkin.layout import Layout
+from napkin.model import Model
+from napkin.training_memory import ActivationInputs, memory, per_gpu_bytes
+from napkin.workload import Workload
+from tests.conftest import Run
+
+A100 = profiles.resolve("a100-80gb").profile
+S, V = 2048, 51200  # Korthikanti Table 3: sequence 2048; Megatron's padded GPT-2 vocabulary
+
+
+def gpt(layers: int, hidden: int, heads: int) -> Model:
+    return Model(layers=layers, hidden=hidden, heads=heads, vocab=V, biases=True, dropout=True)
+
+
+#: Korthikanti et al. 2022 Table 3: (model, TP, PP, micro-batch). Interleaving v is not in the table: we take
+#: 2 layers per chunk for 175B (v = 6) and 1 for 530B (v = 3); the factor 1 + (p−1)/(p·v) is §4.2.3's.
+TABLE_3 = {
+    "22B": (gpt(48, 6144, 64), 8, 1, 1, 4),
+    "175B": (gpt(96, 12288, 96), 8, 8, 6, 1),
+    "530B": (gpt(105, 20480, 128), 8, 35, 3, 1),
+    "1T": (gpt(128, 25600, 160), 8, 64, 1, 1),
+}
+
+
+def run_memory(name: str, sp: bool, recompute: Recompute, precision: Precision = Precision.mixed_fp32_grads) -> tuple:
+    model, t, p, v, b = TABLE_3[name]
+    lay = Layout(tensor=t, pipeline=p, interleave=v, sequence_parallel=sp, recompute=recompute,
+                 sharding=Sharding.none)  # fmt: skip
+    acts = ActivationInputs(model=model, workload=Workload(seq=S, micro_batch=b), layout=lay)
+    r = memory(float(model.params()), A100, optimizer=Optimizer.adam, precision=precision, gpus=t * p, layout=lay,
+               activations=acts)  # fmt: skip
+    return r, model, t, p, v, b
+
+
+def megatron_activations(model: Model, t: int, p: int, v: int, b: int) -> float:
+    """Megatron-LM theoretical_memory_usage.py compute_activation_memory (SP + selective), written out."""
+    s, h, f = S, model.hidden, model.d_ffn
+    act = s * b * h * (18 + 4 * f / h) * model.layers
+    act += 8 * s * b * p + s * b * h * p  # token ids, embedding dropout (p micro-batches in flight)
+    if v > 1:
+        act *= 1 + (p - 1) / (p * v)
+    if p == 1:
+        act += s * b * h * 4 * (1 + V / h)  # output layer and cross-entropy
+    return act / t
+
+
+@pytest.mark.parametrize("name", list(TABLE_3))
+def test_sp_selective_activations_match_megatron_theoretical_memory(name: str) -> None:
+    """First stage, SP + selective: within 0.01 % of Megatron's formula. The only difference: Megatron divides
+    the int64 token ids by t, napkin does not (each TP rank holds all ids), 8·s·b·p·(1 − 1/t) bytes."""
+    r, model, t, p, v, b = run_memory(name, sp=True, recompute=Recompute.selective)
+    first = r.stages[0].activation_bytes
+    assert first == pytest.approx(megatron_activations(model, t, p, v, b), rel=1e-4)
+    assert (r.stage == 0 and r.stage_name.startswith("stage 1")) or p == 1
+
+
+@pytest.mark.parametrize("name", list(TABLE_3))
+def test_no_recompute_layers_match_korthikanti_table_2_times_the_pipeline_factor(name: str) -> None:
+    """TP only, no recompute: L/p layers × p in flight × (1 + (p−1)/(p·v)) × s·b·h·(10 + 24/t + 5as/(ht))."""
+    r, model, t, p, v, b = run_memory(name, sp=False, recompute=Recompute.none)
+    h, a = model.hidden, model.heads
+    assert a is not None
+    per_layer = S * b * h * (10 + 24 / t + 5 * a * S / (h * t))
+    expected = per_layer * model.layers * (1 + (p - 1) / (p * v) if v > 1 else 1)
+    assert r.stages[0].activation_bytes - r.breakdown.get("embedding", 0) - (
+        r.breakdown["logits"] if p == 1 else 0) == pytest.approx(expected, rel=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(TABLE_3))
+def test_sequence_parallel_and_selective_recompute_cut_activations_5x(name: str) -> None:
+    """Korthikanti abstract and §6: the two techniques reduce activation memory by about 5× (4.9–6.2× here:
+    the ratio (10 + 24/t + 5as/(ht)) / (34/t) of Table 2 at each model's shape)."""
+    base = run_memory(name, sp=False, recompute=Recompute.none)[0].stages[0].activation_bytes
+    both = run_memory(name, sp=True, recompute=Recompute.selective)[0].stages[0].activation_bytes
+    assert 4.8 <= base / both <= 6.3
+
+
+@pytest.mark.parametrize("name", list(TABLE_3))
+def test_model_states_with_megatron_18_bytes_per_param(name: str) -> None:
+    """Megatron theoretical_memory_usage.py: (L·layer/p + V·h)/t params on the most loaded shard × 18 B
+    (bf16 weights + fp32 gradients + fp32 Adam, no distributed optimizer); per layer 12h² + 13h (biases)."""
+    r, model, t, p, _v, _b = run_memory(name, sp=True, recompute=Recompute.selective)
+    h = model.hidden
+    megatron = (model.layers * (12 * h * h + 13 * h) / p + V * h) / t * 18
+    first = r.stages[0].model_state_bytes
+    final_norm = 2 * h / t * 18 if p == 1 else 0  # Megatron's formula leaves out the final LayerNorm
+    assert first == pytest.approx(megatron + final_norm, rel=1e-12)
+    # the last stage holds the tied output copy and the final norm (2h more parameters than stage 0)
+    if p > 1:
+        assert r.stages[-1].model_state_bytes - first == pytest.approx(2 * h / t * 18)
+
+
+def test_distributed_optimizer_is_6_plus_12_over_dp() -> None:
+    """Megatron: 6 + 12/DP bytes per parameter with the distributed optimizer = napkin's zero1 over DP."""
+    r = memory(7e9, A100, optimizer=Optimizer.adam, precision=Precision.mixed_fp32_grads, gpus=64,
+               layout=Layout(sharding=Sharding.zero1))  # fmt: skip
+    assert r.per_gpu_bytes == pytest.approx(7e9 * (6 + 12 / 64))
+
+
+@pytest.mark.parametrize(("p", "v", "expected"), [(4, 1, [4, 3, 2, 1]), (4, 2, [5.5, 4.5, 3.5, 2.5])])
+def test_micro_batches_in_flight_per_stage(p: int, v: int, expected: list[float]) -> None:
+    """1F1B: stage i holds p − i; interleaved: ((p−i−1)·2 + (v−1)·p + 1) chunks of 1/v stage each."""
+    lay = Layout(pipeline=p, interleave=v)
+    assert [in_flight(i, lay, None) for i in range(p)] == expected
+    assert in_flight(0, lay, None) == pytest.approx(p * interleave_factor(lay))
+    assert in_flight(0, lay, 2) == min(expected[0], 2)
+
+
+LLAMA = Model(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, mlp="swiglu", norm="rmsnorm",
+              tied_embeddings=False)  # fmt: skip
+
+
+def test_llama_block_counts_gqa_swiglu_and_no_dropout_masks() -> None:
+    """Per token: norms + QKV + FC1 inputs 4e·h, Q and out 2e·a·d_h, K/V 2e·n_kv·d_h, SwiGLU 3e·F; FlashAttention 4a."""
+    work = Workload(seq=8192)
+    got = layer_bytes(LLAMA, work, Layout(), element_bytes=2, flash_attention=True).total
+    per_token = 2 * (4 * 4096 + 2 * 4096 + 2 * 8 * 128 + 3 * 14336) + 4 * 32
+    assert got == 8192 * per_token
+    gpt = LLAMA.model_copy(update={"kv_heads": None, "mlp": "gelu", "ffn": 4 * 4096, "dropout": True})
+    assert layer_bytes(gpt, work, Layout(), element_bytes=2, flash_attention=True).total == 8192 * (
+        34 * 4096 + 4 * 32
+    )  # Korthikanti's 34·s·b·h once the block has MHA, GeLU and dropout
+
+
+def test_moe_layer_adds_router_and_k_routed_tokens() -> None:
+    moe = Model(layers=2, hidden=1024, heads=8, ffn=4096, experts=8, top_k=2, mlp="swiglu", vocab=1000)
+    dense = moe.model_copy(update={"experts": 1, "top_k": 1})
+    work = Workload(seq=1024)
+    a = layer_bytes(moe, work, Layout(), flash_attention=True).total
+    d = layer_bytes(dense, work, Layout(), flash_attention=True).total
+    assert a - d == 1024 * (4 * 8 + 2 * 1024 * 2 + 3 * 2 * 4096 * (2 - 1))
+    cf = layer_bytes(moe, work, Layout(), flash_attention=True, capacity_factor=1.25).total
+    assert cf - d == pytest.approx(1024 * (4 * 8 + 2 * 1024 * 2.5 + 3 * 2 * 4096 * 1.5))
+
+
+def test_context_parallel_divides_the_sequence() -> None:
+    work = Workload(seq=8192)
+    one = layer_bytes(LLAMA, work, Layout(), flash_attention=True).total
+    assert layer_bytes(LLAMA, work, Layout(context=4), flash_attention=True).total == one / 4
+
+
+def test_expert_parallel_divides_expert_weights_and_offload_moves_states_to_host() -> None:
+    moe = Model(layers=4, hidden=1024, heads=8, ffn=4096, experts=8, top_k=2, mlp="swiglu", vocab=1000)
+    acts = ActivationInputs(model=moe, workload=Workload(seq=128))
+    n = float(moe.params())
+    base = memory(n, A100, precision=Precision.mixed, gpus=8, layout=Layout(sharding=Sharding.none), activations=acts)
+    ep = memory(n, A100, precision=Precision.mixed, gpus=8, layout=Layout(sharding=Sharding.none, expert=8),
+                activations=acts)  # fmt: skip
+    saved = sum(base.breakdown[c] for c in ("params", "gradients", "master_weights", "optimizer_states")) - sum(
+        ep.breakdown[c] for c in ("params", "gradients", "master_weights", "optimizer_states"))  # fmt: skip
+    assert saved == pytest.approx(moe.expert_params() * 16 * 7 / 8)
+    off = memory(7e9, A100, precision=Precision.mixed, gpus=8, layout=Layout(offload=Offload.optimizer))
+    assert off.breakdown["master_weights"] == off.breakdown["optimizer_states"] == 0
+    assert off.host_bytes_per_gpu == pytest.approx(7e9 * 12 / 8)
+    assert off.host_bytes_per_node == pytest.approx(8 * 7e9 * 12 / 8)
+    assert off.per_gpu_bytes == pytest.approx(7e9 * 4 / 8)
+
+
+def test_fast_path_equals_the_result() -> None:
+    r, model, t, p, v, b = run_memory("175B", sp=True, recompute=Recompute.selective)
+    lay = Layout(tensor=t, pipeline=p, interleave=v, sequence_parallel=True, recompute=Recompute.selective,
+                 sharding=Sharding.none)  # fmt: skip
+    acts = ActivationInputs(model=model, workload=Workload(seq=S, micro_batch=b), layout=lay)
+    fast = per_gpu_bytes(float(model.params()), optimizer=Optimizer.adam, precision=Precision.mixed_fp32_grads,
+                         gpus=t * p, layout=lay, activations=acts)  # fmt: skip
+    assert fast == r.per_gpu_bytes
+
+
+def test_cli_memory_70b_tp8_without_a_shape_and_pipeline_json(napkin: Run) -> None:
+    out = napkin("memory", "-N", "70B", "-G", "8", "--tensor-parallel", "8", "--json")
+    data = json.loads(out.stdout)
+    assert data["per_gpu_bytes"] == pytest.approx(70e9 * 16 / 8)
+    out = napkin("memory", "--model", "llama3-8b", "-G", "8", "--pipeline-parallel", "4", "--precision", "mixed",
+                 "--json")  # fmt: skip
+    data = json.loads(out.stdout)
+    assert set(data) >= {"per_gpu_bytes", "breakdown", "stage", "fits", "stages"}
+    assert data["stage"] == 0 and len(data["stages"]) == 4
+    assert data["breakdown"]["logits"] == 0 and data["stages"][3]["activation_bytes"] > 0
+    table = napkin("memory", "--model", "llama3-8b", "-G", "8", "--pipeline-parallel", "4", "--precision", "mixed")
+    assert "Per pipeline stage" in table.stdout and "stage 1 of 4 (first)" in table.stdout
