@@ -12,7 +12,7 @@ from napkin.activations import in_flight, interleave_factor, layer_bytes
 from napkin.choices import Offload, Optimizer, Precision, Recompute, Sharding
 from napkin.layout import Layout
 from napkin.model import Model
-from napkin.training_memory import ActivationInputs, memory, per_gpu_bytes
+from napkin.training_memory import ActivationInputs, MemoryResult, memory, per_gpu_bytes
 from napkin.workload import Workload
 from tests.conftest import Run
 
@@ -34,7 +34,9 @@ TABLE_3 = {
 }
 
 
-def run_memory(name: str, sp: bool, recompute: Recompute, precision: Precision = Precision.mixed_fp32_grads) -> tuple:
+def run_memory(
+    name: str, sp: bool, recompute: Recompute, precision: Precision = Precision.mixed_fp32_grads
+) -> tuple[MemoryResult, Model, int, int, int, int]:
     model, t, p, v, b = TABLE_3[name]
     lay = Layout(tensor=t, pipeline=p, interleave=v, sequence_parallel=sp, recompute=recompute,
                  sharding=Sharding.none)  # fmt: skip
