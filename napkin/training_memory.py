@@ -373,21 +373,17 @@ class MemoryResult(Result):
         return f"Memory per GPU: {format_count(self.params)} params, {self.optimizer}, {self.precision}"
 
     def rows(self) -> list[tuple[str, str]]:
-        lay = self.layout
-        split = f"{self.data_parallel} data-parallel × {self.tensor_parallel} tensor-parallel GPUs"
-        if lay.pipeline > 1:
-            split += f" × {lay.pipeline} pipeline stages"
-        rows = [("sharding", f"{self.sharding} over {split}")]
-        if lay.pipeline > 1:
+        rows = [("layout", self.layout.describe())]
+        if self.layout.pipeline > 1:
             rows.append(("most loaded", self.stage_name))
-        rows += [(k.replace("_", " "), format_bytes(v)) for k, v in self.breakdown.items()]
+        rows += [(k.replace("_", " "), format_bytes(v)) for k, v in self.breakdown.items() if v]
         rows.append(("total per GPU", format_bytes(self.per_gpu_bytes)))
         if self.host_bytes_per_gpu:
             rows.append(
                 (
                     "offloaded to CPU",
-                    f"{format_bytes(self.host_bytes_per_gpu)} per GPU, "
-                    f"{format_bytes(self.host_bytes_per_node)} per {GPUS_PER_NODE}-GPU node",
+                    f"{format_bytes_si(self.host_bytes_per_gpu)} per GPU, "
+                    f"{format_bytes_si(self.host_bytes_per_node)} per node ({GPUS_PER_NODE} GPUs)",
                 )
             )
         rows.append((f"{self.hardware} capacity", f"{format_bytes(self.memory_bytes)}, {self.capacity_source}"))
@@ -410,8 +406,8 @@ class MemoryResult(Result):
             out.append(render.grid(
                 "Per pipeline stage (bytes per GPU)", ["stage", "layers", "in flight", "states", "activations",
                                                        "total"],
-                [[str(r.stage + 1), f"{r.layers:g}", f"{r.in_flight:.4g}", format_bytes(r.model_state_bytes),
-                  format_bytes(r.activation_bytes), format_bytes(r.per_gpu_bytes)] for r in self.stages],
+                [[str(r.stage + 1), f"{r.layers:g}", f"{r.in_flight:.4g}", format_bytes_si(r.model_state_bytes),
+                  format_bytes_si(r.activation_bytes), format_bytes_si(r.per_gpu_bytes)] for r in self.stages],
                 caption="in flight: micro-batches of activations held (1F1B; interleaved: chunks / v)",
             ))  # fmt: skip
         return out
