@@ -19,10 +19,12 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from napkin.activations import layer_bytes, output_bytes
 from napkin.base import Record
 from napkin.bench import import_torch, pick_device
 from napkin.choices import Optimizer, Precision
 from napkin.compute import flops_per_token
+from napkin.layout import Layout
 from napkin.model import Model
 from napkin.number_formats import FORMATS
 from napkin.training_memory import (
@@ -38,6 +40,9 @@ from napkin.workload import Workload
 #: LayerNorm statistics, and shares some tensors the paper counts twice). The check passes when
 #: measured / formula is within this band.
 ACTIVATION_TOLERANCE = (0.8, 1.25)
+#: The Llama check counts the same tensors napkin does except the norms' fp32 rstd (4 B per token each, left
+#: out by the formula) and the int64 labels (8 B per token): measured / formula must lie within 2 %.
+LLAMA_TOLERANCE = (0.98, 1.02)
 
 
 class Check(Record):
@@ -272,12 +277,99 @@ def _kv_cache(torch: Any, device: str) -> Check:
     return _exact("kv cache", "GQA K/V bytes = 2·L·n_kv·d_h·s·b·2", expected, measured, detail)
 
 
+def _fused_ops(torch: Any) -> tuple[Any, Any, Any]:
+    """The fused kernels napkin's formula assumes, as autograd Functions saving what those kernels save:
+    RMSNorm saves its input and fp32 rstd (Apex FusedRMSNorm, Transformer Engine); SwiGLU saves the 2F-wide
+    gate‖up tensor (Megatron-LM fused bias_swiglu); the loss saves fp32 softmax and the labels (Megatron-LM
+    vocab_parallel_cross_entropy). Eager PyTorch saves more: fp32 copies in rms_norm, 4F in SwiGLU, 8 B/logit."""
+
+    class RMSNorm(torch.autograd.Function):  # type: ignore[misc]
+        @staticmethod
+        def forward(ctx: Any, x: Any, w: Any) -> Any:
+            rstd = x.float().pow(2).mean(-1, keepdim=True).add(1e-6).rsqrt()
+            ctx.save_for_backward(x, w, rstd)
+            return (x.float() * rstd).to(x.dtype) * w
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:  # pragma: no cover - the check runs forward only
+            raise NotImplementedError
+
+    class SwiGLU(torch.autograd.Function):  # type: ignore[misc]
+        @staticmethod
+        def forward(ctx: Any, gate_up: Any) -> Any:
+            ctx.save_for_backward(gate_up)
+            gate, up = gate_up.chunk(2, dim=-1)
+            return torch.nn.functional.silu(gate) * up
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:  # pragma: no cover
+            raise NotImplementedError
+
+    class CrossEntropy(torch.autograd.Function):  # type: ignore[misc]
+        @staticmethod
+        def forward(ctx: Any, logits: Any, labels: Any) -> Any:
+            probs = logits.float().softmax(-1)
+            ctx.save_for_backward(probs, labels)
+            return -probs.gather(-1, labels.unsqueeze(-1)).log().mean()
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:  # pragma: no cover
+            raise NotImplementedError
+
+    return RMSNorm.apply, SwiGLU.apply, CrossEntropy.apply
+
+
+def _llama_activations(torch: Any, device: str) -> Check:
+    """A Llama block (RMSNorm, GQA, SwiGLU, no dropout, SDPA) + final norm, output layer and loss."""
+    f = torch.nn.functional
+    shape, seq = Model(layers=1, hidden=256, heads=8, kv_heads=2, ffn=688, vocab=1000, mlp="swiglu", norm="rmsnorm",
+                       tied_embeddings=False), 256  # fmt: skip
+    d, a, kv, dh, ffn, vocab = shape.hidden, shape.n_heads, shape.n_kv, shape.d_head, shape.d_ffn, shape.vocab
+    dtype = torch.bfloat16
+    rms, swiglu, loss_fn = _fused_ops(torch)
+
+    def weight(*size: int) -> Any:
+        return (torch.randn(*size, device=device, dtype=dtype) / math.sqrt(size[-1])).requires_grad_()
+
+    w = {"n1": weight(d), "n2": weight(d), "nf": weight(d), "qkv": weight((a + 2 * kv) * dh, d),
+         "o": weight(d, a * dh), "gate_up": weight(2 * ffn, d), "down": weight(d, ffn),
+         "head": weight(vocab, d)}  # fmt: skip
+    params = {t.data_ptr() for t in w.values()}
+    seen: dict[tuple[int, int], int] = {}
+
+    def pack(t: Any) -> Any:
+        if t.data_ptr() not in params and t.dim() > 0:
+            key = (t.untyped_storage().data_ptr(), t.storage_offset())
+            seen[key] = max(seen.get(key, 0), t.numel() * t.element_size())
+        return t
+
+    x = torch.randn(1, seq, d, device=device, dtype=dtype, requires_grad=True)
+    labels = torch.randint(0, vocab, (1, seq), device=device)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        q, k, v = f.linear(rms(x, w["n1"]), w["qkv"]).split([a * dh, kv * dh, kv * dh], dim=-1)
+        q, k, v = (t.view(1, seq, -1, dh).transpose(1, 2) for t in (q, k, v))
+        att = f.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        h = x + f.linear(att.transpose(1, 2).reshape(1, seq, a * dh), w["o"])
+        h = h + f.linear(swiglu(f.linear(rms(h, w["n2"]), w["gate_up"])), w["down"])
+        loss_fn(f.linear(rms(h, w["nf"]), w["head"]), labels)
+    measured = float(sum(seen.values()))
+    work, lay = Workload(seq=seq), Layout()
+    expected = layer_bytes(shape, work, lay, element_bytes=2, flash_attention=True).total + output_bytes(
+        shape, work, lay, 2)  # fmt: skip
+    ratio = measured / expected
+    low, high = LLAMA_TOLERANCE
+    return Check(category="activations", name="Llama block + loss saved bytes vs napkin", expected=expected,
+                 measured=measured, ok=low <= ratio <= high,
+                 detail=f"ratio {ratio:.3f} (tolerance {low}–{high}); s=256, h=256, a=8, n_kv=2, F=688, V=1000, "
+                        "bf16, SDPA, fused RMSNorm/SwiGLU/loss")  # fmt: skip
+
+
 def run(device: str = "cpu") -> VerifyResult:
     torch = import_torch()
     dev = pick_device(torch, device)
     torch.manual_seed(0)
     checks = [*_mlp_flops(torch, dev), _block_flops(torch, dev), *_optimizer_memory(torch, dev), *_dtypes(torch),
-              _activations(torch, dev), _kv_cache(torch, dev)]  # fmt: skip
+              _activations(torch, dev), _kv_cache(torch, dev), _llama_activations(torch, dev)]  # fmt: skip
     failed = sum(1 for c in checks if not c.ok)
     return VerifyResult(device=dev, torch_version=str(torch.__version__), checks=checks,
                         passed=len(checks) - failed, failed=failed)  # fmt: skip

@@ -48,5 +48,5 @@ def test_user_profile_example_validates() -> None:
 def test_gpu_check_script_runs_in_its_quick_cpu_mode() -> None:
     out = _run(sys.executable, str(EXAMPLES / "gpu_check.py"), "--device", "cpu", "--quick", timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "verify: 35 passed, 0 failed" in out.stdout
+    assert "verify: 36 passed, 0 failed" in out.stdout
     assert "fp32" in out.stdout
