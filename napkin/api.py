@@ -476,15 +476,15 @@ def memory(
     profile = get_hardware(hardware, hardware_file)
     return engine(
         n, profile, optimizer=choice(Optimizer, optimizer, "optimizer"), precision=choice(Precision, precision,
-        "precision"), gpus=g, layout=lay, activations=acts, reserve_bytes=_reserve(reserve, profile.memory),
+        "precision"), gpus=g, layout=lay, activations=acts, reserve_bytes=_reserve(reserve, profile),
     )  # fmt: skip
 
 
-def _reserve(reserve: Number, capacity: float) -> float:
-    from napkin.training_memory import parse_reserve
+def _reserve(reserve: Number, profile: HardwareProfile) -> float:
+    from napkin.training_memory import capacity, parse_reserve
 
     try:
-        return parse_reserve(str(reserve), capacity)
+        return parse_reserve(str(reserve), capacity(profile)[0])
     except UsageError as exc:
         raise UsageError(str(exc), field="reserve") from None
 
@@ -529,7 +529,7 @@ def max_model(
     profile = get_hardware(hardware, hardware_file)
     return engine(
         g, profile, optimizer=choice(Optimizer, optimizer, "optimizer"), precision=choice(Precision, precision,
-        "precision"), layout=lay, activations=acts, reserve_bytes=_reserve(reserve, profile.memory),
+        "precision"), layout=lay, activations=acts, reserve_bytes=_reserve(reserve, profile),
     )  # fmt: skip
 
 

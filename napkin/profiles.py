@@ -134,6 +134,9 @@ class HardwareProfile(Record):
     )
     form_factor: str | None = None
     memory: Bytes = Field(description="memory capacity as the datasheet states it (GB = 1e9 B, GiB = 2^30 B)")
+    memory_usable: Bytes | None = Field(
+        default=None, description="capacity the device reports (torch.cuda.get_device_properties().total_memory)"
+    )
     memory_bandwidth: BytesPerSecond
     power: Watts | None = Field(default=None, description="board power (TDP / max) in watts")
     interconnect: str | None = Field(default=None, description="scale-up link, e.g. 'NVLink 4'")

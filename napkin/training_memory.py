@@ -413,12 +413,17 @@ class MemoryResult(Result):
         return out
 
 
+#: A profile's reported capacity is used only while it is within 10 % of its datasheet figure, so a user who
+#: edits ``memory`` in a copy is not silently overruled by a stale ``memory_usable``.
+USABLE_BAND = 0.10
+
+
 def capacity(hardware: HardwareProfile) -> tuple[float, str]:
     """Bytes a fit check may use: what the device reports to torch when the profile knows it, else the datasheet."""
-    usable = getattr(hardware, "memory_usable", None)
-    if usable:
+    usable = hardware.memory_usable
+    if usable and abs(usable / hardware.memory - 1) <= USABLE_BAND:
         return float(usable), "as reported to torch"
-    return hardware.memory, "datasheet"
+    return hardware.memory, "datasheet" if not usable else "datasheet (memory_usable is not within 10 %: ignored)"
 
 
 def memory(
@@ -542,6 +547,7 @@ class MaxModelResult(Result):
     breakdown: dict[str, float] = Field(description="component → bytes per parameter")
     memory_bytes: float = Field(description="memory that holds the model: all GPUs if sharded, else one")
     per_gpu_memory_bytes: float
+    capacity_source: str = Field(description="which capacity figure was used")
     reserve_bytes: float
     activation_bytes: float
     shape_params: float | None = Field(default=None, description="parameters of the given model shape")
@@ -556,7 +562,11 @@ class MaxModelResult(Result):
             Sharding.fsdp: "memory pooled across GPUs",
         }.get(self.sharding, "partially sharded")
         rows = [
-            ("hardware", f"{self.gpus:,} × {self.hardware} ({format_bytes(self.per_gpu_memory_bytes)} each)"),
+            (
+                "hardware",
+                f"{self.gpus:,} × {self.hardware} ({format_bytes(self.per_gpu_memory_bytes)} each, "
+                f"{self.capacity_source})",
+            ),
             ("optimizer / precision", f"{self.optimizer} / {self.precision}"),
             ("bytes per parameter", f"{self.bytes_per_param:g} B = {breakdown}"),
             ("sharding", f"{self.sharding}: {how}"),
@@ -604,7 +614,7 @@ def max_model(
         )
         stages = stage_memory(float(activations.model.params()), bpp, layout, activations)
         act = max(sum(s.activations.values()) for s in stages)
-    cap, _source = capacity(hardware)
+    cap, cap_source = capacity(hardware)
     available = cap - reserve_bytes - act
     if available <= 0:
         raise UsageError(
@@ -634,7 +644,7 @@ def max_model(
     return MaxModelResult(
         hardware=hardware.name, gpus=gpus, optimizer=optimizer, precision=precision, sharding=sharding,
         params=params, bytes_per_param=bpp.total, breakdown=bpp.breakdown, memory_bytes=pooled,
-        per_gpu_memory_bytes=cap, reserve_bytes=reserve_bytes, activation_bytes=act,
+        per_gpu_memory_bytes=cap, capacity_source=cap_source, reserve_bytes=reserve_bytes, activation_bytes=act,
         shape_params=shape_params, max_micro_batch=max_batch, excluded=EXCLUDED, steps=steps,
     )  # fmt: skip
 

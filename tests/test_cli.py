@@ -74,14 +74,14 @@ def test_narayanan_through_the_cli(napkin: Run) -> None:
 
 def test_max_model(napkin: Run) -> None:
     r = napkin("max-model", "--gpus", "8", "--optimizer", "adamw")
-    assert r.exit_code == 0 and "40.0 B params" in r.stdout
+    assert r.exit_code == 0 and "42.8 B params" in r.stdout  # 8 × 85,520,809,984 B (reported) / 16 B
     assert "16 B = 4 (params) + 4 (gradients) + 8 (optimizer states)" in r.stdout
     assert "not included: CUDA context" in r.stdout and "pooled across GPUs" in r.stdout
     data = json.loads(napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--json").stdout)
-    assert data["params"] == pytest.approx(40e9) and data["bytes_per_param"] == 16
-    assert data["memory_bytes"] == 640e9 and data["hardware"] == "h100-sxm"
+    assert data["params"] == pytest.approx(8 * 85_520_809_984 / 16) and data["bytes_per_param"] == 16
+    assert data["memory_bytes"] == 8 * 85_520_809_984 and data["hardware"] == "h100-sxm"
     assert data["breakdown"] == {"params": 4, "gradients": 4, "master_weights": 0, "optimizer_states": 8}
-    assert "5.0 B params" in napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--sharding", "none").stdout
+    assert "5.3 B params" in napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--sharding", "none").stdout
 
 
 def test_memory_json_and_bar(napkin: Run) -> None:
@@ -218,8 +218,9 @@ def test_max_model_with_a_shape_reports_the_largest_micro_batch(napkin: Run) -> 
     # full recomputation keeps s·b·h·e per layer; + int64 ids, final-norm/output inputs, fp32 logits (V = 128256)
     per_sample = 8192 * 4096 * 2 * 32 + 8192 * 8 + 8192 * (2 * 2 * 4096 + 4 * 128256)
     assert data["shape_params"] == 8_030_261_248
-    assert data["max_micro_batch"] == int((80e9 - states) // per_sample) == 9
-    assert data["params"] == pytest.approx((80e9 - per_sample) / 2)
+    usable = 85_520_809_984  # what an H100 80GB HBM3 reports to torch (hardware/h100-sxm.yaml)
+    assert data["max_micro_batch"] == int((usable - states) // per_sample) == 10
+    assert data["params"] == pytest.approx((usable - per_sample) / 2)
 
 
 def test_flops_need_no_heads_but_activations_do(napkin: Run) -> None:

@@ -24,7 +24,7 @@ def test_quickstart_prints_the_two_answers() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "train time: 143.9 days, 3,537,140 GPU-hours, 6.30e+24 FLOPs",
-        "max model: 40.0 B params at 16 B/param",
+        "max model: 42.8 B params at 16 B/param",
         "7B on one H100: 112 GB needed, fits: False",
     ]
 

@@ -80,13 +80,16 @@ def test_zero_paper_example_7_5b_on_64_gpus() -> None:
 
 
 def test_max_model_is_40b_fully_sharded_and_5b_replicated() -> None:
-    pooled = max_model(8, H100, optimizer=Optimizer.adamw)
+    datasheet = H100.model_copy(update={"memory_usable": None})
+    pooled = max_model(8, datasheet, optimizer=Optimizer.adamw)
     assert pooled.params == pytest.approx(40e9) and pooled.bytes_per_param == 16
     assert pooled.memory_bytes == 640e9
-    replicated = max_model(8, H100, optimizer=Optimizer.adamw, layout=Layout(sharding=Sharding.none))
+    replicated = max_model(8, datasheet, optimizer=Optimizer.adamw, layout=Layout(sharding=Sharding.none))
     assert replicated.params == pytest.approx(5e9)
-    reserved = max_model(8, H100, optimizer=Optimizer.adamw, reserve_bytes=parse_reserve("10%", H100.memory))
+    reserved = max_model(8, datasheet, optimizer=Optimizer.adamw, reserve_bytes=parse_reserve("10%", 80e9))
     assert reserved.params == pytest.approx(36e9)
+    reported = max_model(8, H100, optimizer=Optimizer.adamw)  # the capacity torch reports: 85,520,809,984 B
+    assert reported.params == pytest.approx(8 * 85_520_809_984 / 16)
     assert parse_reserve("4GB", 80e9) == 4e9 and parse_reserve("0.1", 80e9) == 8e9 and parse_reserve("0", 1) == 0
 
 
@@ -127,7 +130,8 @@ def test_max_micro_batch() -> None:
                                             layout=Layout(recompute=Recompute.full)))  # fmt: skip
     # 32 layer inputs (full recompute) + int64 token ids + final-norm and output-layer inputs + fp32 logits
     per_sample = 4096 * 4096 * 2 * 32 + 4096 * 8 + 4096 * (2 * 2 * 4096 + 4 * 50257)
-    assert r.max_micro_batch == int((80e9 - 16 * 7e9 / 8) // per_sample)
+    assert r.max_micro_batch == int((85_520_809_984 - 16 * 7e9 / 8) // per_sample)
+    assert r.capacity_source == "as reported to torch"
 
 
 shapes = st.builds(
