@@ -476,15 +476,21 @@ def memory(
     profile = get_hardware(hardware, hardware_file)
     return engine(
         n, profile, optimizer=choice(Optimizer, optimizer, "optimizer"), precision=choice(Precision, precision,
-        "precision"), gpus=g, layout=lay, activations=acts, reserve_bytes=_reserve(reserve, profile),
+        "precision"), gpus=g, layout=lay, activations=acts, reserve_bytes=_reserve(reserve, _capacity(profile)),
     )  # fmt: skip
 
 
-def _reserve(reserve: Number, profile: HardwareProfile) -> float:
-    from napkin.training_memory import capacity, parse_reserve
+def _capacity(profile: HardwareProfile) -> float:
+    from napkin.training_memory import capacity
+
+    return capacity(profile)[0]
+
+
+def _reserve(reserve: Number, capacity: float) -> float:
+    from napkin.training_memory import parse_reserve
 
     try:
-        return parse_reserve(str(reserve), capacity(profile)[0])
+        return parse_reserve(str(reserve), capacity)
     except UsageError as exc:
         raise UsageError(str(exc), field="reserve") from None
 
@@ -529,7 +535,7 @@ def max_model(
     profile = get_hardware(hardware, hardware_file)
     return engine(
         g, profile, optimizer=choice(Optimizer, optimizer, "optimizer"), precision=choice(Precision, precision,
-        "precision"), layout=lay, activations=acts, reserve_bytes=_reserve(reserve, profile),
+        "precision"), layout=lay, activations=acts, reserve_bytes=_reserve(reserve, _capacity(profile)),
     )  # fmt: skip
 
 

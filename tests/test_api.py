@@ -44,7 +44,7 @@ def test_strings_numbers_and_objects_are_interchangeable() -> None:
     a = napkin.train_time(params="70B", tokens="15T", gpus="1K", hardware=h100).seconds
     b = napkin.train_time(params=70e9, tokens=15e12, gpus=1000, hardware="H100-SXM").seconds
     assert a == b
-    assert napkin.max_model(gpus=8, optimizer="adamw").params == pytest.approx(40e9)
+    assert napkin.max_model(gpus=8, optimizer="adamw").params == pytest.approx(8 * 85_520_809_984 / 16)
     assert napkin.memory(params="70B", gpus=8, tensor_parallel=8).per_gpu_bytes == pytest.approx(16 * 70e9 / 8)
 
 
