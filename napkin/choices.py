@@ -66,7 +66,7 @@ class Sharding(StrEnum):
 
 class Offload(StrEnum):
     none = "none"
-    optimizer = "optimizer"  # optimizer states (and master weights) in CPU memory (ZeRO-Offload)
+    optimizer = "optimizer"  # gradients, master weights and optimizer states in CPU memory (ZeRO-Offload)
     params = "params"  # + parameters (ZeRO-Infinity, FSDP CPUOffload)
 
 

@@ -215,11 +215,13 @@ def activation_source(x: ActivationInputs) -> str:
 
 #: GPUs per node assumed for host (CPU) memory of offloaded states: a DGX/HGX node has 8.
 GPUS_PER_NODE = 8
-#: What offload moves to CPU memory (ZeRO-Offload, Ren et al. 2021 §4: fp32 master weights and optimizer
-#: states; ZeRO-Infinity / FSDP CPUOffload: the parameters and gradients as well).
+#: What offload moves to CPU memory. ZeRO-Offload (Ren et al. 2021 §4.1): gradients, fp32 master weights and
+#: optimizer states (and the optimizer step) live on the CPU, the 16-bit parameters stay on the GPU — as in
+#: DeepSpeed's estimate_zero3_model_states_mem_needs (offload_optimizer: GPU 2Ψ/G, CPU 16Ψ per node);
+#: ZeRO-Infinity / FSDP CPUOffload: the parameters as well.
 OFFLOADED: dict[Offload, frozenset[str]] = {
     Offload.none: frozenset(),
-    Offload.optimizer: frozenset({"master_weights", "optimizer_states"}),
+    Offload.optimizer: frozenset({"gradients", "master_weights", "optimizer_states"}),
     Offload.params: frozenset(COMPONENTS),
 }
 
