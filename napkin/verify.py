@@ -210,11 +210,8 @@ def _same(a: float, b: float) -> bool:
 # ------------------------------------------------------------------------------------- activations
 
 
-def _activations(torch: Any, device: str) -> Check:
-    shape, seq = Model(layers=1, hidden=256, heads=4, vocab=1, dropout=True), 256
-    dtype = torch.bfloat16
-    block = _Block(torch, shape, device, dtype, dropout=0.1)
-    params = {p.data_ptr() for p in block.parameters()}
+def _saved_bytes(params: set[int]) -> tuple[dict[tuple[int, int], int], Callable[[Any], Any]]:
+    """A saved-tensor pack hook counting each stored buffer once (by storage and offset), parameters excluded."""
     seen: dict[tuple[int, int], int] = {}
 
     def pack(t: Any) -> Any:
@@ -222,6 +219,16 @@ def _activations(torch: Any, device: str) -> Check:
             key = (t.untyped_storage().data_ptr(), t.storage_offset())
             seen[key] = max(seen.get(key, 0), t.numel() * t.element_size())
         return t
+
+    return seen, pack
+
+
+def _activations(torch: Any, device: str) -> Check:
+    shape, seq = Model(layers=1, hidden=256, heads=4, vocab=1, dropout=True), 256
+    dtype = torch.bfloat16
+    block = _Block(torch, shape, device, dtype, dropout=0.1)
+    params = {p.data_ptr() for p in block.parameters()}
+    seen, pack = _saved_bytes(params)
 
     x = torch.randn(1, seq, shape.hidden, device=device, dtype=dtype, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -335,13 +342,7 @@ def _llama_activations(torch: Any, device: str) -> Check:
          "o": weight(d, a * dh), "gate_up": weight(2 * ffn, d), "down": weight(d, ffn),
          "head": weight(vocab, d)}  # fmt: skip
     params = {t.data_ptr() for t in w.values()}
-    seen: dict[tuple[int, int], int] = {}
-
-    def pack(t: Any) -> Any:
-        if t.data_ptr() not in params and t.dim() > 0:
-            key = (t.untyped_storage().data_ptr(), t.storage_offset())
-            seen[key] = max(seen.get(key, 0), t.numel() * t.element_size())
-        return t
+    seen, pack = _saved_bytes(params)
 
     x = torch.randn(1, seq, d, device=device, dtype=dtype, requires_grad=True)
     labels = torch.randint(0, vocab, (1, seq), device=device)
