@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
@@ -105,6 +106,7 @@ class BytesPerParam(Record):
     note: str
 
 
+@cache
 def bytes_per_param(optimizer: Optimizer, precision: Precision) -> BytesPerParam:
     opt, prec = OPTIMIZERS[optimizer], PRECISIONS[precision]
     state_bytes = opt.state_bytes if opt.state_bytes is not None else prec.state
@@ -248,6 +250,7 @@ def stage_memory(
     bpp: BytesPerParam,
     layout: Layout,
     activations: ActivationInputs | None = None,
+    element_bytes: float | None = None,
 ) -> list[StageMemory]:
     """Per-GPU bytes of every pipeline stage (``layout`` resolved). Plain floats: fast enough for a planner.
 
@@ -266,15 +269,14 @@ def stage_memory(
         states = {c: 0.0 if c in moved else v for c, v in states.items()}
         return [StageMemory(i, 0.0, local, states, host, 0.0, {}) for i in range(p)]
     m, work = activations.model, activations.workload
-    scale = params / m.params()
+    total_params, per_layer_dense, per_layer_expert, embed, final_norm = _param_split(m)
+    scale = params / total_params
     expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert))
-    per_layer_expert = m.expert_params() / m.layers
-    per_layer_dense = (m.block_params(active=False) - m.expert_params()) / m.layers
     stage_layers = m.layers / p
-    per_layer = activation_bytes_per_layer(activations)[0]
-    e = activations.element_bytes
+    e = activations.element_bytes if element_bytes is None else element_bytes
+    per_layer = acts.layer_bytes(m, work, layout, element_bytes=e, flash_attention=activations.flash_attention,
+                                 capacity_factor=activations.capacity_factor).total  # fmt: skip
     emb, out = acts.embedding_bytes(m, work, layout), acts.output_bytes(m, work, layout, e)
-    embed = m.vocab * m.hidden + (m.context * m.hidden if m.learned_positions and m.context else 0)
     try:
         micro = work.microbatches(layout.dp) if work.global_batch is not None else None
     except ValueError as exc:
@@ -283,7 +285,7 @@ def stage_memory(
     for i in range(p):
         dense = stage_layers * per_layer_dense + (embed if i == 0 else 0)
         if i == p - 1:
-            dense += m.norm_params() + (m.vocab * m.hidden if (not m.tied_embeddings or p > 1) else 0)
+            dense += final_norm + (m.vocab * m.hidden if (not m.tied_embeddings or p > 1) else 0)
         dense_local = dense * scale / t
         expert_local = stage_layers * per_layer_expert * scale / (t * layout.expert)
         states = {c: dense_local * dense_pp[c] + expert_local * expert_pp[c] for c in dense_pp}
@@ -299,6 +301,15 @@ def stage_memory(
     return stages
 
 
+@cache
+def _param_split(m: Model) -> tuple[float, float, float, float, float]:
+    """N, dense and routed-expert parameters per layer, input embedding, final norm (cached per model)."""
+    experts = m.expert_params()
+    embed = m.vocab * m.hidden + (m.context * m.hidden if m.learned_positions and m.context else 0)
+    return (float(m.params()), (m.block_params(active=False) - experts) / m.layers, experts / m.layers,
+            float(embed), float(m.norm_params()))  # fmt: skip
+
+
 def per_gpu_bytes(
     params: float,
     *,
@@ -310,11 +321,8 @@ def per_gpu_bytes(
 ) -> float:
     """The most loaded GPU's bytes (model states + activations): the fast path under ``memory()``."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
-    if activations is not None:
-        activations = activations.model_copy(
-            update={"element_bytes": _activation_element_bytes(precision), "layout": layout}
-        )
-    return max(s.total for s in stage_memory(params, bytes_per_param(optimizer, precision), layout, activations))
+    bpp = bytes_per_param(optimizer, precision)
+    return max(s.total for s in stage_memory(params, bpp, layout, activations, _activation_element_bytes(precision)))
 
 
 def _stage_name(stage: int, pipeline: int) -> str:
