@@ -495,7 +495,8 @@ def memory(
     steps.append(step(
         "fits?", "per-GPU total ≤ capacity − reserve",
         f"{format_bytes_si(total)} vs {format_bytes_si(cap)} − {format_bytes_si(reserve_bytes)}",
-        "yes" if total <= available else "no", f"{hardware.sources[0].title} ({cap_source})",
+        "yes" if total <= available else "no",
+        "profile memory_usable: torch total_memory" if cap != hardware.memory else hardware.sources[0].title,
     ))  # fmt: skip
     max_batch = None
     act_total = sum(worst.activations.values())
@@ -562,6 +563,8 @@ class MaxModelResult(Result):
     activation_bytes: float
     shape_params: float | None = Field(default=None, description="parameters of the given model shape")
     max_micro_batch: int | None = Field(default=None, description="largest micro-batch for that shape's model")
+    max_layers: int | None = Field(default=None, description="most layers of the given shape that fit (depth scaled)")
+    max_layers_params: float | None = Field(default=None, description="parameters of that deepest model")
     excluded: str
 
     def rows(self) -> list[tuple[str, str]]:
@@ -574,7 +577,7 @@ class MaxModelResult(Result):
         rows = [
             (
                 "hardware",
-                f"{self.gpus:,} × {self.hardware} ({format_bytes(self.per_gpu_memory_bytes)} each, "
+                f"{self.gpus:,} × {self.hardware} ({format_bytes_si(self.per_gpu_memory_bytes)} each, "
                 f"{self.capacity_source})",
             ),
             ("optimizer / precision", f"{self.optimizer} / {self.precision}"),
@@ -590,6 +593,9 @@ class MaxModelResult(Result):
         if self.max_micro_batch is not None and self.shape_params is not None:
             rows.append(("largest micro-batch", f"{self.max_micro_batch} sequences for the given shape's "
                                                 f"{format_count(self.shape_params)}-param model"))  # fmt: skip
+        if self.max_layers is not None and self.max_layers_params is not None:
+            rows.append(("largest of this shape", f"{self.max_layers} layers: {format_count(self.max_layers_params)} "
+                                                  "params (width fixed, depth scaled)"))  # fmt: skip
         return rows
 
     def caption(self) -> str:
@@ -644,19 +650,57 @@ def max_model(
              f" / {per_param:.4g} B",
              f"{format_count(params)} params", hardware.sources[0].title),
     ]  # fmt: skip
-    shape_params = max_batch = None
+    shape_params = max_batch = max_layers = None
+    deeper: Model | None = None
     if activations is not None:
         # The shape's own model: the largest micro-batch that fits beside its states (same engine as memory()).
         shape_params = float(activations.model.params())
         own = memory(shape_params, hardware, optimizer=optimizer, precision=precision, gpus=gpus, layout=layout,
                      activations=activations, reserve_bytes=reserve_bytes)  # fmt: skip
         max_batch = own.max_micro_batch
+        max_layers = _max_layers(activations, bpp, layout, cap - reserve_bytes)
+        if max_layers:
+            deeper = activations.model.model_copy(update={"layers": max_layers, "dense_layers": min(
+                activations.model.dense_layers, max_layers)})  # fmt: skip
+            steps.append(step(
+                "largest model of this shape", "most layers L (a multiple of p·v) whose most loaded GPU fits",
+                f"d={deeper.hidden}, a={deeper.heads}, F={deeper.d_ffn}, s={activations.workload.seq}, "
+                f"b={activations.workload.micro_batch}", f"L = {max_layers}: {format_count(deeper.params())} params",
+                sources.PIPELINE_MEMORY,
+            ))  # fmt: skip
     return MaxModelResult(
         hardware=hardware.name, gpus=gpus, optimizer=optimizer, precision=precision, sharding=sharding,
         params=params, bytes_per_param=bpp.total, breakdown=bpp.breakdown, memory_bytes=pooled,
         per_gpu_memory_bytes=cap, capacity_source=cap_source, reserve_bytes=reserve_bytes, activation_bytes=act,
-        shape_params=shape_params, max_micro_batch=max_batch, excluded=EXCLUDED, steps=steps,
+        shape_params=shape_params, max_micro_batch=max_batch, max_layers=max_layers,
+        max_layers_params=None if deeper is None else float(deeper.params()), excluded=EXCLUDED, steps=steps,
     )  # fmt: skip
+
+
+def _max_layers(x: ActivationInputs, bpp: BytesPerParam, layout: Layout, available: float) -> int | None:
+    """Most layers (a multiple of p·v) for which the most loaded GPU fits: the shape scaled in depth.
+
+    Memory grows with L, so a doubling then bisection over multiples of p·v finds it (None: not even p·v fits).
+    """
+    step_layers = layout.pipeline * layout.interleave
+    e = _activation_element_bytes(bpp.precision)
+
+    def fits(units: int) -> bool:
+        layers = units * step_layers
+        m = x.model.model_copy(update={"layers": layers, "dense_layers": min(x.model.dense_layers, layers)})
+        inputs = x.model_copy(update={"model": m})
+        worst = max(s.total for s in stage_memory(float(m.params()), bpp, layout, inputs, e))
+        return worst <= available
+
+    if not fits(1):
+        return None
+    lo, hi = 1, 2
+    while fits(hi) and hi < 1 << 20:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo * step_layers
 
 
 def parse_reserve(text: str, capacity: float) -> float:

@@ -203,3 +203,23 @@ def test_cli_memory_70b_tp8_without_a_shape_and_pipeline_json(napkin: Run) -> No
     assert data["breakdown"]["logits"] == 0 and data["stages"][3]["activation_bytes"] > 0
     table = napkin("memory", "--model", "llama3-8b", "-G", "8", "--pipeline-parallel", "4", "--precision", "mixed")
     assert "Per pipeline stage" in table.stdout and "stage 1 of 4 (first)" in table.stdout
+
+
+def test_max_model_scales_the_shape_in_depth_to_the_last_layer_that_fits(napkin: Run) -> None:
+    """max-model with a shape: the most layers (multiples of p) whose most loaded GPU fits; one more does not."""
+    from napkin.presets import get_preset
+
+    data = json.loads(napkin("max-model", "--gpus", "8", "--model", "llama3-8b", "--precision", "mixed",
+                             "--recompute", "full", "--pipeline-parallel", "2", "--json").stdout)  # fmt: skip
+    layers = data["max_layers"]
+    assert layers % 2 == 0 and data["max_layers_params"] > data["shape_params"]
+    h100 = profiles.resolve("h100").profile
+    base = get_preset("llama3-8b").model
+    lay = Layout(pipeline=2, recompute=Recompute.full)
+
+    def fits(n_layers: int) -> bool:
+        m = base.model_copy(update={"layers": n_layers})
+        acts = ActivationInputs(model=m, workload=Workload(seq=8192), layout=lay)
+        return memory(float(m.params()), h100, precision=Precision.mixed, gpus=8, layout=lay, activations=acts).fits
+
+    assert fits(layers) and not fits(layers + 2)
