@@ -418,7 +418,7 @@ class MemoryResult(Result):
                                                        "total"],
                 [[str(r.stage + 1), f"{r.layers:g}", f"{r.in_flight:.4g}", format_bytes_si(r.model_state_bytes),
                   format_bytes_si(r.activation_bytes), format_bytes_si(r.per_gpu_bytes)] for r in self.stages],
-                caption="in flight: micro-batches of activations held (1F1B; interleaved: chunks / v)",
+                caption="in flight: micro-batches held (1F1B: p − i; interleaved: chunks / v)",
             ))  # fmt: skip
         return out
 
