@@ -256,23 +256,15 @@ class StepModel:
         return collective_seconds(op, nbytes, n, self.hw.fabric, ranks_per_domain=ranks_per_domain)
 
     def memory_bytes(self, k: Knobs) -> float:
-        """Per-GPU bytes, the same formulas as ``napkin.training_memory.memory`` (kept equal by a test)."""
-        t, p = k.tensor, k.pipeline
-        per_param = sum(v / k.data if c in SHARDED[k.sharding] else v for c, v in self.bpp.breakdown.items())
-        states = self.params / (t * p) * per_param
-        e = 4.0 if self.precision is Precision.fp32 else 2.0
-        s, b, h, a = self.seq, k.micro_batch, self.d, self.heads
-        sbh = s * b * h
-        sp = t if k.sequence_parallel else 1
-        if k.recompute is Recompute.full:
-            per_layer = sbh * e / sp
-        else:
-            per_layer = sbh * (4 * e + 2) / sp + sbh * (4 * e + 2 * e * self.ffn / h) / t
-            if self.flash:
-                per_layer += 4 * a * s * b / t
-            elif k.recompute is Recompute.none:
-                per_layer += a * s * s * b * (2 * e + 1) / t
-        return states + per_layer * self.model.layers / p
+        """Per-GPU bytes of the most loaded pipeline stage: ``napkin.training_memory``'s own fast path
+        (pipeline stages, in-flight micro-batches, logits), so the planner and ``napkin memory`` agree."""
+        from napkin.training_memory import ActivationInputs, per_gpu_bytes
+
+        layout = k.layout()
+        work = Workload(seq=self.seq, micro_batch=k.micro_batch, global_batch=self.batch)
+        acts = ActivationInputs(model=self.model, workload=work, layout=layout, flash_attention=self.flash)
+        return per_gpu_bytes(self.params, optimizer=self.optimizer, precision=self.precision, gpus=layout.gpus,
+                             layout=layout, activations=acts)  # fmt: skip
 
     def evaluate(self, k: Knobs) -> Terms:
         """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes)."""
