@@ -565,6 +565,9 @@ class MaxModelResult(Result):
     max_micro_batch: int | None = Field(default=None, description="largest micro-batch for that shape's model")
     max_layers: int | None = Field(default=None, description="most layers of the given shape that fit (depth scaled)")
     max_layers_params: float | None = Field(default=None, description="parameters of that deepest model")
+    params_at_datasheet: float | None = Field(
+        default=None, description="the answer with the datasheet capacity, when a reported one was used"
+    )
     excluded: str
 
     def rows(self) -> list[tuple[str, str]]:
@@ -589,7 +592,10 @@ class MaxModelResult(Result):
             rows.append(("reserved per GPU", format_bytes(self.reserve_bytes)))
         if self.activation_bytes:
             rows.append(("activations per GPU", format_bytes(self.activation_bytes)))
-        rows.append(("largest model", f"{format_count(self.params)} params"))
+        datasheet = ""
+        if self.params_at_datasheet is not None:
+            datasheet = f" ({format_count(self.params_at_datasheet)} at the datasheet capacity)"
+        rows.append(("largest model", f"{format_count(self.params)} params{datasheet}"))
         if self.max_micro_batch is not None and self.shape_params is not None:
             rows.append(("largest micro-batch", f"{self.max_micro_batch} sequences for the given shape's "
                                                 f"{format_count(self.shape_params)}-param model"))  # fmt: skip
@@ -639,6 +645,7 @@ def max_model(
             field="reserve",
         )
     params = available / per_param
+    at_datasheet = (hardware.memory - reserve_bytes - act) / per_param if cap != hardware.memory else None
     pooled = cap * gpus if sharding in (Sharding.zero3, Sharding.fsdp) else cap
     steps = [
         step("bytes per parameter", "params + gradients + master weights + optimizer states",
@@ -673,7 +680,9 @@ def max_model(
         params=params, bytes_per_param=bpp.total, breakdown=bpp.breakdown, memory_bytes=pooled,
         per_gpu_memory_bytes=cap, capacity_source=cap_source, reserve_bytes=reserve_bytes, activation_bytes=act,
         shape_params=shape_params, max_micro_batch=max_batch, max_layers=max_layers,
-        max_layers_params=None if deeper is None else float(deeper.params()), excluded=EXCLUDED, steps=steps,
+        max_layers_params=None if deeper is None else float(deeper.params()),
+        params_at_datasheet=at_datasheet if at_datasheet is None or at_datasheet > 0 else 0.0, excluded=EXCLUDED,
+        steps=steps,
     )  # fmt: skip
 
 

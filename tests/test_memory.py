@@ -90,6 +90,7 @@ def test_max_model_is_40b_fully_sharded_and_5b_replicated() -> None:
     assert reserved.params == pytest.approx(36e9)
     reported = max_model(8, H100, optimizer=Optimizer.adamw)  # the capacity torch reports: 85,520,809,984 B
     assert reported.params == pytest.approx(8 * 85_520_809_984 / 16)
+    assert reported.params_at_datasheet == pytest.approx(40e9) and pooled.params_at_datasheet is None
     assert parse_reserve("4GB", 80e9) == 4e9 and parse_reserve("0.1", 80e9) == 8e9 and parse_reserve("0", 1) == 0
 
 
