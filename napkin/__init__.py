@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from napkin.api import (
+        collective,
         dtypes,
         flops,
         inference,
@@ -46,7 +47,7 @@ _LAZY = {
     "dtypes": "napkin.api", "optimizers": "napkin.api", "models": "napkin.api", "inference": "napkin.api",
     "kv_cache": "napkin.api",
     "hardware": "napkin.api:get_hardware", "Model": "napkin.model", "Layout": "napkin.layout",
-    "Workload": "napkin.workload",
+    "Workload": "napkin.workload", "collective": "napkin.api",
 }  # fmt: skip
 
 
@@ -61,7 +62,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Layout", "Model", "NapkinError", "ProfileError", "UsageError", "Workload", "__version__", "dtypes", "flops",
-    "hardware", "inference", "kv_cache", "matmul", "max_model", "memory", "mfu", "models", "optimal", "optimizers",
-    "tensor", "train_time",
+    "Layout", "Model", "NapkinError", "ProfileError", "UsageError", "Workload", "__version__", "collective", "dtypes",
+    "flops", "hardware", "inference", "kv_cache", "matmul", "max_model", "memory", "mfu", "models", "optimal",
+    "optimizers", "tensor", "train_time",
 ]  # fmt: skip

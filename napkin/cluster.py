@@ -37,12 +37,16 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJs
 from napkin import units
 from napkin.base import Record
 from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.profiles import (
+from napkin.files import config_dir
+from napkin.profiles import (  # the hardware catalog's types and file helpers, shared
+    BrokenProfile,
     BytesPerSecond,
     Origin,
     Slug,
     Source,
-    config_dir,
+    _label,
+    _read,
+    _yaml_files,
 )
 from napkin.yamlio import normalize, validation_messages
 from napkin.yamlio import parse as read_yaml
@@ -256,18 +260,10 @@ class LoadedCluster:
     text: str = field(default="", repr=False)
 
 
-@dataclass(frozen=True)
-class BrokenCluster:
-    origin: Origin
-    path: str
-    error: str
-    problems: tuple[str, ...] = ()
-
-
 @dataclass
 class ClusterCatalog:
     clusters: list[LoadedCluster] = field(default_factory=list)
-    broken: list[BrokenCluster] = field(default_factory=list)
+    broken: list[BrokenProfile] = field(default_factory=list)  # the hardware catalog's record of a bad file
 
     def visible(self) -> list[LoadedCluster]:
         """Clusters not shadowed by an earlier file answering to the same name."""
@@ -282,17 +278,8 @@ class ClusterCatalog:
 
 
 def _entries(directory: Traversable) -> list[tuple[Traversable, str]]:
-    if not directory.is_dir():
-        return []
-    found = [e for e in directory.iterdir() if e.name.endswith((".yaml", ".yml")) and not e.name.startswith(".")]
-    return [(e, str(e) if isinstance(e, Path) else f"<built-in>/{e.name}") for e in sorted(found, key=lambda e: e.name)]
-
-
-def _read(entry: Traversable, label: str) -> str:
-    try:
-        return entry.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{label}: cannot read: {exc}") from None
+    """The YAML files of ``directory`` and their labels, as the hardware catalog lists them."""
+    return [(entry, _label(entry)) for entry in _yaml_files(directory)]
 
 
 def load_catalog() -> ClusterCatalog:
@@ -304,7 +291,7 @@ def load_catalog() -> ClusterCatalog:
                 text = _read(entry, label)
                 catalog.clusters.append(LoadedCluster(parse_cluster(text, label), origin, label, text))
             except ProfileError as exc:
-                catalog.broken.append(BrokenCluster(origin, label, str(exc), tuple(exc.problems)))
+                catalog.broken.append(BrokenProfile(origin, label, str(exc), tuple(exc.problems)))
     return catalog
 
 
@@ -313,7 +300,8 @@ def load_file(path: str | Path) -> LoadedCluster:
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"--cluster-file: cannot read {str(file)!r}: {exc.strerror or exc}") from None
+        message = f"cluster_file: cannot read {str(file)!r}: {exc.strerror or exc}"
+        raise UsageError(message, field="cluster_file") from None
     return LoadedCluster(parse_cluster(text, str(file)), "file", str(file), text)
 
 
@@ -336,6 +324,7 @@ def find(name: str) -> LoadedCluster:
             if key in names or (stem_matches and not raw.get("name")):
                 return LoadedCluster(parse_cluster(text, label), origin, label, text)
     known = ", ".join(sorted(c.cluster.name for c in load_catalog().visible()))
+    # No ``field``: the CLI would rewrite the word "cluster" in 'napkin cluster new' (as napkin.profiles does).
     raise UsageError(f"--cluster: unknown cluster {name!r}; known: {known}. "
                      "Add your own with 'napkin cluster new NAME --from dgx-h100'")  # fmt: skip
 
@@ -343,7 +332,7 @@ def find(name: str) -> LoadedCluster:
 def resolve(name: str | None = None, cluster_file: str | Path | None = None) -> LoadedCluster:
     """The cluster a command should use: an explicit file, else a name (required)."""
     if name is not None and cluster_file is not None:
-        raise UsageError("give --cluster or --cluster-file, not both")
+        raise UsageError("give cluster or cluster_file, not both", field="cluster", also=("cluster_file",))
     if cluster_file is not None:
         return load_file(cluster_file)
     if name is None:

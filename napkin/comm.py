@@ -41,16 +41,16 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
-from typing import Final
+from typing import ClassVar, Final
 
 from pydantic import ConfigDict, Field
 
 from napkin import sources
-from napkin.base import Record
 from napkin.cluster import Cluster, Fabric
 from napkin.errors import UsageError
 from napkin.explain import Step, step
-from napkin.units import format_bandwidth, format_bytes_si
+from napkin.result import Result
+from napkin.units import format_bandwidth, format_bytes, format_bytes_si, format_duration
 
 
 class Op(StrEnum):
@@ -68,6 +68,11 @@ class Algorithm(StrEnum):
     nvls = "nvls"
     pairwise = "pairwise"
     p2p = "p2p"
+
+
+class BandwidthSource(StrEnum):
+    model = "model"  # the cluster's links
+    measured = "measured"  # the busbw saved by 'napkin bench <op> --save'
 
 
 #: Which algorithms model which collective (the first that fits is tried first).
@@ -91,10 +96,12 @@ def bus_factor(op: Op | str, n: int) -> float:
     return 1.0
 
 
-class CollectiveResult(Record):
+class CollectiveResult(Result):
     """One collective's modelled time; bandwidths in bytes/s (nccl-tests' algbw and busbw)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    title: ClassVar[str] = "Collective"
+    headline: ClassVar[tuple[str, ...]] = ("op", "seconds", "busbw", "bottleneck")
 
     op: Op
     cluster: str
@@ -111,7 +118,24 @@ class CollectiveResult(Record):
     bottleneck: str = Field(description="the link whose stage takes longest")
     bottleneck_bandwidth: float = Field(description="that stage's bandwidth, bytes/s (after efficiency)")
     measured: bool = Field(default=False, description="bandwidth from a saved 'napkin bench' result")
-    steps: list[Step] = Field(default_factory=list)
+
+    def heading(self) -> str:
+        return f"{self.op} on {self.cluster}"
+
+    def rows(self) -> list[tuple[str, str]]:
+        return [
+            ("operation", f"{self.op}, {format_bytes(self.bytes)}"),
+            ("group", f"{self.group_size:,} ranks = {self.ranks_per_domain} per domain × {self.domains:,} "
+                      "domain(s)"),
+            ("algorithm", str(self.algorithm)),
+            ("time", f"{format_duration(self.seconds)} (latency {self.latency_seconds * 1e6:,.0f} µs)"),
+            ("algbw", f"{format_bandwidth(self.algbw)}  (S / t)"),
+            ("busbw", f"{format_bandwidth(self.busbw)}  (nccl-tests bus bandwidth)"),
+            ("bottleneck", f"{self.bottleneck} at {format_bandwidth(self.bottleneck_bandwidth)}"),
+        ]  # fmt: skip
+
+    def caption(self) -> str | None:
+        return "GB = 1e9 B; bandwidths in bytes/s per direction; --explain shows the derivation"
 
 
 # ------------------------------------------------------------------------------------------ the model
@@ -120,19 +144,19 @@ class CollectiveResult(Record):
 def placement(group_size: int, fabric: Fabric, ranks_per_domain: int | None = None) -> tuple[int, int]:
     """(ranks per domain r, domains N) for a group; packed into as few domains as possible by default."""
     if group_size < 2:
-        raise UsageError(f"--gpus: a collective needs at least 2 ranks, got {group_size}")
+        raise UsageError(f"gpus: a collective needs at least 2 ranks, got {group_size}", field="gpus")
     domain = fabric.domain_size
     r = min(group_size, domain) if ranks_per_domain is None else ranks_per_domain
     if r < 1 or r > domain:
-        raise UsageError(f"--ranks-per-node: {r} must be between 1 and the {domain} devices of one "
-                         f"scale-up domain of {fabric.name}")  # fmt: skip
+        raise UsageError(f"ranks_per_node: {r} must be between 1 and the {domain} devices of one "
+                         f"scale-up domain of {fabric.name}", field="ranks_per_node")  # fmt: skip
     if group_size % r:
-        raise UsageError(f"--gpus: {group_size} is not a multiple of {r} ranks per node on {fabric.name} "
-                         "(give a multiple, or --ranks-per-node)")  # fmt: skip
+        raise UsageError(f"gpus: {group_size} is not a multiple of {r} ranks per node on {fabric.name} "
+                         "(give a multiple, or ranks_per_node)", field="gpus", also=("ranks_per_node",))  # fmt: skip
     domains = group_size // r
     if domains > 1 and fabric.out_bandwidth_per_device <= 0:
-        raise UsageError(f"--gpus: {group_size} ranks at {r} per domain span {domains} domains, but {fabric.name} "
-                         f"has no scale-out network (one domain holds {domain} devices)")  # fmt: skip
+        raise UsageError(f"gpus: {group_size} ranks at {r} per domain span {domains} domains, but {fabric.name} "
+                         f"has no scale-out network (one domain holds {domain} devices)", field="gpus")  # fmt: skip
     return r, domains
 
 
@@ -196,12 +220,12 @@ def _plan(
 
 def _check(op: Op, nbytes: float, n: int, algorithm: Algorithm | None) -> None:
     if not math.isfinite(nbytes) or nbytes <= 0:
-        raise UsageError(f"--bytes: {nbytes!r} must be a positive number of bytes")
+        raise UsageError(f"bytes: {nbytes!r} must be a positive number of bytes", field="bytes")
     if op is Op.send_recv and n != 2:
-        raise UsageError(f"--gpus: send/recv is between 2 ranks, got {n}")
+        raise UsageError(f"gpus: send/recv is between 2 ranks, got {n}", field="gpus")
     if algorithm is not None and algorithm not in ALGORITHMS[op]:
         allowed = ", ".join(ALGORITHMS[op])
-        raise UsageError(f"--algorithm: {op} has no {algorithm} model; use one of: {allowed}")
+        raise UsageError(f"algorithm: {op} has no {algorithm} model; use one of: {allowed}", field="algorithm")
 
 
 def collective_seconds(
@@ -230,8 +254,8 @@ def _best(
             best = (*plan, candidate, r, domains)
     assert best is not None
     if not math.isfinite(best[0]):
-        raise UsageError(f"--algorithm: {fabric.name} has no in-network reduction for nvls at this placement; "
-                         "use ring or tree")  # fmt: skip
+        raise UsageError(f"algorithm: {fabric.name} has no in-network reduction for nvls at this placement; "
+                         "use ring or tree", field="algorithm")  # fmt: skip
     return best
 
 
@@ -326,14 +350,30 @@ def _steps(
 __all__ = [
     "ALGORITHMS",
     "Algorithm",
+    "BandwidthSource",
     "CollectiveResult",
     "Op",
     "bus_factor",
     "collective_seconds",
     "collective_time",
+    "measured_busbw",
     "payload_bytes",
     "placement",
 ]
+
+
+def measured_busbw(cluster: str, op: Op | str) -> tuple[float, str]:
+    """(busbw in bytes/s, a label) saved by ``napkin bench <op> --save --cluster <cluster>``."""
+    from napkin.measurements import comm_measurement
+
+    entry = comm_measurement(cluster, str(Op(op)))
+    if entry is None or not isinstance(entry.get("busbw"), int | float) or entry["busbw"] <= 0:
+        raise UsageError(f"bandwidth measured: no saved {Op(op)} measurement for {cluster}; run "
+                         f"'napkin bench {Op(op)} --backend nccl --cluster {cluster} --save' on it first",
+                         field="bandwidth")  # fmt: skip
+    ranks, day = entry.get("world_size", "?"), entry.get("date", "?")
+    where = f"measured busbw ({entry.get('backend', '?')}, {ranks} ranks, {day})"
+    return float(entry["busbw"]), where
 
 
 def payload_bytes(params: float, dtype: str) -> float:
@@ -341,5 +381,5 @@ def payload_bytes(params: float, dtype: str) -> float:
     from napkin.choices import STORAGE_BYTES
 
     if dtype not in STORAGE_BYTES:
-        raise UsageError(f"--dtype: {dtype!r} is not one of: {', '.join(STORAGE_BYTES)}")
+        raise UsageError(f"dtype: {dtype!r} is not one of: {', '.join(STORAGE_BYTES)}", field="dtype")
     return params * STORAGE_BYTES[dtype]

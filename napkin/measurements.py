@@ -116,3 +116,32 @@ def save(profile_name: str, dtype: str, measurement: Measurement) -> Path:
         entry[dtype] = measurement.model_dump(mode="json", exclude_none=True)
         write_atomic(path, HEADER + yaml.safe_dump(data, sort_keys=True, allow_unicode=True), overwrite=True)
     return path
+
+
+#: Collective bus bandwidths (``napkin bench all-reduce --save``), by cluster and operation. The key
+#: cannot be a profile name (names start with a letter or digit), so ``for_profile`` never reads it.
+COMM_KEY = "_comm"
+
+
+def save_comm(cluster: str, op: str, entry: dict[str, Any]) -> Path:
+    """Record the best bus bandwidth measured for (cluster, op), replacing the previous one; returns the file."""
+    path = measurements_path()
+    with locked(path):
+        data = load_all()
+        clusters = data.get(COMM_KEY)
+        if not isinstance(clusters, dict):
+            clusters = data[COMM_KEY] = {}
+        ops = clusters.get(cluster)
+        if not isinstance(ops, dict):
+            ops = clusters[cluster] = {}
+        ops[op] = entry
+        write_atomic(path, HEADER + yaml.safe_dump(data, sort_keys=True, allow_unicode=True), overwrite=True)
+    return path
+
+
+def comm_measurement(cluster: str, op: str) -> dict[str, Any] | None:
+    """The saved collective measurement for (cluster, op), if any."""
+    clusters = load_all().get(COMM_KEY)
+    ops = clusters.get(cluster) if isinstance(clusters, dict) else None
+    entry = ops.get(op) if isinstance(ops, dict) else None
+    return entry if isinstance(entry, dict) else None

@@ -33,7 +33,7 @@ def test_list_shows_every_builtin_with_origin(napkin: Run) -> None:
         assert name in r.stdout
     assert "989.5 TFLOP/s" in r.stdout and "built-in" in r.stdout
     data = json.loads(napkin("hardware", "list", "--json").stdout)
-    assert len(data["profiles"]) == 19 and data["invalid"] == []
+    assert len(data["profiles"]) == 24 and data["invalid"] == []
 
 
 def test_show_and_compare(napkin: Run) -> None:

@@ -35,6 +35,11 @@ DATASHEET = {
     "tpu-v5e": {"bf16": 197e12, "memory": 16e9, "bw": 819e9},
     "tpu-v5p": {"bf16": 459e12, "memory": 95e9, "bw": 2765e9},
     "gaudi3": {"bf16": 1835e12, "fp8": 1835e12, "memory": 128e9, "bw": 3.67e12},
+    "h800-sxm": {"bf16": 989.5e12, "fp8": 1979e12, "fp64": 1e12, "memory": 80e9, "bw": 3.35e12},
+    "gb200": {"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15, "memory": 186e9, "bw": 8e12},
+    "mi355x": {"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15, "memory": 288e9, "bw": 8e12},
+    "tpu-v6e": {"bf16": 918e12, "memory": 32e9, "bw": 1640e9},
+    "trainium2": {"bf16": 667e12, "fp8": 1299e12, "memory": 96 * 2**30, "bw": 2.9e12},
 }  # fmt: skip
 
 

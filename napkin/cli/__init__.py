@@ -23,7 +23,16 @@ from typing import Annotated, Any, Final
 import typer
 
 from napkin import __version__
-from napkin.cli import compute_cmds, hardware_cmds, inference_cmds, live_cmds, memory_cmds, plan_cmds
+from napkin.cli import (
+    bench_comm_cmds,
+    comm_cmds,
+    compute_cmds,
+    hardware_cmds,
+    inference_cmds,
+    live_cmds,
+    memory_cmds,
+    plan_cmds,
+)
 from napkin.cli.common import NapkinGroup
 
 _SETTINGS: dict[str, Any] = {
@@ -59,6 +68,9 @@ for sub in (compute_cmds.app, memory_cmds.app, plan_cmds.app, inference_cmds.app
 app.add_typer(compute_cmds.flops_app, name="flops")
 app.add_typer(hardware_cmds.app, name="hardware")
 app.add_typer(live_cmds.bench_app, name="bench")
+app.add_typer(comm_cmds.comm_app, name="comm")
+app.add_typer(comm_cmds.cluster_app, name="cluster")
+bench_comm_cmds.register(live_cmds.bench_app)
 
 
 def _app_for(argv: list[str]) -> typer.Typer:

@@ -339,10 +339,14 @@ def edit_command(
     typer.echo(dumps({"path": str(target)}) if as_json else str(target))
 
 
-def _edit(name: str, target: Path, read_text: Any, parse_profile: Any, write_atomic: Any) -> None:
+def _edit(
+    name: str, target: Path, read_text: Any, parse_profile: Any, write_atomic: Any,
+    command: str = "napkin hardware edit",
+) -> None:  # fmt: skip
+    """Edit ``target`` through a draft in $EDITOR; keep it only if ``parse_profile`` accepts it (clusters too)."""
     draft = _draft_of(target)
     if draft.exists():
-        warn(f"reopening your unsaved draft {draft} (discard it with 'napkin hardware edit {name} --discard')")
+        warn(f"reopening your unsaved draft {draft} (discard it with '{command} {name} --discard')")
     else:
         write_atomic(draft, read_text(target))
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
@@ -351,7 +355,7 @@ def _edit(name: str, target: Path, read_text: Any, parse_profile: Any, write_ato
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise NapkinError(f"cannot run editor {editor!r}: {reason}; set $EDITOR") from None
-    discard = f"'napkin hardware edit {name} --discard' deletes it"
+    discard = f"'{command} {name} --discard' deletes it"
     if completed.returncode != 0:
         raise NapkinError(f"editor {editor!r} exited with {completed.returncode}; {target} is unchanged "
                           f"(your draft is kept at {draft}; {discard})")  # fmt: skip
@@ -362,7 +366,7 @@ def _edit(name: str, target: Path, read_text: Any, parse_profile: Any, write_ato
         for line in exc.problems:
             typer.echo(clean(line), err=True)
         fail(f"the edit is invalid, so {target} keeps its previous version; your edit is saved in {draft}: "
-             f"'napkin hardware edit {name}' reopens it, {discard}", 1)  # fmt: skip
+             f"'{command} {name}' reopens it, {discard}", 1)  # fmt: skip
     write_atomic(target, text, overwrite=True)
     draft.unlink()
 

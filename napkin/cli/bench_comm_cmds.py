@@ -1,0 +1,99 @@
+"""``napkin bench all-reduce|all-gather|reduce-scatter``: collective bandwidth on torch.distributed.
+
+Registered on ``napkin bench`` (``live_cmds.bench_app``) from this module, so the matmul benchmark's
+module stays untouched.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from napkin import units
+from napkin.cli.common import JsonOpt, boundary, emit, warn
+from napkin.errors import UsageError
+from napkin.units import format_bandwidth
+
+TORCHRUN_HINT = ("multi-node: torchrun --nnodes N --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT "
+                 "-m napkin bench all-reduce --backend nccl")  # fmt: skip
+
+
+class Backend(StrEnum):
+    gloo = "gloo"
+    nccl = "nccl"
+
+
+def _command(op: str) -> Any:
+    def command(
+        backend: Annotated[
+            Backend, typer.Option("--backend", help="gloo (CPU processes) or nccl (GPUs).")
+        ] = Backend.gloo,
+        world_size: Annotated[
+            str, typer.Option("--world-size", "-n", metavar="N", help="Local processes (ignored under torchrun).")
+        ] = "2",
+        budget: Annotated[
+            str, typer.Option("--budget", metavar="SECONDS", help="Time budget, start-up included.")
+        ] = "20",
+        sizes: Annotated[
+            str | None,
+            typer.Option("--sizes", metavar="SIZE,…", help="Sizes S, e.g. 1MiB,64MiB (default 64KiB–256MiB ×4)."),
+        ] = None,
+        cluster: Annotated[
+            str | None, typer.Option("--cluster", "-c", metavar="NAME", help="With --save: the cluster it ran on.")
+        ] = None,
+        save: Annotated[
+            bool, typer.Option("--save", help="Keep the best busbw for --cluster ('napkin comm --bandwidth measured').")
+        ] = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        import time
+
+        from napkin import bench_comm
+
+        started = time.time()  # the budget counts from here: importing torch is part of it
+        with boundary():
+            n = units.parse_int(world_size, "--world-size")
+            seconds = units.parse_duration(budget, "--budget")
+            size_list = ([int(units.parse_bytes(s.strip(), "--sizes")) for s in sizes.split(",") if s.strip()]
+                         if sizes else list(bench_comm.DEFAULT_SIZES))  # fmt: skip
+            if save:
+                from napkin.cluster import find
+
+                if cluster is None:
+                    raise UsageError("--save: give --cluster NAME, the cluster this ran on (see 'napkin cluster list')")
+                find(cluster)
+            bench_comm.prepare(op, backend.value, n, seconds, size_list)  # errors before the progress bar
+            from rich.progress import Progress
+
+            from napkin import render as r
+
+            with Progress(transient=True, console=r.console(stderr=True)) as bar:
+                task = bar.add_task(op, total=1.0)
+
+                def advance(label: str, done: float) -> None:
+                    bar.update(task, completed=done, description=label)
+
+                result = bench_comm.run(op, backend=backend.value, world_size=n, budget=seconds, sizes=size_list,
+                                        progress=advance, started=started)  # fmt: skip
+            if result is None:  # a rank other than 0 under torchrun: rank 0 reports
+                return
+            if save and cluster is not None:
+                path = bench_comm.save_best(result, cluster)
+                if path is not None and result.best is not None:
+                    warn(f"saved {op} busbw {format_bandwidth(result.best.busbw)} for {cluster} in {path}")
+        records = [rec.model_dump(mode="json", exclude={"repeats"}) for rec in result.records]
+        emit(result, as_json, json_data=records)
+
+    command.__doc__ = (f"Measure {op} algbw/busbw on torch.distributed as nccl-tests does (local processes, or "
+                       f"one rank of a torchrun job; {TORCHRUN_HINT}).")  # fmt: skip
+    return command
+
+
+def register(bench_app: typer.Typer) -> None:
+    for op in ("all-reduce", "all-gather", "reduce-scatter"):
+        bench_app.command(op)(_command(op))
+
+
+__all__ = ["register"]

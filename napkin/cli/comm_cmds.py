@@ -1,0 +1,255 @@
+"""``napkin comm …`` (collective times) and ``napkin cluster …`` (cluster profiles)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from napkin.cli.common import ExplainOpt, JsonOpt, boundary, fail, run, warn
+from napkin.errors import ProfileError, UsageError
+from napkin.units import format_bandwidth
+
+if TYPE_CHECKING:
+    from napkin.cluster import Cluster
+
+comm_app = typer.Typer(help="Collective communication time on a cluster (α–β model, nccl-tests bandwidths).",
+                       no_args_is_help=True)  # fmt: skip
+cluster_app = typer.Typer(help="Cluster profiles: list, inspect, copy, edit and validate them.", no_args_is_help=True)
+
+
+class AlgorithmChoice(StrEnum):
+    auto = "auto"
+    ring = "ring"
+    tree = "tree"
+    nvls = "nvls"
+    pairwise = "pairwise"
+    p2p = "p2p"
+
+
+class BandwidthChoice(StrEnum):
+    model = "model"
+    measured = "measured"
+
+
+BytesOpt = Annotated[str | None, typer.Option("--bytes", metavar="SIZE", help="S: the buffer, e.g. 140GB or 1GiB.")]
+ParamsOpt = Annotated[
+    str | None, typer.Option("--params", metavar="COUNT", help="Instead of --bytes: elements, e.g. 70B.")
+]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="Element type with --params (bf16 = 2 B, fp32 = 4 B).")]
+GpusOpt = Annotated[
+    str | None, typer.Option("--gpus", "-g", metavar="N", help="n: ranks in the group (default 8; send-recv 2).")
+]
+ClusterOpt = Annotated[
+    str | None, typer.Option("--cluster", "-c", metavar="NAME", help="Cluster profile (see 'napkin cluster list').")
+]
+ClusterFileOpt = Annotated[
+    Path | None, typer.Option("--cluster-file", metavar="PATH", help="Use this cluster YAML file instead.")
+]
+AlgorithmOpt = Annotated[
+    AlgorithmChoice, typer.Option("--algorithm", "-a", help="auto picks the fastest the cluster supports.")
+]
+RanksOpt = Annotated[
+    str | None,
+    typer.Option("--ranks-per-node", metavar="R",
+                 help="Ranks of the group per scale-up domain (default: packed, min(n, domain size)); "
+                      "1 = one rank per node, as a data-parallel group beside TP=8."),
+]  # fmt: skip
+BandwidthOpt = Annotated[
+    BandwidthChoice,
+    typer.Option("--bandwidth", help="model: the cluster's links; measured: busbw saved by 'napkin bench … --save'."),
+]
+
+
+def _register(op: str, doc: str) -> None:
+    def command(
+        nbytes: BytesOpt = None,
+        params: ParamsOpt = None,
+        dtype: DtypeOpt = "bf16",
+        gpus: GpusOpt = None,
+        cluster: ClusterOpt = None,
+        cluster_file: ClusterFileOpt = None,
+        algorithm: AlgorithmOpt = AlgorithmChoice.auto,
+        ranks_per_node: RanksOpt = None,
+        bandwidth: BandwidthOpt = BandwidthChoice.model,
+        as_json: JsonOpt = False,
+        explain: ExplainOpt = False,
+    ) -> None:
+        from napkin import api
+
+        run(api.collective, {"op": op, "bytes": nbytes, "params": params, "dtype": dtype, "gpus": gpus,
+                             "cluster": cluster, "cluster_file": cluster_file, "algorithm": algorithm.value,
+                             "ranks_per_node": ranks_per_node, "bandwidth": bandwidth.value, "json": as_json,
+                             "explain": explain})  # fmt: skip
+
+    command.__doc__ = doc
+    comm_app.command(op)(command)
+
+
+for _op, _doc in (
+    ("all-reduce", "Time to all-reduce S bytes over n ranks (data-parallel gradients, tensor-parallel activations)."),
+    ("reduce-scatter", "Time to reduce-scatter S bytes (the input) over n ranks (ZeRO/FSDP gradients)."),
+    ("all-gather", "Time to all-gather S bytes (the output) over n ranks (ZeRO-3/FSDP parameters)."),
+    ("all-to-all", "Time for an all-to-all of S bytes per rank (MoE expert parallelism)."),
+    ("broadcast", "Time to broadcast S bytes from one rank to n."),
+    ("send-recv", "Time to send S bytes between 2 ranks (pipeline stages); --ranks-per-node 1 crosses nodes."),
+):
+    _register(_op, _doc)
+
+
+# ------------------------------------------------------------------------------------------ cluster
+
+NameArg = Annotated[str, typer.Argument(help="Cluster name or alias (see 'napkin cluster list').")]
+
+
+def _row(c: Cluster) -> dict[str, Any]:
+    return c.model_dump(mode="json", exclude_none=True)
+
+
+@cluster_app.command("list")
+def cluster_list(as_json: JsonOpt = False) -> None:
+    """Every cluster profile napkin can see, and where it comes from."""
+    from napkin.cluster import load_catalog
+
+    with boundary():
+        catalog = load_catalog()
+    visible = catalog.visible()
+    if as_json:
+        typer.echo(json.dumps({"clusters": [{"origin": c.origin, "path": c.path, **_row(c.cluster)} for c in visible],
+                               "invalid": [{"path": b.path, "error": b.error} for b in catalog.broken]},
+                              indent=2))  # fmt: skip
+        return
+    from napkin import render as r
+
+    rows = []
+    for loaded in visible:
+        c = loaded.cluster
+        out = c.scale_out
+        nics = f"{out.nics_per_node}×{format_bandwidth(out.nic_bandwidth)}" if out else "–"
+        rows.append([c.name, c.device, str(c.scale_up.domain_size), format_bandwidth(c.scale_up.bandwidth), nics,
+                     loaded.origin])  # fmt: skip
+    r.console().print(r.grid("Cluster profiles", ["name", "device", "domain", "scale-up", "NICs/node", "origin"],
+                             rows, caption="bandwidths per device / per NIC, per direction, bytes/s"))  # fmt: skip
+    for broken in catalog.broken:
+        warn(f"invalid cluster profile (ignored): {broken.error}")
+
+
+@cluster_app.command("show")
+def cluster_show(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Every field of one cluster profile, with units and sources."""
+    from napkin.cluster import find
+
+    with boundary():
+        loaded = find(name)
+    c = loaded.cluster
+    if as_json:
+        typer.echo(json.dumps({"origin": loaded.origin, "path": loaded.path, **_row(c)}, indent=2))
+        return
+    from napkin import render as r
+
+    up, out = c.scale_up, c.scale_out
+    rows = [("name", c.name), ("display name", c.display_name), ("device", c.device),
+            ("devices per node", str(c.devices_per_node)),
+            ("scale-up", f"{up.name}: {format_bandwidth(up.bandwidth)} per device per direction × "
+                         f"{up.efficiency:g}, {up.latency * 1e6:g} µs/hop, domain of {up.domain_size}"),
+            ("in-network reduction", f"yes (efficiency {up.in_network_reduction.efficiency:g})"
+             if up.in_network_reduction else "no")]  # fmt: skip
+    if out:
+        rows.append(("scale-out", f"{out.name}: {out.nics_per_node} × {format_bandwidth(out.nic_bandwidth)} "
+                                  f"({out.nic_bandwidth * 8 / 1e9:g} Gbit/s) per direction, "
+                                  f"{out.latency * 1e6:g} µs/hop"))  # fmt: skip
+    rows += [(f"source {i + 1}", f"{s.title} <{s.url}>") for i, s in enumerate(c.sources)]
+    rows.append(("file", f"{loaded.path} ({loaded.origin})"))
+    r.console().print(r.key_values(c.display_name, rows))
+
+
+@cluster_app.command("validate")
+def cluster_validate(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files to check (default: every cluster found).")] = None,
+) -> None:
+    """Check cluster files; each problem as file:line: field: message. Exit 1 if any is invalid."""
+    from napkin.cluster import load_catalog, parse_cluster
+
+    problems: list[str] = []
+    if paths:
+        for path in paths:
+            try:
+                parse_cluster(path.read_text(encoding="utf-8"), str(path))
+                typer.echo(f"ok  {path}")
+            except ProfileError as exc:
+                problems += exc.problems
+            except OSError as exc:
+                problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+    else:
+        catalog = load_catalog()
+        for loaded in catalog.clusters:
+            typer.echo(f"ok  {loaded.path}")
+        for broken in catalog.broken:
+            problems += list(broken.problems)
+    for line in problems:
+        typer.echo(line, err=True)
+    if problems:
+        fail(f"{len(problems)} problem(s)", 1)
+
+
+@cluster_app.command("new")
+def cluster_new(
+    name: Annotated[str, typer.Argument(help="Name of the new cluster (lower-case, e.g. my-cluster).")],
+    source: Annotated[str, typer.Option("--from", metavar="NAME", help="Cluster to copy.")] = "dgx-h100",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing user cluster of that name.")] = False,
+) -> None:
+    """Copy a cluster profile into your user directory for editing (never overwrites without --force)."""
+    from napkin.cluster import copy_text, find, parse_cluster, user_cluster_dir
+    from napkin.files import write_atomic
+    from napkin.profiles import SLUG_RULE, is_slug
+
+    with boundary():
+        if not is_slug(name):
+            raise UsageError(f"NAME: {name!r}: {SLUG_RULE}")
+        loaded = find(source)
+        text = copy_text(loaded, name, date.today().isoformat())
+        target = user_cluster_dir() / f"{name}.yaml"
+        parse_cluster(text, str(target))
+        write_atomic(target, text, overwrite=force)
+    typer.echo(str(target))
+    warn(f"created {target} from {loaded.cluster.name}; edit it with 'napkin cluster edit {name}'")
+
+
+@cluster_app.command("edit")
+def cluster_edit(name: NameArg) -> None:
+    """Open your copy of a cluster in $EDITOR (creating it if needed); keep it only if it validates."""
+    from napkin.cli.hardware_cmds import _edit
+    from napkin.cluster import copy_text, find, parse_cluster, user_cluster_dir
+    from napkin.files import locked, read_text, write_atomic
+    from napkin.profiles import normalize
+
+    with boundary():
+        directory = user_cluster_dir()
+        mine = sorted(directory.glob("*.yaml")) if directory.is_dir() else []
+        target = next((p for p in mine if normalize(p.stem) == normalize(name)), None)
+        if target is None:
+            loaded = find(name)
+            if loaded.origin in ("user", "env"):
+                target = Path(loaded.path)
+            else:
+                target = directory / f"{loaded.cluster.name}.yaml"
+                write_atomic(target, copy_text(loaded, loaded.cluster.name, date.today().isoformat()))
+                warn(f"created {target} from the {loaded.origin} cluster; it replaces it from now on")
+        with locked(target, wait=False):
+            _edit(name, target, read_text, parse_cluster, write_atomic, "napkin cluster edit")
+    typer.echo(str(target))
+
+
+@cluster_app.command("schema")
+def cluster_schema() -> None:
+    """Print the JSON Schema of a cluster file (for editors: yaml-language-server)."""
+    from napkin.cluster import schema
+
+    typer.echo(json.dumps(schema(), indent=2, ensure_ascii=False))
+
+
+__all__ = ["cluster_app", "comm_app"]
