@@ -736,7 +736,21 @@ def inference(
         price_per_hour=price_value if price_value is not None else profile.price_per_hour,
     )  # fmt: skip
     return engine(name, arch, profile, gpus=g, tensor=t, context=length, prompt=p, output=o,
-                  batch=_positive(batch, "batch"), settings=settings)  # fmt: skip
+                  batch=_positive(batch, "batch"), settings=settings, fabric=_fabric_of(profile, t))  # fmt: skip
+
+
+def _fabric_of(profile: HardwareProfile, tensor: int) -> Any:
+    """The scale-up links of the built-in cluster made of ``profile``'s device, for TP communication (None when
+    there is no such cluster, or a TP group larger than its scale-up domain)."""
+    if tensor == 1:
+        return None
+    from napkin.cluster import load_catalog
+
+    for loaded in load_catalog().visible():
+        if loaded.cluster.device == profile.name:
+            fabric = loaded.cluster.fabric()
+            return fabric if tensor <= fabric.domain_size else None
+    return None
 
 
 # ------------------------------------------------------------------------------- step and plan

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from napkin import sources
 from napkin.base import Record
+from napkin.cluster import Fabric
 from napkin.explain import Step, step
 from napkin.model import Model
 from napkin.profiles import HardwareProfile
@@ -386,8 +387,13 @@ def serve(
     output: int,
     batch: int,
     settings: Serving,
+    fabric: Fabric | None = None,
 ) -> InferenceResult:
-    """Serve ``model`` on ``gpus`` GPUs in TP groups of ``tensor``: memory, fit, time, throughput, cost."""
+    """Serve ``model`` on ``gpus`` GPUs in TP groups of ``tensor``: memory, fit, time, throughput, cost.
+
+    With a ``fabric`` (the cluster's links), each layer's two tensor-parallel all-reduces of the
+    activations (Shoeybi et al. 2019 §3: after attention and after the MLP) are timed by the α–β model
+    of ``napkin.comm`` and added to prefill and decode (not overlapped with compute)."""
     s = settings
     fmt, kv = s.weights_format, s.kv_dtype
     replicas = gpus // tensor
@@ -432,7 +438,8 @@ def serve(
     prefill = 2 * n_active * prompt + attn
     prefill_compute = prefill / (tensor * rate)
     prefill_memory = w_gpu / bw
-    ttft = max(prefill_compute, prefill_memory)
+    prefill_comm = _tp_comm(model, tensor, prompt, fabric)
+    ttft = max(prefill_compute, prefill_memory) + prefill_comm
     steps.append(step("prefill FLOPs", "2·N_active·P + 2·L·P²·d_attn (causal attention, forward)",
                       f"2 × {format_count(n_active)} × {prompt:,} + attention {format_sci(attn)}",
                       format_sci(prefill), f"{sources.KAPLAN_6ND}; {sources.PALM_ATTENTION}"))  # fmt: skip
@@ -443,7 +450,7 @@ def serve(
     # --- decode (memory-bound at small batch) -------------------------------------------------
     mean = prompt + output // 2
 
-    def step_time(b: int) -> tuple[float, float, float, float]:
+    def step_time(b: int) -> tuple[float, float, float, float]:  # (bytes, FLOPs, memory s, compute s)
         read = weights_read_bytes(model, fmt, b) / tensor + b * k["shard"] * kv_bytes_per_sequence(
             model, mean, kv, s.block_size
         )
@@ -451,9 +458,10 @@ def serve(
         return read, flops, read / bw, flops / rate
 
     read, flops, t_mem, t_comp = step_time(batch)
-    decode = max(t_mem, t_comp)
+    decode_comm = _tp_comm(model, tensor, batch, fabric)
+    decode = max(t_mem, t_comp) + decode_comm
     _, _, floor_mem, floor_comp = step_time(1)
-    floor = max(floor_mem, floor_comp)
+    floor = max(floor_mem, floor_comp)  # the roofline floor; TP communication comes on top (decode step)
     crossover = _crossover(step_time)
     weights_only = _crossover(lambda b: (0.0, 0.0, weights_read_bytes(model, fmt, b) / tensor / bw,
                                          b * 2 * n_active / tensor / rate)) or 0  # fmt: skip
@@ -474,7 +482,16 @@ def serve(
                       f"ridge {peak / bw:.0f} FLOP/B ({dtype})",
                       ("none (KV reads grow with b as fast as FLOPs)" if crossover is None else f"b = {crossover}")
                       + f"; weights alone: b = {weights_only}", sources.ROOFLINE))  # fmt: skip
-    communication = "TP all-reduce not modelled" if tensor > 1 else "no TP communication"
+    if tensor == 1:
+        communication = "no TP communication"
+    elif fabric is None:
+        communication = "TP all-reduce not modelled (no cluster profile for this device)"
+    else:
+        communication = f"TP all-reduce {_ms(decode_comm)} per decode step on {fabric.up_name}"
+        steps.append(step("TP all-reduce per decode step", "2·L all-reduces of b·d·2 B over the TP group (α–β)",
+                          f"2 × {model.layers} × all-reduce({format_bytes_si(batch * model.hidden * 2)}, "
+                          f"n = {tensor}) on {fabric.name}", _ms(decode_comm),
+                          f"{sources.MEGATRON_TP}; napkin.comm ring/NVLS model"))  # fmt: skip
 
     per_user = 1 / decode
     tps = batch * per_user
@@ -501,7 +518,7 @@ def serve(
         warnings.append("the weights (and workspace) leave no room for one sequence's KV cache")
     elif batch > max_batch:
         warnings.append(f"batch {batch} does not fit: at most {max_batch} sequences of {context:,} tokens")
-    if tensor > 1:
+    if tensor > 1 and fabric is None:
         warnings.append("TP all-reduce per layer is not modelled: decode times are lower bounds")
     if not model.is_mla and tensor > model.n_kv:
         warnings.append(f"TP {tensor} > {model.n_kv} KV heads: each KV head is replicated {tensor / model.n_kv:g}×")
@@ -538,6 +555,15 @@ def max_context(model: Model, kv: KvDtype, block: int | None, budget: float) -> 
         mid = (low + high) // 2
         low, high = (mid, high) if kv_bytes_per_sequence(model, mid, kv, block) <= budget else (low, mid)
     return low
+
+
+def _tp_comm(model: Model, tensor: int, tokens: int, fabric: Fabric | None) -> float:
+    """Seconds of the 2·L tensor-parallel all-reduces of ``tokens`` × d activations in 16 bits."""
+    if tensor == 1 or fabric is None:
+        return 0.0
+    from napkin.comm import collective_seconds
+
+    return 2 * model.layers * collective_seconds("all-reduce", tokens * model.hidden * 2.0, tensor, fabric)
 
 
 def _crossover(step_time: Any, limit: int = 1 << 20) -> int | None:

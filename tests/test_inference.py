@@ -79,21 +79,21 @@ def test_decode_floor_is_bytes_over_bandwidth() -> None:
 
 @pytest.mark.parametrize(
     ("tp", "shape", "prefill_ms", "decode_ms", "kv_mb"),
-    [(2, {"layers": 80, "hidden": 8192, "heads": 64, "ffn": 22016}, 113.33 - 4.47, 33.85 - 1.28, 713.03),
+    [(2, {"layers": 80, "hidden": 8192, "heads": 64, "ffn": 22016}, 113.33, 33.85, 713.03),
      (1, {"layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008}, 22.41, 6.73, 285.21)],
 )  # fmt: skip
 def test_llama_1_matches_llm_analysis_ideal_inference(
     tp: int, shape: dict[str, Any], prefill_ms: float, decode_ms: float, kv_mb: float
 ) -> None:
     """cli99/llm-analysis examples/llama/outputs_infer_ideal (A100-SXM-80GB, fe = hbme = 1, prompt 512,
-    32 generated, batch 1): napkin's times within 1.5 % once llm-analysis's TP all-reduce is taken out
-    (napkin does not model it), the KV cache to the byte."""
+    32 generated, batch 1): napkin's times within 1.5 % (TP 2: its all-reduces included on both sides, napkin's
+    from the dgx-a100 cluster's NVLink), the KV cache to the byte."""
     r = napkin.inference(
         **shape, vocab=32000, mlp="swiglu", norm="rmsnorm", tied_embeddings=False, gpus=tp, hardware="a100-sxm-80gb",
         prompt=512, output=32, efficiency=1,
     )  # fmt: skip
     assert r.ttft_seconds * 1e3 == pytest.approx(prefill_ms, rel=0.015)
-    assert r.decode_seconds_per_token * 1e3 == pytest.approx(decode_ms, rel=0.01)
+    assert r.decode_seconds_per_token * 1e3 == pytest.approx(decode_ms, rel=0.015)
     assert round(r.kv_cache_bytes_per_gpu / 1e6, 2) == kv_mb
 
 
