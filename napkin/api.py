@@ -14,6 +14,8 @@ functions, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -163,6 +165,35 @@ def _seq(seq: Number | None, default: int | None) -> int | None:
     return optional(units.parse_length, seq, "seq") or default
 
 
+def keywords(*groups: tuple[str, ...]) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Give a ``def f(..., **options)`` question the named keywords of ``groups`` (each defaulting to
+    ``None``, meaning "not given"): ``help()``, ``inspect.signature`` and a notebook's completion list
+    them, and a misspelt one raises ``TypeError`` as for any Python function. Declared once here, used by
+    every question that takes a model shape or a layout."""
+
+    def decorate(func: Callable[..., T]) -> Callable[..., T]:
+        sig = inspect.signature(func)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for g in groups for name in g]
+        full = sig.replace(parameters=[*own, *extra])
+
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> T:
+            full.bind(*args, **kwargs)  # TypeError: got an unexpected keyword argument 'gpu'
+            return func(*args, **kwargs)
+
+        checked.__signature__ = full  # type: ignore[attr-defined]
+        return checked
+
+    return decorate
+
+
+def split_layout(options: dict[str, Any]) -> Layout:
+    """Take ``layout`` and the layout keywords out of ``options`` (leaving the shape keywords) as a ``Layout``."""
+    given = {k: options.pop(k) for k in LAYOUT_KEYWORDS if k in options}
+    return build_layout(given.pop("layout", None), **given)
+
+
 #: Layout keywords as the commands name them → ``Layout`` fields.
 LAYOUT_FIELDS = {
     "tensor_parallel": "tensor", "pipeline_parallel": "pipeline", "data_parallel": "data",
@@ -170,6 +201,8 @@ LAYOUT_FIELDS = {
     "sequence_parallel": "sequence_parallel", "sharding": "sharding", "recompute": "recompute", "offload": "offload",
 }  # fmt: skip
 _LAYOUT_ENUMS: dict[str, Any] = {"sharding": Sharding, "recompute": Recompute, "offload": Offload}
+#: The keywords a layout is given by: a ``Layout`` object and/or its parts.
+LAYOUT_KEYWORDS = ("layout", *LAYOUT_FIELDS)
 
 
 def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
@@ -199,6 +232,7 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
 # --------------------------------------------------------------------------------------- questions
 
 
+@keywords(SHAPE_FIELDS)
 def train_time(
     *,
     params: Number | None = None,
@@ -310,6 +344,7 @@ def _mfu_range(mfu: Number | tuple[Number, Number]) -> tuple[float, float]:
     return parse(units.parse_fraction_range, str(mfu), "mfu")
 
 
+@keywords(SHAPE_FIELDS)
 def mfu(
     *,
     params: Number | None = None,
@@ -356,6 +391,7 @@ def mfu(
     )  # fmt: skip
 
 
+@keywords(SHAPE_FIELDS)
 def flops(
     *,
     params: Number | None = None,
@@ -434,6 +470,7 @@ def _memory_inputs(
     return n, g, ActivationInputs(model=arch, workload=work, layout=resolved, flash_attention=flash_attention)
 
 
+@keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
 def memory(
     *,
     params: Number | None = None,
@@ -447,17 +484,6 @@ def memory(
     micro_batch: Number = 1,
     global_batch: Number | None = None,
     flash_attention: bool = False,
-    layout: Layout | None = None,
-    tensor_parallel: Number | None = None,
-    pipeline_parallel: Number | None = None,
-    data_parallel: Number | None = None,
-    context_parallel: Number | None = None,
-    expert_parallel: Number | None = None,
-    interleave: Number | None = None,
-    sequence_parallel: bool | None = None,
-    sharding: str | Sharding | None = None,
-    recompute: str | Recompute | None = None,
-    offload: str | Offload | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
     **shape: Any,
@@ -465,11 +491,7 @@ def memory(
     """Per-GPU training memory: model states under the layout, plus activations when a model is given."""
     from napkin.training_memory import memory as engine
 
-    lay = build_layout(
-        layout, tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel, data_parallel=data_parallel,
-        context_parallel=context_parallel, expert_parallel=expert_parallel, interleave=interleave,
-        sequence_parallel=sequence_parallel, sharding=sharding, recompute=recompute, offload=offload,
-    )  # fmt: skip
+    lay = split_layout(shape)
     n, g, acts = _memory_inputs(params, gpus, model, model_config, seq, micro_batch, global_batch, flash_attention,
                                 lay, shape)  # fmt: skip
     if n is None:
@@ -496,6 +518,7 @@ def _reserve(reserve: Number, capacity: float) -> float:
         raise UsageError(str(exc), field="reserve") from None
 
 
+@keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
 def max_model(
     *,
     gpus: Number = 1,
@@ -508,17 +531,6 @@ def max_model(
     micro_batch: Number = 1,
     global_batch: Number | None = None,
     flash_attention: bool = False,
-    layout: Layout | None = None,
-    tensor_parallel: Number | None = None,
-    pipeline_parallel: Number | None = None,
-    data_parallel: Number | None = None,
-    context_parallel: Number | None = None,
-    expert_parallel: Number | None = None,
-    interleave: Number | None = None,
-    sequence_parallel: bool | None = None,
-    sharding: str | Sharding | None = None,
-    recompute: str | Recompute | None = None,
-    offload: str | Offload | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
     **shape: Any,
@@ -526,11 +538,7 @@ def max_model(
     """The largest model whose training state fits: pooled memory / bytes per parameter."""
     from napkin.training_memory import max_model as engine
 
-    lay = build_layout(
-        layout, tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel, data_parallel=data_parallel,
-        context_parallel=context_parallel, expert_parallel=expert_parallel, interleave=interleave,
-        sequence_parallel=sequence_parallel, sharding=sharding, recompute=recompute, offload=offload,
-    )  # fmt: skip
+    lay = split_layout(shape)
     _n, g, acts = _memory_inputs(None, gpus, model, model_config, seq, micro_batch, global_batch, flash_attention,
                                  lay, shape)  # fmt: skip
     profile = get_hardware(hardware, hardware_file)
@@ -637,6 +645,7 @@ def _tensor(gpus: Number, tensor_parallel: Number | None, arch: Model) -> tuple[
     return g, t
 
 
+@keywords(SHAPE_FIELDS)
 def kv_cache(
     *,
     model: str | Model | None = None,
@@ -676,6 +685,7 @@ def _context(context: Number | None, arch: Model) -> int:
     return length
 
 
+@keywords(SHAPE_FIELDS)
 def inference(
     *,
     model: str | Model | None = None,
@@ -835,6 +845,7 @@ def _step_model(
     return sm, name
 
 
+@keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
 def step(
     *,
     gpus: Number,
@@ -845,17 +856,6 @@ def step(
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
     flash_attention: bool = False,
-    layout: Layout | None = None,
-    tensor_parallel: Number | None = None,
-    pipeline_parallel: Number | None = None,
-    data_parallel: Number | None = None,
-    context_parallel: Number | None = None,
-    expert_parallel: Number | None = None,
-    interleave: Number | None = None,
-    sequence_parallel: bool | None = None,
-    sharding: str | Sharding | None = None,
-    recompute: str | Recompute | None = None,
-    offload: str | Offload | None = None,
     cluster: str | Any | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
@@ -869,11 +869,7 @@ def step(
     """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster."""
     from napkin.step import build_result, check_knobs
 
-    lay = build_layout(
-        layout, tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel, data_parallel=data_parallel,
-        context_parallel=context_parallel, expert_parallel=expert_parallel, interleave=interleave,
-        sequence_parallel=sequence_parallel, sharding=sharding, recompute=recompute, offload=offload,
-    )  # fmt: skip
+    lay = split_layout(shape)
     if lay.offload is not Offload.none:
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
     g = parse(units.parse_int, gpus, "gpus")
@@ -885,6 +881,7 @@ def step(
     return build_result(sm, check_knobs(sm, lay, b, g), name)
 
 
+@keywords(SHAPE_FIELDS)
 def plan(
     *,
     gpus: Number,
