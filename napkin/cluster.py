@@ -24,20 +24,18 @@ name rule and config directory; it never prints and imports neither typer nor ri
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass, field
-from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from napkin import units
 from napkin.base import Record
 from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.files import config_dir
+from napkin.files import bundled, config_dir, env_dirs
 from napkin.profiles import (  # the hardware catalog's types and file helpers, shared
     BrokenProfile,
     BytesPerSecond,
@@ -48,7 +46,7 @@ from napkin.profiles import (  # the hardware catalog's types and file helpers, 
     _read,
     _yaml_files,
 )
-from napkin.yamlio import normalize, validation_messages
+from napkin.yamlio import normalize, validated
 from napkin.yamlio import parse as read_yaml
 
 ENV_CLUSTER_PATH: Final = "NAPKIN_CLUSTER_PATH"
@@ -218,22 +216,12 @@ class Fabric:
 
 def parse_cluster(text: str, label: str) -> Cluster:
     """Validate one cluster file's YAML; errors name the file, the line and the field."""
-    data, node = read_yaml(text, label)
-    if not isinstance(data, dict):
-        raise ProfileError(f"{label}:1: a cluster profile must be a YAML mapping of fields")
-    try:
-        return Cluster.model_validate(data)
-    except ValidationError as exc:
-        problems = validation_messages(exc, node, label, "napkin cluster schema lists the fields")
-        raise ProfileError("; ".join(problems), problems) from None
+    return validated(Cluster, text, label, "cluster")
 
 
 def builtin_dir() -> Traversable:
     """The bundled clusters: ``napkin/clusters`` in a wheel, the checkout's ``clusters/`` otherwise."""
-    packaged = files("napkin") / "clusters"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "clusters"
+    return bundled("clusters")
 
 
 def user_cluster_dir() -> Path:
@@ -242,11 +230,7 @@ def user_cluster_dir() -> Path:
 
 def search_path() -> list[tuple[Origin, Traversable]]:
     """The directories searched for cluster profiles, highest priority first."""
-    dirs: list[tuple[Origin, Traversable]] = [
-        ("env", Path(entry.strip()).expanduser())
-        for entry in os.environ.get(ENV_CLUSTER_PATH, "").split(os.pathsep)
-        if entry.strip()
-    ]
+    dirs: list[tuple[Origin, Traversable]] = [("env", d) for d in env_dirs(ENV_CLUSTER_PATH)]
     dirs.append(("user", user_cluster_dir()))
     dirs.append(("built-in", builtin_dir()))
     return dirs

@@ -19,6 +19,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 from typing import Final
 
 from napkin.errors import NapkinError
@@ -163,3 +167,20 @@ def locked(path: Path, *, wait: bool = True) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def env_dirs(variable: str) -> list[Path]:
+    """The directories an ``os.pathsep``-separated environment variable names (``~`` expanded), in order."""
+    return [
+        Path(entry.strip()).expanduser() for entry in os.environ.get(variable, "").split(os.pathsep) if entry.strip()
+    ]
+
+
+def bundled(kind: str) -> Traversable:
+    """Data shipped with napkin: ``napkin/<kind>`` in a wheel, the checkout's top-level ``<kind>/`` otherwise."""
+    from importlib.resources import files
+
+    packaged = files("napkin") / kind
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / kind

@@ -13,7 +13,6 @@ files, or by one of your files and a built-in, is an error naming both.
 from __future__ import annotations
 
 import difflib
-import os
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -23,7 +22,7 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from napkin.base import Record
 from napkin.errors import ProfileError, UsageError
-from napkin.files import config_dir
+from napkin.files import config_dir, env_dirs
 from napkin.model import Model
 from napkin.result import TableResult
 from napkin.units import format_count
@@ -113,8 +112,7 @@ def _builtin() -> dict[str, ModelPreset]:
 
 def user_model_dirs() -> list[Path]:
     """Where your model presets are looked for, highest priority first."""
-    dirs = [Path(e.strip()).expanduser() for e in os.environ.get(ENV_MODELS_PATH, "").split(os.pathsep) if e.strip()]
-    return [*dirs, config_dir() / "models"]
+    return [*env_dirs(ENV_MODELS_PATH), config_dir() / "models"]
 
 
 def _user_files() -> list[Path]:

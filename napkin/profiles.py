@@ -32,7 +32,6 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib.resources import files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -43,7 +42,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     WithJsonSchema,
     model_validator,
 )
@@ -52,9 +50,9 @@ from napkin import units
 from napkin.base import Record
 from napkin.choices import Dtype
 from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.files import ENV_CONFIG_DIR, config_dir, read_text
+from napkin.files import ENV_CONFIG_DIR, bundled, config_dir, env_dirs, read_text
 from napkin.measurements import Measurement, for_profile
-from napkin.yamlio import normalize, parse, validation_messages
+from napkin.yamlio import normalize, parse, validated
 
 ENV_HARDWARE_PATH: Final = "NAPKIN_HARDWARE_PATH"
 ENV_HARDWARE: Final = "NAPKIN_HARDWARE"  # the default profile name when none is given
@@ -217,16 +215,10 @@ class HardwareProfile(Record):
 
 def parse_profile(text: str, label: str) -> HardwareProfile:
     """Validate one profile's YAML text; errors name the file, the line and the field (never a value)."""
-    data, node = parse(text, label)
-    if not isinstance(data, dict):
-        raise ProfileError(f"{label}:1: a hardware profile must be a YAML mapping of fields")
-    if "name" not in data and "peak_flops" not in data:
+    data, _ = parse(text, label)
+    if isinstance(data, dict) and "name" not in data and "peak_flops" not in data:
         raise ProfileError(f"{label}: not a napkin hardware profile (it has no 'name' and no 'peak_flops' field)")
-    try:
-        return HardwareProfile.model_validate(data)
-    except ValidationError as exc:
-        problems = validation_messages(exc, node, label, "napkin hardware schema lists the fields")
-        raise ProfileError("; ".join(problems), problems) from None
+    return validated(HardwareProfile, text, label, "hardware")
 
 
 # ------------------------------------------------------------------------------------------ lookup
@@ -234,10 +226,7 @@ def parse_profile(text: str, label: str) -> HardwareProfile:
 
 def builtin_dir() -> Traversable:
     """The bundled profiles: ``napkin/hardware`` in a wheel, the checkout's ``hardware/`` otherwise."""
-    packaged = files("napkin") / "hardware"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "hardware"
+    return bundled("hardware")
 
 
 def user_hardware_dir() -> Path:
@@ -246,10 +235,7 @@ def user_hardware_dir() -> Path:
 
 def search_path() -> list[tuple[Origin, Traversable]]:
     """The directories searched for profiles, highest priority first."""
-    dirs: list[tuple[Origin, Traversable]] = []
-    for entry in os.environ.get(ENV_HARDWARE_PATH, "").split(os.pathsep):
-        if entry.strip():
-            dirs.append(("env", Path(entry.strip()).expanduser()))
+    dirs: list[tuple[Origin, Traversable]] = [("env", d) for d in env_dirs(ENV_HARDWARE_PATH)]
     dirs.append(("user", user_hardware_dir()))
     dirs.append(("built-in", builtin_dir()))
     return dirs

@@ -11,14 +11,16 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import yaml
 
 from napkin.errors import NapkinError, ProfileError
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound="BaseModel")
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: Keys longer than this are shortened in messages (a file that is not a profile may have whole lines as keys).
@@ -129,3 +131,18 @@ def validation_messages(exc: ValidationError, node: yaml.Node | None, label: str
             message = f"unknown field (check the spelling; {schema_hint})"
         messages.append(f"{label}:{line_of(node, loc)}: {where}: {message}")
     return messages
+
+
+def validated(model: type[M], text: str, label: str, kind: str) -> M:
+    """One napkin data file (a ``kind``: hardware, cluster …) validated as ``model``; every problem names the
+    file, the line and the field, never a value."""
+    from pydantic import ValidationError
+
+    data, node = parse(text, label)
+    if not isinstance(data, dict):
+        raise ProfileError(f"{label}:1: a {kind} profile must be a YAML mapping of fields")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = validation_messages(exc, node, label, f"napkin {kind} schema lists the fields")
+        raise ProfileError("; ".join(problems), problems) from None
