@@ -28,6 +28,7 @@ This module reads files but never prints; it imports neither typer nor rich.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 from collections.abc import Iterable
@@ -213,6 +214,7 @@ class HardwareProfile(Record):
         return {normalize(self.name), *(normalize(a) for a in self.aliases)}
 
 
+@functools.lru_cache(maxsize=256)
 def parse_profile(text: str, label: str) -> HardwareProfile:
     """Validate one profile's YAML text; errors name the file, the line and the field (never a value)."""
     data, _ = parse(text, label)
@@ -319,17 +321,25 @@ def _scan(dirs: Iterable[tuple[Origin, Traversable]]) -> tuple[list[_Entry], lis
             label = _label(item)
             try:
                 text = _read(item, label)
-                data, _ = parse(text, label)
+                raw_name, alias_keys = _names(text, label)
             except ProfileError as exc:
                 broken.append(BrokenProfile(origin, label, str(exc), tuple(exc.problems)))
                 continue
-            raw: dict[Any, Any] = data if isinstance(data, dict) else {}
-            raw_name, raw_aliases = raw.get("name"), raw.get("aliases")
-            name = raw_name if isinstance(raw_name, str) else item.name.rsplit(".", 1)[0]
-            aliases = raw_aliases if isinstance(raw_aliases, list) else []
-            alias_keys = frozenset(normalize(a) for a in aliases if isinstance(a, str)) - {""}
+            name = raw_name if raw_name is not None else item.name.rsplit(".", 1)[0]
             entries.append(_Entry(origin, label, text, name[:80], normalize(name), alias_keys))
     return entries, broken
+
+
+@functools.lru_cache(maxsize=1024)
+def _names(text: str, label: str) -> tuple[str | None, frozenset[str]]:
+    """The raw ``name`` and alias keys of a file's text, parsed once per distinct text (every command scans
+    the whole search path for conflicts; the notebook API calls this in loops)."""
+    data, _ = parse(text, label)
+    raw: dict[Any, Any] = data if isinstance(data, dict) else {}
+    raw_name, raw_aliases = raw.get("name"), raw.get("aliases")
+    aliases = raw_aliases if isinstance(raw_aliases, list) else []
+    alias_keys = frozenset(normalize(a) for a in aliases if isinstance(a, str)) - {""}
+    return (raw_name if isinstance(raw_name, str) else None), alias_keys
 
 
 @dataclass
