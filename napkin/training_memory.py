@@ -251,8 +251,13 @@ def stage_memory(
     layout: Layout,
     activations: ActivationInputs | None = None,
     element_bytes: float | None = None,
+    ends_only: bool = False,
 ) -> list[StageMemory]:
     """Per-GPU bytes of every pipeline stage (``layout`` resolved). Plain floats: fast enough for a planner.
+
+    ``ends_only`` computes the first and the last stage alone: the most loaded GPU is always one of them,
+    since an interior stage holds the first stage's layers without its embedding, with no more micro-batches
+    in flight (1F1B and interleaved both hold fewer the later the stage), and no output layer.
 
     Without a model the parameters split evenly over t·p. With one, stage 0 also holds the input embedding
     and the last stage the final norm and the output layer (a copy of the tied embedding when p > 1, as
@@ -267,7 +272,7 @@ def stage_memory(
         states = {c: b * local for c, b in dense_pp.items()}
         host = sum(v for c, v in states.items() if c in moved)
         states = {c: 0.0 if c in moved else v for c, v in states.items()}
-        return [StageMemory(i, 0.0, local, states, host, 0.0, {}) for i in range(p)]
+        return [StageMemory(i, 0.0, local, states, host, 0.0, {}) for i in ((0,) if ends_only else range(p))]
     m, work = activations.model, activations.workload
     total_params, per_layer_dense, per_layer_expert, embed, final_norm = _param_split(m)
     scale = params / total_params
@@ -282,7 +287,7 @@ def stage_memory(
     except ValueError as exc:
         raise UsageError(str(exc), field="global_batch") from None
     stages = []
-    for i in range(p):
+    for i in sorted({0, p - 1}) if ends_only else range(p):
         dense = stage_layers * per_layer_dense + (embed if i == 0 else 0)
         if i == p - 1:
             dense += final_norm + (m.vocab * m.hidden if (not m.tied_embeddings or p > 1) else 0)
@@ -322,7 +327,8 @@ def per_gpu_bytes(
     """The most loaded GPU's bytes (model states + activations): the fast path under ``memory()``."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
     bpp = bytes_per_param(optimizer, precision)
-    return max(s.total for s in stage_memory(params, bpp, layout, activations, _activation_element_bytes(precision)))
+    e = _activation_element_bytes(precision)
+    return max(s.total for s in stage_memory(params, bpp, layout, activations, e, ends_only=True))
 
 
 def _stage_name(stage: int, pipeline: int) -> str:

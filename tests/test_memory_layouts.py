@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from napkin import profiles
 from napkin.activations import in_flight, interleave_factor, layer_bytes
 from napkin.choices import Offload, Optimizer, Precision, Recompute, Sharding
 from napkin.layout import Layout
 from napkin.model import Model
-from napkin.training_memory import ActivationInputs, MemoryResult, memory, per_gpu_bytes
+from napkin.training_memory import ActivationInputs, MemoryResult, bytes_per_param, memory, per_gpu_bytes, stage_memory
 from napkin.workload import Workload
 from tests.conftest import Run
 
@@ -189,6 +191,24 @@ def test_fast_path_equals_the_result() -> None:
     fast = per_gpu_bytes(float(model.params()), optimizer=Optimizer.adam, precision=Precision.mixed_fp32_grads,
                          gpus=t * p, layout=lay, activations=acts)  # fmt: skip
     assert fast == r.per_gpu_bytes
+
+
+@given(
+    st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 3, 4, 6, 12]), st.sampled_from([1, 2]),
+    st.integers(1, 4), st.sampled_from(list(Recompute)), st.booleans(), st.sampled_from([None, 64, 256]),
+)  # fmt: skip
+def test_the_most_loaded_stage_is_the_first_or_the_last(
+    t: int, p: int, v: int, b: int, recompute: Recompute, tied: bool, batch: int | None
+) -> None:
+    """per_gpu_bytes computes only the end stages; every stage computed agrees on the maximum."""
+    model = Model(layers=24 * v, hidden=1024, heads=16, vocab=32000, tied_embeddings=tied)
+    lay = Layout(tensor=t, pipeline=p, interleave=v if p > 1 else 1, recompute=recompute).resolve(t * p * 4)
+    work = Workload(seq=1024, micro_batch=b, global_batch=None if batch is None else batch * b * 4)
+    acts = ActivationInputs(model=model, workload=work, layout=lay)
+    every = stage_memory(float(model.params()), bytes_per_param(Optimizer.adam, Precision.mixed), lay, acts, 2.0)
+    fast = per_gpu_bytes(float(model.params()), optimizer=Optimizer.adam, precision=Precision.mixed, gpus=t * p * 4,
+                         layout=lay, activations=acts)  # fmt: skip
+    assert fast == max(s.total for s in every)
 
 
 def test_cli_memory_70b_tp8_without_a_shape_and_pipeline_json(napkin: Run) -> None:
