@@ -80,6 +80,37 @@ def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str |
     return resolve(name, hardware_file).profile
 
 
+def hardware_list() -> Any:
+    """Every hardware profile napkin can see (built-in, yours, ``$NAPKIN_HARDWARE_PATH``) and any invalid file."""
+    from napkin.hardware_views import HardwareList
+    from napkin.profiles import load_catalog
+
+    return HardwareList.of(load_catalog())
+
+
+def hardware_sheet(name: str | None = None, hardware_file: str | Path | None = None) -> Any:
+    """One profile with every field, unit and source (``napkin hardware show``)."""
+    from napkin.hardware_views import HardwareSheet
+    from napkin.profiles import resolve
+
+    if name is None and hardware_file is None:
+        raise UsageError("give a profile name or hardware_file", field="name", also=("hardware_file",))
+    if hardware_file is not None:
+        return HardwareSheet(loaded=resolve(name, hardware_file))
+    return HardwareSheet(loaded=resolve(name, what="NAME"))
+
+
+def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> Any:
+    """Profiles side by side with the ridge point at ``dtype`` (``napkin hardware compare``)."""
+    from napkin.hardware_views import HardwareComparison
+    from napkin.profiles import resolve
+
+    if len(names) < 2:
+        raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
+    profiles = [resolve(n, what="NAMES").profile for n in names]
+    return HardwareComparison(profiles=profiles, dtype=choice(Dtype, dtype, "dtype"))
+
+
 def build_model(
     model: str | Model | None = None, model_config: str | Path | None = None, **shape: Any
 ) -> tuple[Model | None, int | None]:

@@ -25,6 +25,7 @@ class Result(Record):
     headline: ClassVar[tuple[str, ...]] = ()
 
     warnings: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="information that is neither result nor warning")
     steps: list[Step] = Field(default_factory=list, description="the derivation: formula, numbers, source")
 
     # --- what a table shows --------------------------------------------------------------------
@@ -73,7 +74,7 @@ class Result(Record):
     def to_json(self, explain: bool = False) -> Any:
         """Base units; ``steps`` only with ``explain``."""
         data = self.model_dump(mode="json", exclude=None if explain else {"steps"})
-        return {**{k: v for k, v in data.items() if k not in ("warnings", "steps")},
+        return {**{k: v for k, v in data.items() if k not in ("warnings", "notes", "steps")},
                 **{k: data[k] for k in ("warnings", "steps") if k in data}}  # fmt: skip
 
 

@@ -116,7 +116,7 @@ def dumps(data: Any, *, non_finite_ok: bool = False) -> str:
 
 
 #: Library keywords whose command-line flag is not simply ``--`` + the keyword with dashes.
-FLAGS = {"seconds": "--days/--hours", "m": "M", "k": "K", "n": "N", "shape": "SHAPE"}
+FLAGS = {"seconds": "--days/--hours", "m": "M", "k": "K", "n": "N", "shape": "SHAPE", "name": "NAME", "names": "NAMES"}
 
 
 def flag(field: str) -> str:
@@ -200,6 +200,8 @@ def emit(
         print_notes()
     for message in [*(result.warnings if own else ()), *warnings]:  # type: ignore[attr-defined]
         warn(message)
+    for message in result.notes if own else ():  # type: ignore[attr-defined]
+        note(message)
     if json_data is not None:
         data = json_data
     elif own:

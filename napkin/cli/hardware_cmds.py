@@ -8,7 +8,7 @@ import shlex
 import subprocess
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -20,17 +20,12 @@ from napkin.cli.common import (
     dumps,
     emit,
     fail,
-    load_hardware,
     note,
-    print_notes,
+    run,
     warn,
 )
 from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.units import format_bandwidth, format_bytes, format_power, format_rate
 from napkin.yamlio import clean
-
-if TYPE_CHECKING:
-    from napkin.profiles import HardwareProfile
 
 app = typer.Typer(help="Hardware profiles: list, inspect, compare, validate, copy and edit them.",
                   no_args_is_help=True)  # fmt: skip
@@ -38,48 +33,12 @@ app = typer.Typer(help="Hardware profiles: list, inspect, compare, validate, cop
 NameArg = Annotated[str, typer.Argument(help="Profile name or alias (see 'napkin hardware list').")]
 
 
-def _profile_row(p: HardwareProfile) -> dict[str, Any]:
-    return p.model_dump(mode="json", exclude_none=True)
-
-
 @app.command("list")
 def list_command(as_json: JsonOpt = False) -> None:
     """Every profile napkin can see, where it comes from, and any invalid files."""
-    from napkin.profiles import load_catalog
+    from napkin import api
 
-    with boundary():
-        catalog = load_catalog()
-    visible = catalog.visible()
-    if as_json:
-        data = {
-            "profiles": [{"origin": p.origin, "path": p.path, **_profile_row(p.profile)} for p in visible],
-            "shadowed": [{"name": p.profile.name, "origin": p.origin, "path": p.path} for p in catalog.replaced],
-            "conflicts": catalog.conflicts,
-            "invalid": [{"origin": b.origin, "path": b.path, "error": b.error} for b in catalog.broken],
-        }
-        with boundary():
-            typer.echo(dumps(data))
-        return
-    from napkin import render as r
-
-    rows = []
-    for loaded in visible:
-        p = loaded.profile
-        bf16 = p.peak_flops.get(Dtype.bf16)
-        rows.append([p.name, ", ".join(p.aliases), format_rate(bf16) if bf16 else "–",
-                     format_bytes(p.memory), format_bandwidth(p.memory_bandwidth),
-                     format_power(p.power) if p.power else "–", loaded.origin])  # fmt: skip
-    for broken in catalog.broken:
-        rows.append([Path(broken.path).stem, "", "", "", "", "", f"{broken.origin} (INVALID)"])
-    r.console().print(r.grid("Hardware profiles", ["name", "aliases", "bf16 dense", "memory", "bandwidth", "power",
-                                                  "origin"], rows,
-                             caption="peaks are dense (no 2:4 sparsity); GB = 1e9 B, GiB = 2^30 B"))  # fmt: skip
-    for broken in catalog.broken:
-        warn(f"invalid profile (ignored): {broken.error}")
-    for conflict in catalog.conflicts:
-        warn(conflict)
-    for loaded in catalog.replaced:
-        note(f"the built-in {loaded.profile.name} ({loaded.path}) is replaced by your profile of the same name")
+    run(api.hardware_list, {"json": as_json})
 
 
 @app.command("show")
@@ -91,43 +50,9 @@ def show_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Every field of one profile, with units and sources."""
-    with boundary():
-        if name is None and hardware_file is None:
-            raise UsageError("give a profile NAME or --hardware-file PATH")
-        if name is not None and hardware_file is None:
-            from napkin.profiles import resolve
+    from napkin import api
 
-            loaded = resolve(name, what="NAME")
-            print_notes()
-        else:
-            loaded = load_hardware(name, hardware_file)
-    p = loaded.profile
-    if as_json:
-        with boundary():
-            typer.echo(dumps({"origin": loaded.origin, "path": loaded.path, **_profile_row(p)}))
-        return
-    from napkin import render as r
-
-    rows = [("name", p.name), ("display name", p.display_name), ("vendor", p.vendor),
-            ("aliases", ", ".join(p.aliases) or "–"), ("form factor", p.form_factor or "–"),
-            ("memory", format_bytes(p.memory)), ("memory bandwidth", format_bandwidth(p.memory_bandwidth)),
-            ("board power", format_power(p.power) if p.power else "–"),
-            ("interconnect", f"{p.interconnect or '–'}"
-             + (f", {format_bandwidth(p.interconnect_bandwidth)}" if p.interconnect_bandwidth else ""))]  # fmt: skip
-    for dtype, peak in p.peak_flops.items():
-        unit = format_rate(peak).replace("FLOP/s", "OP/s") if dtype is Dtype.int8 else format_rate(peak)
-        per_byte = "OP/B" if dtype is Dtype.int8 else "FLOP/B"
-        rows.append((f"peak {dtype} (dense)", f"{unit}  ridge {peak / p.memory_bandwidth:,.0f} {per_byte}"))
-    for dtype, m in p.measured.items():
-        rows.append((f"measured {dtype}", f"{format_rate(m.flops_per_second)} ({m.date}, {m.device}, {m.size})"))
-    if p.price_per_hour:
-        rows.append(("price", f"${p.price_per_hour:g} per hour"))
-    for s in p.sources:
-        rows.append(("source", f"{s.title} <{s.url}>"))
-    if p.notes:
-        rows.append(("notes", p.notes))
-    rows.append(("file", f"{loaded.path} ({loaded.origin})"))
-    r.console().print(r.key_values(p.display_name, rows))
+    run(api.hardware_sheet, {"name": name, "hardware_file": hardware_file, "json": as_json})
 
 
 @app.command("compare")
@@ -137,44 +62,9 @@ def compare_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Side by side, with the ridge point (dense peak / bandwidth, FLOP per byte)."""
-    from napkin.profiles import resolve
+    from napkin import api
 
-    with boundary():
-        if len(names) < 2:
-            raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
-        loaded_all = [resolve(n, what="NAMES") for n in names]
-    print_notes()
-    profiles = [loaded.profile for loaded in loaded_all]
-
-    def ridge(p: HardwareProfile) -> float | None:
-        return p.ridge_point(dtype) if dtype in p.peak_flops else None
-
-    if as_json:
-        data = [{**_profile_row(p), "ridge_point": ridge(p)} for p in profiles]
-        with boundary():
-            typer.echo(dumps(data))
-        return
-    from napkin import render as r
-
-    def peak(p: HardwareProfile, d: Dtype) -> str:
-        return format_rate(p.peak_flops[d]) if d in p.peak_flops else "–"
-
-    rows = [["memory", *(format_bytes(p.memory) for p in profiles)],
-            ["bandwidth", *(format_bandwidth(p.memory_bandwidth) for p in profiles)],
-            ["power", *(format_power(p.power) if p.power else "–" for p in profiles)],
-            ["interconnect", *(format_bandwidth(p.interconnect_bandwidth) if p.interconnect_bandwidth else "–"
-                               for p in profiles)]]  # fmt: skip
-    rows += [[f"{d} dense", *(peak(p, d) for p in profiles)] for d in Dtype if any(d in p.peak_flops for p in profiles)]
-    rows.append([f"ridge ({dtype})", *(f"{value:,.0f} FLOP/B" if (value := ridge(p)) is not None else "–"
-                                       for p in profiles)])  # fmt: skip
-    r.console().print(
-        r.grid(
-            "Hardware comparison",
-            ["", *(p.name for p in profiles)],
-            rows,
-            caption="ridge point = dense peak / memory bandwidth: kernels below it are memory-bound",
-        )
-    )
+    run(api.hardware_compare, {"names": names, "dtype": dtype, "json": as_json})
 
 
 @app.command("validate")
