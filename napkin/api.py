@@ -111,6 +111,22 @@ def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> An
     return HardwareComparison(profiles=profiles, dtype=choice(Dtype, dtype, "dtype"))
 
 
+def cluster_list() -> Any:
+    """Every cluster profile napkin can see (built-in, yours, ``$NAPKIN_CLUSTER_PATH``)."""
+    from napkin.cluster import load_catalog
+    from napkin.cluster_views import ClusterList
+
+    return ClusterList.of(load_catalog())
+
+
+def cluster_sheet(name: str) -> Any:
+    """One cluster profile with every field, unit and source (``napkin cluster show``)."""
+    from napkin.cluster import find
+    from napkin.cluster_views import ClusterSheet
+
+    return ClusterSheet(loaded=find(name))
+
+
 def build_model(
     model: str | Model | None = None, model_config: str | Path | None = None, **shape: Any
 ) -> tuple[Model | None, int | None]:

@@ -6,16 +6,15 @@ import json
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from napkin.cli.common import ExplainOpt, JsonOpt, boundary, fail, run, warn
 from napkin.errors import ProfileError, UsageError
-from napkin.units import format_bandwidth
 
 if TYPE_CHECKING:
-    from napkin.cluster import Cluster
+    pass
 
 comm_app = typer.Typer(help="Collective communication time on a cluster (α–β model, nccl-tests bandwidths).",
                        no_args_is_help=True)  # fmt: skip
@@ -106,65 +105,20 @@ for _op, _doc in (
 NameArg = Annotated[str, typer.Argument(help="Cluster name or alias (see 'napkin cluster list').")]
 
 
-def _row(c: Cluster) -> dict[str, Any]:
-    return c.model_dump(mode="json", exclude_none=True)
-
-
 @cluster_app.command("list")
 def cluster_list(as_json: JsonOpt = False) -> None:
     """Every cluster profile napkin can see, and where it comes from."""
-    from napkin.cluster import load_catalog
+    from napkin import api
 
-    with boundary():
-        catalog = load_catalog()
-    visible = catalog.visible()
-    if as_json:
-        typer.echo(json.dumps({"clusters": [{"origin": c.origin, "path": c.path, **_row(c.cluster)} for c in visible],
-                               "invalid": [{"path": b.path, "error": b.error} for b in catalog.broken]},
-                              indent=2))  # fmt: skip
-        return
-    from napkin import render as r
-
-    rows = []
-    for loaded in visible:
-        c = loaded.cluster
-        out = c.scale_out
-        nics = f"{out.nics_per_node}×{format_bandwidth(out.nic_bandwidth)}" if out else "–"
-        rows.append([c.name, c.device, str(c.scale_up.domain_size), format_bandwidth(c.scale_up.bandwidth), nics,
-                     loaded.origin])  # fmt: skip
-    r.console().print(r.grid("Cluster profiles", ["name", "device", "domain", "scale-up", "NICs/node", "origin"],
-                             rows, caption="bandwidths per device / per NIC, per direction, bytes/s"))  # fmt: skip
-    for broken in catalog.broken:
-        warn(f"invalid cluster profile (ignored): {broken.error}")
+    run(api.cluster_list, {"json": as_json})
 
 
 @cluster_app.command("show")
 def cluster_show(name: NameArg, as_json: JsonOpt = False) -> None:
     """Every field of one cluster profile, with units and sources."""
-    from napkin.cluster import find
+    from napkin import api
 
-    with boundary():
-        loaded = find(name)
-    c = loaded.cluster
-    if as_json:
-        typer.echo(json.dumps({"origin": loaded.origin, "path": loaded.path, **_row(c)}, indent=2))
-        return
-    from napkin import render as r
-
-    up, out = c.scale_up, c.scale_out
-    rows = [("name", c.name), ("display name", c.display_name), ("device", c.device),
-            ("devices per node", str(c.devices_per_node)),
-            ("scale-up", f"{up.name}: {format_bandwidth(up.bandwidth)} per device per direction × "
-                         f"{up.efficiency:g}, {up.latency * 1e6:g} µs/hop, domain of {up.domain_size}"),
-            ("in-network reduction", f"yes (efficiency {up.in_network_reduction.efficiency:g})"
-             if up.in_network_reduction else "no")]  # fmt: skip
-    if out:
-        rows.append(("scale-out", f"{out.name}: {out.nics_per_node} × {format_bandwidth(out.nic_bandwidth)} "
-                                  f"({out.nic_bandwidth * 8 / 1e9:g} Gbit/s) per direction, "
-                                  f"{out.latency * 1e6:g} µs/hop"))  # fmt: skip
-    rows += [(f"source {i + 1}", f"{s.title} <{s.url}>") for i, s in enumerate(c.sources)]
-    rows.append(("file", f"{loaded.path} ({loaded.origin})"))
-    r.console().print(r.key_values(c.display_name, rows))
+    run(api.cluster_sheet, {"name": name, "json": as_json})
 
 
 @cluster_app.command("validate")

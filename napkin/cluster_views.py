@@ -1,0 +1,86 @@
+"""What ``napkin cluster list|show`` answer, as results that render themselves (the profiles and their
+lookup live in ``napkin.cluster``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict
+
+from napkin.cluster import Cluster, ClusterCatalog, LoadedCluster
+from napkin.result import Result, TableResult
+from napkin.units import format_bandwidth
+
+_ARBITRARY = ConfigDict(arbitrary_types_allowed=True)
+
+
+def cluster_row(c: Cluster) -> dict[str, Any]:
+    return c.model_dump(mode="json", exclude_none=True)
+
+
+class ClusterList(TableResult):
+    """Every cluster profile napkin can see, and where it comes from."""
+
+    model_config = _ARBITRARY
+    title: ClassVar[str] = "Cluster profiles"
+
+    catalog: ClusterCatalog
+
+    @classmethod
+    def of(cls, catalog: ClusterCatalog) -> ClusterList:
+        warnings = [f"invalid cluster profile (ignored): {b.error}" for b in catalog.broken]
+        return cls(catalog=catalog, warnings=warnings)
+
+    def header(self) -> list[str]:
+        return ["name", "device", "domain", "scale-up", "NICs/node", "origin"]
+
+    def body(self) -> list[list[str]]:
+        rows = []
+        for loaded in self.catalog.visible():
+            c, out = loaded.cluster, loaded.cluster.scale_out
+            nics = f"{out.nics_per_node}×{format_bandwidth(out.nic_bandwidth)}" if out else "–"
+            rows.append([c.name, c.device, str(c.scale_up.domain_size), format_bandwidth(c.scale_up.bandwidth), nics,
+                         loaded.origin])  # fmt: skip
+        return rows
+
+    def caption(self) -> str:
+        return "bandwidths per device / per NIC, per direction, bytes/s"
+
+    def to_json(self, explain: bool = False) -> Any:
+        return {
+            "clusters": [
+                {"origin": c.origin, "path": c.path, **cluster_row(c.cluster)} for c in self.catalog.visible()
+            ],
+            "invalid": [{"path": b.path, "error": b.error} for b in self.catalog.broken],
+        }
+
+
+class ClusterSheet(Result):
+    """Every field of one cluster profile, with units and sources."""
+
+    model_config = _ARBITRARY
+
+    loaded: LoadedCluster
+
+    def heading(self) -> str:
+        return self.loaded.cluster.display_name
+
+    def rows(self) -> list[tuple[str, str]]:
+        c = self.loaded.cluster
+        up, out = c.scale_up, c.scale_out
+        rows = [("name", c.name), ("display name", c.display_name), ("device", c.device),
+                ("devices per node", str(c.devices_per_node)),
+                ("scale-up", f"{up.name}: {format_bandwidth(up.bandwidth)} per device per direction × "
+                             f"{up.efficiency:g}, {up.latency * 1e6:g} µs/hop, domain of {up.domain_size}"),
+                ("in-network reduction", f"yes (efficiency {up.in_network_reduction.efficiency:g})"
+                 if up.in_network_reduction else "no")]  # fmt: skip
+        if out:
+            rows.append(("scale-out", f"{out.name}: {out.nics_per_node} × {format_bandwidth(out.nic_bandwidth)} "
+                                      f"({out.nic_bandwidth * 8 / 1e9:g} Gbit/s) per direction, "
+                                      f"{out.latency * 1e6:g} µs/hop"))  # fmt: skip
+        rows += [(f"source {i + 1}", f"{s.title} <{s.url}>") for i, s in enumerate(c.sources)]
+        rows.append(("file", f"{self.loaded.path} ({self.loaded.origin})"))
+        return rows
+
+    def to_json(self, explain: bool = False) -> Any:
+        return {"origin": self.loaded.origin, "path": self.loaded.path, **cluster_row(self.loaded.cluster)}
