@@ -31,7 +31,7 @@ from napkin.errors import MissingDependencyError, UsageError
 if TYPE_CHECKING:
     from napkin.profiles import HardwareProfile
 
-INSTALL_HINT = "napkin bench and napkin verify need torch: pip install 'napkin[bench]'"
+INSTALL_HINT = "napkin bench and napkin verify need torch: pip install 'napkin-math[bench]'"
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
 #: Relative Frobenius error tolerated against the float64 reference, by dtype (K ≤ 16384).
 TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 5e-3, "fp8": 0.15}

@@ -18,8 +18,10 @@ from napkin.cli import app
 settings.register_profile("napkin", deadline=None)
 settings.load_profile("napkin")
 
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs the optional 'bench' extra (torch)")
+# torch without numpy warns at import ("Failed to initialize NumPy"), which filterwarnings=error would
+# turn into a half-imported torch: the torch tests need the whole 'bench' extra, torch and numpy.
+HAS_TORCH = all(importlib.util.find_spec(name) is not None for name in ("torch", "numpy"))
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs the optional 'bench' extra (torch and numpy)")
 
 
 def builtin(name: str) -> profiles.HardwareProfile:

@@ -107,7 +107,7 @@ def test_without_torch_bench_and_verify_say_how_to_install(napkin: Run, monkeypa
     for args in (["bench", "matmul"], ["verify"]):
         r = napkin(*args)
         assert r.exit_code == 1
-        assert r.stderr == "napkin: error: napkin bench and napkin verify need torch: pip install 'napkin[bench]'\n"
+        assert r.stderr == "napkin: error: napkin bench and napkin verify need torch: pip install 'napkin-math[bench]'\n"
     assert napkin("train-time", "-N", "7B", "-D", "1T", "-G", "8").exit_code == 0
 
 

@@ -20,7 +20,7 @@ def test_wheel_contains_data_and_a_non_editable_install_uses_it(tmp_path: Path) 
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert build.returncode == 0, build.stderr[-2000:]
-    (wheel,) = tmp_path.glob("napkin-*.whl")
+    (wheel,) = tmp_path.glob("napkin_math-*.whl")  # distribution napkin-math, import napkin
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {n for n in names if n.startswith("napkin/hardware/")}
     assert {f"napkin/hardware/{p.name}" for p in (ROOT / "hardware").iterdir()} == shipped
