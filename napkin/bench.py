@@ -7,8 +7,9 @@ Benchmark discipline (after nanoGPT ``bench.py`` and torch.utils.benchmark):
   (≥ 1 ms on a GPU) that the timer's resolution does not matter; the median over batches;
 * the product is checked once against a float64 reference (a 64×64 corner), so a broken kernel
   cannot report a speed;
-* a probe at the smallest size first, then each (size, dtype) is skipped when its predicted time
-  would overrun the remaining budget; out-of-memory is caught per size and the run goes on.
+* a hard deadline, checked before every timed call: a call runs only if twice its predicted time
+  (the previous size's measured time scaled by FLOPs) fits in what is left; out-of-memory is caught
+  per size and the run goes on.
 
 torch is imported inside the functions: ``import napkin`` never imports it.
 """
@@ -182,6 +183,43 @@ def _time_once(torch: Any, device: str, fn: Callable[[Any, Any], Any], pairs: Se
 
 
 MIN_REPEATS = 3
+#: Predictions from a smaller size are scaled by FLOPs; a loaded machine or a size that falls out of
+#: cache can run slower than that, so a call is attempted only if twice its prediction still fits.
+SAFETY = 2.0
+
+
+class OutOfTime(Exception):
+    """The next timed call would pass the deadline."""
+
+
+class Clock:
+    """The hard deadline of a run, checked before every timed call; also drives the progress bar."""
+
+    def __init__(self, budget: float, progress: Callable[[str, float], None] | None = None) -> None:
+        self.start = time.perf_counter()
+        self.budget = budget
+        self.deadline = self.start + budget
+        self.progress = progress
+        self.label = ""
+        self.items = 0  # (shape, dtype) items to measure, and how many are finished
+        self.done = 0
+
+    def left(self, until: float | None = None) -> float:
+        return min(self.deadline, until or self.deadline) - time.perf_counter()
+
+    def check(self, predicted: float, until: float | None = None) -> None:
+        """Raise OutOfTime unless a call predicted to take ``predicted`` seconds ends before the deadline."""
+        self.tick()
+        if SAFETY * predicted > self.left(until):
+            raise OutOfTime
+
+    def tick(self, label: str | None = None) -> None:
+        if label is not None:
+            self.label = label
+        if self.progress is not None:
+            elapsed = (time.perf_counter() - self.start) / self.budget if self.budget > 0 else 1.0
+            work = self.done / self.items if self.items else 0.0
+            self.progress(self.label, min(1.0, max(work, elapsed)))
 
 
 def buffers_for(m: int, k: int, n: int) -> int:
@@ -195,23 +233,55 @@ def measure_cost(seconds_per_matmul: float, m: int, k: int, n: int) -> float:
 
 
 def measure(
-    torch: Any, device: str, dtype: str, m: int, k: int, n: int, target_seconds: float
+    torch: Any,
+    device: str,
+    dtype: str,
+    m: int,
+    k: int,
+    n: int,
+    target_seconds: float,
+    clock: Clock | None = None,
+    guess: float = 0.0,
+    until: float | None = None,
 ) -> tuple[float, float, int]:
-    """(median seconds per matmul, relative error, repeats) for one shape and dtype."""
+    """(median seconds per matmul, relative error, timed passes) for one shape and dtype.
+
+    With a ``clock``, every call is checked against its deadline first (``guess``: the predicted
+    seconds of one matmul, before one has been timed); OutOfTime if not even one timed pass fits.
+    """
+    clock = clock or Clock(math.inf)
     buffers = buffers_for(m, k, n)
+    clock.check(guess, until)
     pairs = _operands(torch, device, dtype, m, k, n, buffers)
     fn = _matmul_fn(torch, dtype, device)
+    clock.check(guess, until)
     c = fn(*pairs[0])
     error = _relative_error(torch, *pairs[0], c)
     del c
+    clock.check(guess, until)
     one = _time_once(torch, device, fn, pairs[:1])  # warm-up (also loads kernels)
+    clock.check(one * len(pairs), until)
     one = _time_once(torch, device, fn, pairs)  # second warm-up over every buffer, and a timing estimate
     batch_floor = 1e-3 if device != "cpu" else 0.0
     inner = max(1, math.ceil(batch_floor / max(one, 1e-9) / len(pairs)))
     batch = pairs * inner
     repeats = int(min(50, max(MIN_REPEATS, target_seconds / max(one * len(batch), 1e-9))))
-    times = [_time_once(torch, device, fn, batch) for _ in range(repeats)]
-    return statistics.median(times), error, repeats
+    times: list[float] = []
+    for _ in range(repeats):
+        try:
+            clock.check((times[-1] if times else one) * len(batch), until)
+        except OutOfTime:
+            if not times:
+                raise
+            break  # the deadline cuts the repeats short; what was timed stands
+        times.append(_time_once(torch, device, fn, batch))
+    return statistics.median(times), error, len(times)
+
+
+def priority(dtypes: Sequence[str], default: str = "bf16") -> list[str]:
+    """The dtypes in the order they are measured: the default compute dtype, then fp32, then the rest."""
+    first = [d for d in (default, "fp32") if d in dtypes]
+    return list(dict.fromkeys([*first, *dtypes]))
 
 
 def run(
@@ -224,8 +294,16 @@ def run(
     peak: Callable[[str], float | None] = lambda _dtype: None,
     hardware: str | None = None,
     progress: Callable[[str, float], None] | None = None,
+    default_dtype: str = "bf16",
 ) -> BenchResult:
-    """Benchmark each (shape, dtype) within ``budget`` seconds; returns every record and the best per dtype."""
+    """Benchmark each (shape, dtype) within ``budget`` seconds; returns every record and the best per dtype.
+
+    Never runs past the budget: every timed call is checked against a hard deadline first. The dtypes
+    run in ``priority`` order, each with an equal share of the time left (what one leaves unused goes
+    to the next); within a dtype the sizes run smallest first, and each size is attempted only if the
+    measured time of the previous one, scaled by FLOPs, says it fits. The first is predicted by timing
+    single matmuls on a ladder of sizes doubling from 128 (each predicted from the one before).
+    """
     torch = import_torch()
     for dtype in dtypes:
         if dtype not in DTYPES:
@@ -233,30 +311,25 @@ def run(
     dev = pick_device(torch, device)
     name = device_name(torch, dev)
     all_shapes = sorted({*((s, s, s) for s in sizes), *shapes}, key=math.prod)
+    ordered = priority(dtypes, default_dtype)
+    unsupported = {d: _unsupported(torch, dev, d) for d in ordered}
+    runnable = [d for d in ordered if unsupported[d] is None]
     records: list[MatmulRecord] = []
-    deadline = time.perf_counter() + budget
+    clock = Clock(budget, progress)
+    clock.items = len(runnable) * len(all_shapes)
     tf32_before = torch.backends.cuda.matmul.allow_tf32
-    total = len(all_shapes) * len(dtypes)
-    done = 0
     try:
-        for dtype in dtypes:
-            unsupported = _unsupported(torch, dev, dtype)
-            rate: float | None = None  # FLOP/s seen so far for this dtype, to predict the next size
-            for m, k, n in all_shapes:
-                done += 1
-                record = MatmulRecord(device=dev, device_name=name, dtype=dtype, m=m, k=k, n=n, status="skipped",
-                                      peak_flops=peak(dtype))  # fmt: skip
-                if progress is not None:
-                    progress(f"{dtype} {m}×{k}×{n}", done / total)
-                left = deadline - time.perf_counter()
-                if unsupported is None and left > 0 and rate is None:
-                    rate = _probe_rate(torch, dev, dtype)  # first size of this dtype: how fast does it run here?
-                record.reason = unsupported or _over_budget(record, rate, left)
-                if record.reason is None:
-                    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-                    share = max(0.05, min(2.0, left / max(1, total - done + 1)))
-                    rate = _measure_into(record, torch, share) or rate
-                records.append(record)
+        for dtype in ordered:
+            mine = [MatmulRecord(device=dev, device_name=name, dtype=dtype, m=m, k=k, n=n, status="skipped",
+                                 reason=unsupported[dtype], peak_flops=peak(dtype))
+                    for m, k, n in all_shapes]  # fmt: skip
+            records.extend(mine)
+            if unsupported[dtype] is not None:
+                continue
+            later = len(runnable) - runnable.index(dtype)
+            until = time.perf_counter() + max(0.0, clock.left()) / later  # this dtype's share of the time left
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            _measure_dtype(torch, mine, clock, until)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
     best: dict[str, MatmulRecord] = {}
@@ -267,6 +340,12 @@ def run(
             and (r.dtype not in best or r.flops_per_second > (best[r.dtype].flops_per_second or 0))
         ):
             best[r.dtype] = r
+    return BenchResult(device=dev, device_name=name, torch_version=str(torch.__version__), hardware=hardware,
+                       records=records, best=best, warnings=peak_warnings(best))  # fmt: skip
+
+
+def peak_warnings(best: dict[str, MatmulRecord]) -> list[str]:
+    """A warning per dtype whose best figure is implausible against the profile's dense peak."""
     warnings = []
     for dtype, r in best.items():
         if r.fraction_of_peak is not None and r.fraction_of_peak > 1:
@@ -275,8 +354,30 @@ def run(
         elif r.fraction_of_peak is not None and r.fraction_of_peak < 0.5:
             warnings.append(f"{dtype}: best is {r.fraction_of_peak:.0%} of the dense peak: throttled clocks, a busy "
                             "device, or sizes too small to saturate it")  # fmt: skip
-    return BenchResult(device=dev, device_name=name, torch_version=str(torch.__version__), hardware=hardware,
-                       records=records, best=best, warnings=warnings)  # fmt: skip
+    return warnings
+
+
+def _measure_dtype(torch: Any, records: Sequence[MatmulRecord], clock: Clock, until: float) -> None:
+    """Measure ``records`` (one dtype, smallest shape first) until the dtype's share of the budget ends."""
+    seconds: float | None = None  # one matmul at the last size timed (a probe or a record)
+    flops = 0.0
+    for record in records:
+        m, k, n = record.m, record.k, record.n
+        clock.tick(f"{record.dtype} {m}×{k}×{n}")
+        try:
+            if seconds is None:
+                seconds, flops = _probe(torch, record.device, record.dtype, min(m, k, n), clock, until)
+            guess = seconds * (2.0 * m * k * n) / flops
+            record.reason = _over_budget(record, 2.0 * m * k * n / guess, clock.left(until))
+            if record.reason is None:
+                share = max(0.05, min(2.0, clock.left(until) / 4))
+                measured = _measure_into(record, torch, share, clock, guess, until)
+                if measured is not None:
+                    seconds, flops = measured, 2.0 * m * k * n
+        except OutOfTime:
+            record.reason = "time budget used up"
+        clock.done += 1
+        clock.tick()
 
 
 def _over_budget(record: MatmulRecord, rate: float | None, left: float) -> str | None:
@@ -287,11 +388,15 @@ def _over_budget(record: MatmulRecord, rate: float | None, left: float) -> str |
     return f"would take ~{cost:.1f} s, more than the {left:.1f} s left of the budget" if cost > left else None
 
 
-def _measure_into(record: MatmulRecord, torch: Any, target_seconds: float) -> float | None:
-    """Measure ``record``'s shape and fill it in; the achieved FLOP/s, or None if it could not run."""
+def _measure_into(
+    record: MatmulRecord, torch: Any, target_seconds: float, clock: Clock, guess: float, until: float
+) -> float | None:
+    """Measure ``record``'s shape and fill it in; seconds per matmul, or None if it could not run."""
     m, k, n = record.m, record.k, record.n
     try:
-        seconds, error, repeats = measure(torch, record.device, record.dtype, m, k, n, target_seconds)
+        seconds, error, repeats = measure(
+            torch, record.device, record.dtype, m, k, n, target_seconds, clock, guess, until
+        )
     except (RuntimeError, MemoryError) as exc:
         if "out of memory" not in str(exc).lower() and not isinstance(exc, MemoryError):
             raise
@@ -303,22 +408,29 @@ def _measure_into(record: MatmulRecord, torch: Any, target_seconds: float) -> fl
     record.seconds, record.relative_error, record.repeats = seconds, error, repeats
     if error > TOLERANCE[record.dtype]:
         record.reason = f"wrong result: relative error {error:.2e} > {TOLERANCE[record.dtype]:g}"
-        return rate
+        return seconds
     record.status, record.flops_per_second = "ok", rate
     if record.peak_flops:
         record.fraction_of_peak = rate / record.peak_flops
-    return rate
+    return seconds
 
 
-def _probe_rate(torch: Any, device: str, dtype: str) -> float:
-    """FLOP/s of one 128³ matmul, to predict larger ones (some CPUs run fp16 or bf16 100× slower than fp32).
+def _probe(torch: Any, device: str, dtype: str, size: int, clock: Clock, until: float) -> tuple[float, float]:
+    """(seconds, FLOPs) of one square matmul just below ``size``, reached by doubling from 128.
 
-    Small matmuls run below peak, so the prediction errs on the slow side: sizes are skipped early
-    rather than overrunning the budget.
+    Some CPUs run fp16 or bf16 100× slower than fp32, and a loaded machine anything; each rung is
+    attempted only if the one before, scaled by FLOPs, says it fits (OutOfTime otherwise).
     """
-    size = 128
-    pairs = _operands(torch, device, dtype, size, size, size, 1)
     fn = _matmul_fn(torch, dtype, device)
-    _time_once(torch, device, fn, pairs)
-    seconds = _time_once(torch, device, fn, pairs)
-    return 2.0 * size**3 / max(seconds, 1e-9)
+    n = min(128, size)
+    seconds = 0.0
+    while True:
+        clock.check(seconds * 8, until)
+        pairs = _operands(torch, device, dtype, n, n, n, 1)
+        clock.check(seconds * 8, until)
+        _time_once(torch, device, fn, pairs)  # warm-up
+        clock.check(seconds * 8, until)
+        seconds = _time_once(torch, device, fn, pairs)
+        if 2 * n > size // 2:
+            return seconds, 2.0 * n**3
+        n *= 2

@@ -6,11 +6,12 @@ and turns its base-unit numbers into labelled text (units.py does the formatting
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TextIO, cast
 
 from rich import box
 from rich.console import Console
@@ -18,6 +19,33 @@ from rich.table import Table
 from rich.text import Text
 
 from napkin.explain import Step
+
+
+class _NoTrailingSpaces(io.TextIOBase):
+    """A text stream that drops the spaces rich pads each line with (output to a pipe or a file)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            self.stream.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # rich draws ASCII boxes where this is ASCII
+        return str(getattr(self.stream, "encoding", None) or "utf-8")
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
 
 
 class _SafeConsole(Console):
@@ -57,22 +85,29 @@ def _columns() -> int | None:
 
 
 def console(stderr: bool = False) -> Console:
-    """A console honouring COLUMNS and NO_COLOR; 100 columns when writing to a pipe or file.
+    """A console honouring COLUMNS and NO_COLOR; 100 columns and no trailing spaces to a pipe or file.
 
     Where the stream cannot encode Unicode (``PYTHONIOENCODING=ascii``, a C locale), rich draws ASCII
     boxes itself and the CLI's stream error handler (``napkin.cli``) spells the remaining symbols in ASCII.
     """
     width = _columns()
     stream = sys.stderr if stderr else sys.stdout
-    if width is None and not stream.isatty():
+    tty = stream.isatty()
+    if width is None and not tty:
         width = 100
     environ = dict(os.environ)  # rich reads COLUMNS and LINES itself and fails on '²'
     for name in ("COLUMNS", "LINES"):
         value = environ.get(name, "")
         if not (value.isascii() and value.isdigit() and len(value) <= 4):
             environ.pop(name, None)
-    return _SafeConsole(
-        file=stream, width=width, highlight=False, soft_wrap=False, markup=False, emoji=False, _environ=environ
+    return _SafeConsole(  # to a pipe or a file: without the spaces rich pads each line with
+        file=stream if tty else cast(TextIO, _NoTrailingSpaces(stream)),
+        width=width,
+        highlight=False,
+        soft_wrap=False,
+        markup=False,
+        emoji=False,
+        _environ=environ,
     )
 
 

@@ -339,7 +339,9 @@ def format_duration(seconds: float) -> str:
     for size, name in ((86400.0, "days"), (3600.0, "hours"), (60.0, "minutes")):
         if seconds >= 2 * size:
             return f"{seconds / size:.1f} {name}"
-    return f"{seconds:.3g} s"
+    if 0 < seconds < 0.9995:  # "1.11 ms", not "0.00111 s"
+        return _scaled(seconds, [(1e-3, "m"), (1e-6, "µ"), (1e-9, "n")], 3) + "s"
+    return f"{_significant(seconds, 3)} s"
 
 
 def format_percent(fraction: float, decimals: int = 1) -> str:

@@ -61,7 +61,7 @@ def test_readme_opens_with_the_two_commands() -> None:
         cwd=README.parent, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert ci.stdout.strip() == lines[1]
-    assert "eval \"$readme_test_command\"" in CI.read_text(encoding="utf-8")
+    assert 'eval "$readme_test_command"' in CI.read_text(encoding="utf-8")
     assert "download.pytorch.org" not in lines[1]  # only the public package index
 
 

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 import typer
 
 from napkin import units
-from napkin.cli.common import HardwareFileOpt, HardwareOpt, JsonOpt, boundary, emit, load_hardware, warn
+from napkin.cli.common import HardwareFileOpt, HardwareOpt, JsonOpt, boundary, emit, fail, load_hardware, warn
 from napkin.errors import UsageError
-from napkin.units import format_percent, format_rate
+from napkin.units import format_duration, format_percent, format_rate
 
 app = typer.Typer()
 bench_app = typer.Typer(help="Measure what the hardware delivers (needs the 'bench' extra: torch).",
@@ -110,31 +110,34 @@ def bench_matmul(
             _save(result, profile, name, force)
 
     def render() -> list[Any]:
+        from rich.text import Text
+
         from napkin import render as r
 
-        rows = []
+        def shape(rec: Any) -> str:
+            return f"{rec.m}³" if rec.m == rec.k == rec.n else f"{rec.m}×{rec.k}×{rec.n}"
+
+        rows = [[rec.dtype, shape(rec), format_rate(rec.flops_per_second or 0),
+                 format_rate(rec.peak_flops) if rec.peak_flops else "–",
+                 format_percent(rec.fraction_of_peak) if rec.fraction_of_peak is not None else "–",
+                 format_duration(rec.seconds or 0)] for rec in result.records if rec.status == "ok"]  # fmt: skip
+        skipped: dict[str, list[Any]] = {}
         for rec in result.records:
-            if rec.status == "ok":
-                rows.append([rec.dtype, f"{rec.m}×{rec.k}×{rec.n}", format_rate(rec.flops_per_second or 0),
-                             format_rate(rec.peak_flops) if rec.peak_flops else "–",
-                             format_percent(rec.fraction_of_peak) if rec.fraction_of_peak is not None else "–",
-                             f"{(rec.seconds or 0) * 1e3:.3g} ms", ""])  # fmt: skip
-            else:
-                rows.append([rec.dtype, f"{rec.m}×{rec.k}×{rec.n}", "–", "–", "–", "–", rec.reason or ""])
+            if rec.status != "ok":
+                skipped.setdefault(rec.dtype, []).append(rec)
+        notes = [f"{d} {', '.join(shape(x) for x in recs)}: {recs[0].reason}" for d, recs in skipped.items()]
         title = f"Matmul benchmark: {result.device_name} ({result.device}, torch {result.torch_version})"
-        best = ", ".join(f"{d} {format_rate(b.flops_per_second or 0)} at {b.m}" for d, b in result.best.items())
-        return [
-            r.grid(
-                title,
-                ["dtype", "M×K×N", "achieved", "dense peak", "of peak", "median", "note"],
-                rows,
-                align="lrrrrrl",
-                caption=f"best: {best or 'none'}; median over repeats, inputs rotated, result checked",
-            )
-        ]
+        best = ", ".join(f"{d} {format_rate(b.flops_per_second or 0)} at {shape(b)}" for d, b in result.best.items())
+        lines = [f"best: {best or 'none'}", *(["not measured:"] if notes else []), *(f"- {n}" for n in notes),
+                 "median over repeats, inputs rotated, result checked against float64"]  # fmt: skip
+        table = r.grid(title, ["dtype", "M×K×N", "achieved", "dense peak", "of peak", "median"], rows, align="llrrrr")
+        return [table, Text("\n".join(lines))]
 
     records = [rec.model_dump(mode="json") for rec in result.records]  # --json: one record per (size, dtype)
     emit(result, as_json, render, warnings=result.warnings, json_data=records)
+    if not result.best:
+        fail(f"nothing measured within the {format_duration(seconds)} budget (see the reasons above); "
+             "raise --budget or pass smaller --sizes", 1)  # fmt: skip
 
 
 def _stderr_console() -> Any:
