@@ -49,6 +49,9 @@ class HardwareList(TableResult):
     def caption(self) -> str:
         return "peaks are dense (no 2:4 sparsity); GB = 1e9 B, GiB = 2^30 B"
 
+    def secondary(self) -> tuple[int, ...]:
+        return (1, 6)  # aliases, origin (origin goes first on a narrow terminal)
+
     @classmethod
     def of(cls, catalog: Catalog) -> HardwareList:
         """The list, with invalid files and names claimed twice as warnings (never silent) and replaced

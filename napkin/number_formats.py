@@ -226,6 +226,9 @@ class DtypeTable(TableResult):
     def caption(self) -> str:
         return "round to nearest, ties to even; fp8-e4m3 = float8_e4m3fn (no inf)"
 
+    def secondary(self) -> tuple[int, ...]:
+        return (1, 5)  # s/e/m, min subnormal
+
     def to_json(self, explain: bool = False) -> Any:
         return [row.model_dump(mode="json") for row in self.formats]
 

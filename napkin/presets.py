@@ -73,6 +73,9 @@ class ModelTable(TableResult):
     def caption(self) -> str:
         return "params computed from the architecture; MoE: compute uses active, memory total"
 
+    def secondary(self) -> tuple[int, ...]:
+        return (7,)  # description
+
     def to_json(self, explain: bool = False) -> Any:
         return [
             {"name": p.name, "params": p.params, "active_params": p.active_params,

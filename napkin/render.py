@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO, cast
@@ -127,10 +128,70 @@ def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None 
     return table
 
 
+def width() -> int:
+    """The width output is laid out for: $COLUMNS, else the terminal's, else 100 (a pipe or a file)."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    return shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+
+
+def _tokens(cell: str) -> list[str]:
+    return cell.split() or [""]
+
+
+def fit_columns(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], available: int, secondary: Sequence[int] = ()
+) -> tuple[list[int], list[int]]:
+    """(kept column indices, their widths) so that the table fits ``available`` characters.
+
+    A cell may wrap between words but never inside one: no column is narrower than its longest word
+    (an identifier, a number with its unit). The widest columns give way first, ``secondary`` ones
+    before the others; if even the longest words do not fit, ``secondary`` columns are dropped, last
+    first.
+    """
+    n = len(headers)
+    cells = [[headers[i], *(row[i] for row in rows)] for i in range(n)]
+    natural = [max(len(line) for cell in col for line in cell.split("\n")) for col in cells]
+    least = [max(len(tok) for cell in col for tok in _tokens(cell)) for col in cells]
+    kept = list(range(n))
+
+    def total(cols: list[int], widths: Sequence[int]) -> int:
+        return sum(widths[i] for i in cols) + 3 * (len(cols) - 1) + 2  # " │ "-like gaps and the edges
+
+    for i in reversed(secondary):
+        if total(kept, least) <= available:
+            break
+        kept.remove(i)
+    widths = list(natural)
+    while total(kept, widths) > available:
+        slack = [i for i in kept if widths[i] > least[i]]
+        if not slack:
+            break
+        preferred = [i for i in slack if i in secondary] or slack
+        widest = max(preferred, key=lambda i: (widths[i], i))
+        widths[widest] -= 1
+    return kept, [widths[i] for i in kept]
+
+
 def grid(
-    title: str, headers: Sequence[str], rows: Iterable[Sequence[str]], caption: str | None = None, align: str = ""
+    title: str,
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    caption: str | None = None,
+    align: str = "",
+    secondary: Sequence[int] = (),
 ) -> Table:
-    """A table with a header row; ``align`` gives l/r per column (default: first left, the rest right)."""
+    """A table with a header row; ``align`` gives l/r per column (default: first left, the rest right).
+
+    Laid out for ``width()`` by ``fit_columns``: cells wrap between words, never inside one, and the
+    ``secondary`` columns shrink first and are dropped (the caption says which) if nothing else fits.
+    """
+    rows = [list(row) for row in rows]
+    kept, widths = fit_columns(headers, rows, width(), secondary)
+    dropped = [headers[i] for i in range(len(headers)) if i not in kept]
+    if dropped:
+        note = f"not shown at this width: {', '.join(dropped)} (widen the terminal, or --json)"
+        caption = f"{caption}\n{note}" if caption else note
     table = Table(
         title=title,
         box=box.SIMPLE_HEAD,
@@ -140,11 +201,11 @@ def grid(
         pad_edge=False,
         padding=(0, 1),
     )
-    for i, header in enumerate(headers):
+    for i, w in zip(kept, widths, strict=True):
         side = align[i] if i < len(align) else ("l" if i == 0 else "r")
-        table.add_column(header, justify="left" if side == "l" else "right", overflow="fold")
+        table.add_column(headers[i], justify="left" if side == "l" else "right", width=w, overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(row[i] for i in kept))
     return table
 
 

@@ -96,8 +96,13 @@ class TableResult(Result):
     def align(self) -> str:
         return ""
 
+    def secondary(self) -> tuple[int, ...]:
+        """Columns that give way first on a narrow terminal, and are dropped (last first) if nothing else fits."""
+        return ()
+
     def renderables(self) -> list[Any]:
         from napkin import render
 
-        grid = render.grid(self.heading(), self.header(), self.body(), caption=self.caption(), align=self.align())
+        grid = render.grid(self.heading(), self.header(), self.body(), caption=self.caption(), align=self.align(),
+                           secondary=self.secondary())  # fmt: skip
         return [grid, *self.extras()]

@@ -134,7 +134,7 @@ class OptimizerTable(TableResult):
 
     def body(self) -> list[list[str]]:
         def cell(b: BytesPerParam) -> str:
-            return f"{b.total:.4g}  ({'+'.join(f'{v:.4g}' for v in b.breakdown.values())})"
+            return f"{b.total:.4g} = {'+'.join(f'{v:.4g}' for v in b.breakdown.values())}"
 
         return [[o, *(cell(b) for b in row.values()), ", ".join(OPTIMIZERS[o].states) or "–"]
                 for o, row in self.table.items()]  # fmt: skip
@@ -144,6 +144,9 @@ class OptimizerTable(TableResult):
             "fp32: all 4 B; mixed: ZeRO §3.1 (16 B Adam); mixed-fp32-grads: Megatron/DeepSpeed (18 B); "
             "bf16: no master copy. adafactor ≈ 0 state (factored); adam-8bit: 1 B + absmax/2048 per state."
         )
+
+    def secondary(self) -> tuple[int, ...]:
+        return (len(PRECISIONS) + 1,)  # state tensors
 
     def to_json(self, explain: bool = False) -> Any:
         return {o.value: {p.value: {"total": b.total, "breakdown": b.breakdown, "states": list(b.states),

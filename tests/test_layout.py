@@ -1,0 +1,114 @@
+"""At 80 columns no table splits a name or a number, and nothing carries trailing spaces.
+
+The check is generic: every word of the 80-column output must also be a word of the same command's
+output at 400 columns (where nothing wraps), so a split identifier ("chinchilla-7" / "0b") or number
+("1.798e3" / "08") shows up as a fragment that the wide output does not contain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from napkin.cli import app
+from tests.conftest import needs_torch
+
+NARROW, WIDE = "80", "400"
+DROPPED = "not shown at this width: "
+
+
+def run(args: list[str], width: str) -> str:
+    result = CliRunner().invoke(app, args, env={"COLUMNS": width, "NO_COLOR": "1", "TERM": "dumb"})
+    assert result.exit_code == 0, (args, result.stderr)
+    return result.stdout
+
+
+def words(text: str) -> set[str]:
+    """The words of ``text``, without rules (─) and without the note naming dropped columns."""
+    text = re.sub(DROPPED + r".*?\(widen the terminal, or --json\)", "", " ".join(text.split()))
+    return {w.strip(",;:()") for w in text.split() if w.strip("─")} - {""}
+
+
+COMMANDS = [
+    ["hardware", "list"],
+    ["models"],
+    ["optimizers"],
+    ["dtypes", "--value", "1e-8"],
+    ["dtypes"],
+    ["hardware", "compare", "h100", "a100", "mi300x", "tpu-v5e"],
+    ["optimal", "--compute", "5.76e23"],
+    ["optimal", "--compute", "5.76e23", "--explain"],
+    ["train-time", "--params", "70e9", "--tokens", "15e12", "--gpus", "1024", "--explain"],
+    ["train-time", "--model", "chinchilla-70b", "--tokens", "1.4T", "--gpus", "1024"],
+    [
+        "memory",
+        "--params",
+        "7.5B",
+        "--gpus",
+        "64",
+        "--optimizer",
+        "adam",
+        "--precision",
+        "mixed",
+        "--sharding",
+        "zero2",
+    ],
+    ["memory", "--model", "llama2-70b", "--gpus", "8", "--batch", "1", "--explain"],
+    ["max-model", "--gpus", "8", "--optimizer", "adamw", "--explain"],
+    [
+        "mfu",
+        "--model",
+        "palm-540b",
+        "--gpus",
+        "6144",
+        "--hardware",
+        "tpu-v4",
+        "--tokens-per-second",
+        "238.3e3",
+        "--explain",
+    ],
+    ["flops", "train", "--model", "llama3-70b", "--tokens", "15T", "--explain"],
+    ["flops", "matmul", "4k", "4k", "4k"],
+    ["tensor", "49152x12288"],
+]
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a) for a in COMMANDS])
+def test_at_80_columns_no_word_is_split_and_no_line_overflows(args: list[str]) -> None:
+    narrow = run(args, NARROW)
+    for line in narrow.splitlines():
+        assert len(line) <= 80, line
+        assert line == line.rstrip(), f"trailing space: {line!r}"
+    fragments = words(narrow) - words(run(args, WIDE))
+    assert not fragments, f"split at 80 columns: {sorted(fragments)}"
+
+
+@pytest.mark.parametrize(
+    ("listing", "keys"),
+    [(["hardware", "list"], ("name", "aliases")), (["models"], ("name",)), (["optimizers"], ())],
+)
+def test_every_name_a_user_types_appears_whole_at_80_columns(listing: list[str], keys: tuple[str, ...]) -> None:
+    data = json.loads(run([*listing, "--json"], NARROW))
+    data = data["profiles"] if isinstance(data, dict) and "profiles" in data else data
+    if keys:
+        names = {n for item in data for k in keys for n in ([item[k]] if isinstance(item[k], str) else item[k])}
+    else:  # optimizers: {optimizer: {precision: …}}
+        names = set(data) | {p for row in data.values() for p in row}
+    shown = words(run(listing, NARROW))
+    assert names and names <= shown, sorted(names - shown)
+
+
+@needs_torch
+@pytest.mark.torch
+def test_bench_rows_fit_80_columns_on_one_line() -> None:
+    args = ["bench", "matmul", "--device", "cpu", "--dtype", "fp32,tf32", "--sizes", "64,128", "--shape",
+            "64x4096x128"]  # fmt: skip
+    out = run(args, NARROW)
+    row = re.compile(r"^ fp32 +(64³|128³|64×4096×128) +[\d.]+ [kMGT]?FLOP/s +– +– +[\d.]+ [mµn]?s$")
+    assert len([line for line in out.splitlines() if row.match(line)]) == 3, out
+    assert "- tf32 64³, 128³, 64×4096×128: tf32 is a CUDA tensor-core mode" in out
+    for line in out.splitlines():
+        assert len(line) <= 80 and line == line.rstrip(), line
