@@ -11,7 +11,7 @@ Pure functions over pydantic models: no printing, no files. Formulas (FORMULAS �
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from pydantic import ConfigDict, Field
 
@@ -52,6 +52,18 @@ class FlopsPerToken(Record):
     hardware: float = Field(description="model FLOPs + recomputation (what HFU counts)")
     recompute: Recompute
     causal: bool
+
+
+#: Above this, an MFU for dense training is implausible: the best published large runs reach 0.38-0.55
+#: (sources.MFU_PUBLISHED); more usually means a wrong peak (sparse figure), units or token count.
+PLAUSIBLE_MFU: Final = 0.75
+
+
+def implausible_mfu(value: float) -> str:
+    return (
+        f"MFU {format_percent(value)} is implausibly high for dense training (published large runs reach 38-55 %: "
+        "PaLM 46.2 %, Llama 3 38-43 %, MegaScale 55.2 %); check the peak, the units and the token count"
+    )
 
 
 def flops_per_token(
@@ -117,6 +129,7 @@ class TrainTimeResult(Result):
     flops: float = Field(description="model FLOPs for the whole run (6·N·D + attention)")
     flops_forward: float
     flops_backward: float
+    flops_attention: float = Field(default=0.0, description="attention-score FLOPs, included in flops")
     hardware_flops: float
     flops_per_token: float
     peak_flops: float
@@ -156,13 +169,17 @@ class TrainTimeResult(Result):
             ("training FLOPs", f"{format_flops(self.flops)} (forward {format_sci(self.flops_forward)}"
                                f" + backward {format_sci(self.flops_backward)})"),
         ]  # fmt: skip
+        if self.flops_attention:
+            counted = "c = 1: the unmasked half" if self.causal else "c = 2: every s×s score; --causal halves it"
+            rows += [("  6·N·D", format_sci(self.flops - self.flops_attention)),
+                     ("  attention", f"{format_sci(self.flops_attention)} ({counted})")]  # fmt: skip
         if self.hardware_flops != self.flops:
             rows.append(
                 ("hardware FLOPs", f"{format_flops(self.hardware_flops)} (with {self.recompute} recomputation)")
             )
         low, high = self.mfu_range
         mfu_text = f"{low:g}–{high:g}" if low != high else f"{self.mfu:.3g}"
-        if self.hfu != self.mfu:
+        if not math.isclose(self.hfu, self.mfu):
             mfu_text += f" (HFU {self.hfu:.3g})"
         if self.layout is not None:
             mfu_text += f", predicted for {self.layout}"
@@ -187,7 +204,8 @@ class TrainTimeResult(Result):
         return rows
 
     def caption(self) -> str:
-        return "C = 6·N·D; t = C / (G × dense peak × MFU)"
+        formula = "C = 6·N·D + attention" if self.flops_attention else "C = 6·N·D"
+        return f"{formula}; t = C / (G × dense peak × MFU)"
 
 
 class TrainQuery(Record):
@@ -276,6 +294,8 @@ def train_time(
         warnings.append(
             f"implied MFU {effective_mfu:.2f} is above 1: the achieved rate exceeds {hardware.name}'s {dtype} peak"
         )
+    elif max(effective_mfu, t.mfu_high if t.achieved is None else 0.0) > PLAUSIBLE_MFU:
+        warnings.append(implausible_mfu(max(effective_mfu, t.mfu_high)))
 
     steps.insert(0, step(
         "training FLOPs", "C = 6·N·D = (2N forward + 4N backward)·D",
@@ -320,6 +340,7 @@ def train_time(
         hardware=hardware.name, dtype=dtype, params=n_total, active_params=n_active, tokens=tokens, gpus=gpus,
         solved_for=solved, flops=flops, flops_forward=per_token.forward * tokens,
         flops_backward=per_token.backward * tokens, hardware_flops=per_token.hardware * tokens,
+        flops_attention=per_token.attention * tokens,
         flops_per_token=per_token.model, peak_flops=t.peak_flops, peak_source=t.peak_source, mfu=effective_mfu,
         mfu_range=(t.mfu_low, t.mfu_high) if t.achieved is None else (effective_mfu, effective_mfu), hfu=hfu,
         goodput=t.goodput, per_gpu_flops_per_second=rate, cluster_flops_per_second=gpus * rate, seconds=seconds,
@@ -460,6 +481,8 @@ def mfu(
             f"MFU {value:.2f} is above 1, which is impossible: check the peak ({dtype} on {hardware.name}), "
             "whether a sparse figure is in use, and the units of the inputs"
         )
+    elif value > PLAUSIBLE_MFU:
+        warnings.append(implausible_mfu(value))
     measured = hardware.measured_for(dtype)
     if measured is not None and value * peak > measured.flops_per_second:
         ceiling = measured.flops_per_second / peak

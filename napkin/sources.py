@@ -13,6 +13,10 @@ CAUSAL_ATTENTION: Final = "causal halving as in Megatron-LM num_floating_point_o
 NARAYANAN_RECOMPUTE: Final = (
     "Narayanan et al. 2021, arXiv:2104.04473 §5.1 eq. (3)-(4): full recomputation = one extra forward (8·N·D)"
 )
+MFU_PUBLISHED: Final = (
+    "published dense-training MFU: PaLM 540B 46.2 % (Chowdhery et al. 2022 Table 3), Llama 3 405B 38-43 % "
+    "(Dubey et al. 2024, arXiv:2407.21783 Table 4), MegaScale 55.2 % (Jiang et al. 2024, arXiv:2402.15627 Table 2)"
+)
 PALM_MFU: Final = "PaLM §4.1 and App. B: MFU = achieved tokens/s × model FLOPs per token / peak FLOP/s"
 TIME: Final = "t = C / (n_gpu × peak × MFU) (PaLM App. B; Narayanan eq. 4 with X = peak × MFU)"
 MATMUL: Final = "Narayanan et al. 2021 App.: an (m×k)·(k×n) matmul needs 2·m·k·n FLOPs"

@@ -32,6 +32,15 @@ def _line(message: str) -> str:
     return clean(message).replace("\n", " ").replace("\t", " ")
 
 
+def _flag_type(option: typer.core.TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value, so help shows no type for it (typer would print "<bool>")."""
+    return None if option.is_flag else _option_type(option, ctx)
+
+
+_option_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign, assignment]
+
+
 def error(message: str) -> None:
     """The one format of napkin's error lines (stderr)."""
     typer.echo(f"napkin: error: {_line(message)}", err=True)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from napkin import units
-from napkin.cli.common import HardwareFileOpt, HardwareOpt, JsonOpt, boundary, emit, fail, load_hardware, warn
+from napkin.cli.common import HardwareFileOpt, HardwareOpt, JsonOpt, boundary, emit, fail, load_hardware, note, warn
 from napkin.errors import UsageError
 from napkin.units import format_duration, format_percent, format_rate
 
@@ -154,7 +154,7 @@ def _save(result: Any, profile: Any, name: str, force: bool) -> None:
                          "(for example one made with 'napkin hardware new my-gpu --from h100')")  # fmt: skip
     path = save_best(result, profile, force=force)
     for dtype, rec in result.best.items():
-        warn(f"saved {dtype} {format_rate(rec.flops_per_second)} for {profile.name} in {path}")
+        note(f"saved {dtype} {format_rate(rec.flops_per_second)} for {profile.name} in {path}")
     if path is None:
         warn("nothing to save: no size finished")
 
