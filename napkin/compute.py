@@ -1,6 +1,6 @@
 """Compute accounting: training FLOPs, wall-clock time, MFU, cost and energy, matmul rooflines.
 
-Pure functions over pydantic models: no printing, no files. Formulas (FORMULAS §1-3, §11):
+Pure functions over pydantic models: no printing, no files. Formulas (each cites napkin.sources):
 
     C     = 6·N·D                    2N forward + 4N backward per token        (Kaplan §2.1; PaLM App. B)
     C_att = c·6·L·s·d_attn·D         c = 2 (PaLM, full s×s) or 1 (causal)      (PaLM App. B)
@@ -367,7 +367,7 @@ def compute_budget(gpus: int, peak: float, mfu: float, seconds: float) -> tuple[
 
 
 def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money | None) -> None:
-    """Cost, energy and CO₂ when the inputs allow (FORMULAS: energy = GPU-hours × power × PUE)."""
+    """Cost, energy and CO₂ when the inputs allow (energy = GPU-hours × power × PUE: sources.ENERGY)."""
     money = money or Money()
     price = money.price_per_hour or hardware.price_per_hour
     if price is not None:

@@ -1,7 +1,7 @@
 """Number formats: their ranges, and exactly what each stores for a given value.
 
 Pure Python, no torch: ranges are derived from the bit layout, and rounding is IEEE round-to-nearest,
-ties-to-even, done with exact rationals (FORMULAS §12; Micikevicius et al. 2022, arXiv:2209.05433 for
+ties-to-even, done with exact rationals (IEEE 754-2019 §4.3.1; Micikevicius et al. 2022, arXiv:2209.05433 for
 fp8). ``fp8-e4m3`` is the "fn" variant used by PyTorch (``float8_e4m3fn``): no infinities, only
 S.1111.111 is NaN, which buys a max of 448 instead of 240. Out-of-range values become ±inf in formats
 that have it; e4m3fn has no inf, and PyTorch's conversion saturates to ±448 (checked by ``napkin verify``).
@@ -192,7 +192,7 @@ class TensorSize(Result):
         return [
             ("shape", " × ".join(f"{d:,}" for d in self.shape) + f" ({self.dtype})"),
             ("elements", f"{self.elements:,}"),
-            ("bytes", f"{self.bytes:,.0f} B = {format_bytes(self.bytes)}"),
+            ("bytes", f"{self.bytes:,.0f} B" + (f" = {format_bytes(self.bytes)}" if self.bytes >= 1000 else "")),
         ]
 
 
@@ -255,12 +255,19 @@ def tensor_bytes(shape: tuple[int, ...], dtype: str) -> float:
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """``"49152x12288"`` (or with ``,`` or ``×``) → (49152, 12288)."""
-    parts = [p for p in text.replace("×", "x").replace(",", "x").replace("*", "x").lower().split("x") if p.strip()]
+    """``"49152x12288"`` (or with ``,``, ``×`` or ``*``) → (49152, 12288); sizes as ``flops matmul`` takes
+    them, so ``"48kx12k"`` → (49152, 12288) (widths: k = 2¹⁰, as ``units.parse_length`` reads them)."""
+    from napkin.units import parse_length
+
+    parts = [p.strip() for p in text.replace("×", "x").replace(",", "x").replace("*", "x").split("x")]
+    if len(parts) > 1 and parts[-1] == "":  # a trailing separator, as in "4096,"
+        parts.pop()
     try:
-        dims = tuple(int(p.strip().replace("_", "")) for p in parts)
-    except ValueError:
+        dims = tuple(parse_length(p.replace("_", ""), "SHAPE") for p in parts) if all(parts) else ()
+    except UsageError:
         dims = ()
     if not dims or any(d <= 0 for d in dims):
-        raise UsageError(f"SHAPE: {text!r} is not a shape; write positive sizes joined by x, e.g. 49152x12288")
+        raise UsageError(
+            f"SHAPE: {text!r} is not a shape; write positive sizes joined by x, e.g. 49152x12288 or 48kx12k"
+        )
     return dims

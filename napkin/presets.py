@@ -61,20 +61,24 @@ class ModelTable(TableResult):
     presets: list[ModelPreset]
 
     def header(self) -> list[str]:
-        return ["name", "params", "active", "L", "d", "heads", "seq", "description"]
+        return ["name", "params", "published", "active", "L", "d", "heads", "seq", "description"]
 
     def body(self) -> list[list[str]]:
         return [
-            [p.name, format_count(p.params), format_count(p.active_params), str(p.model.layers),
-             str(p.model.hidden), str(p.model.heads or "–"), str(p.seq), p.description]
+            [p.name, format_count(p.params), format_count(p.published_params), format_count(p.active_params),
+             str(p.model.layers), str(p.model.hidden), str(p.model.heads or "–"), str(p.seq), p.description]
             for p in self.presets
         ]  # fmt: skip
 
+    def align(self) -> str:
+        return "lrrrrrrrl"
+
     def caption(self) -> str:
-        return "params computed from the architecture; MoE: compute uses active, memory total"
+        return ("params: computed from the architecture (what napkin uses); published: the paper's own figure; "
+                "MoE: compute uses active, memory total")  # fmt: skip
 
     def secondary(self) -> tuple[int, ...]:
-        return (7,)  # description
+        return (2, 8)  # published, description
 
     def to_json(self, explain: bool = False) -> Any:
         return [

@@ -6,7 +6,7 @@
 
 The default constants are the Epoch AI refit (Besiroglu et al. 2024), the only set consistent with
 ≈20 tokens per parameter; Hoffmann's printed eq. (10) constants are offered "as published" (they imply
-~93 tokens per parameter at the Gopher budget, see FORMULAS §8).
+~93 tokens per parameter at the Gopher budget, as Besiroglu et al. 2024 §3 point out).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Citations for every formula and constant napkin uses.
 
-Each is shown by ``--explain`` next to the step it justifies. The full texts, the worked numbers and
-the points where sources disagree are collected in the team's FORMULAS reference.
+Each is shown by ``--explain`` next to the step it justifies: a paper (arXiv id and section), a
+datasheet, or a repository file, always a primary source.
 """
 
 from typing import Final

@@ -1,6 +1,6 @@
 """Memory accounting: bytes per parameter (optimizer × precision), sharding, activations.
 
-Pure functions, no I/O. Formulas:
+Pure functions, no I/O. Formulas (each cites napkin.sources):
 
     model states = (params + gradients + master weights + optimizer states) bytes × N     (ZeRO §3.1)
     ZeRO-1: P + G + (M + S)/N_d    ZeRO-2: P + (G + M + S)/N_d    ZeRO-3/FSDP: (P + G + M + S)/N_d  (ZeRO §5)
@@ -396,6 +396,9 @@ class MemoryResult(Result):
         if self.layout.pipeline > 1:
             rows.append(("most loaded", self.stage_name))
         rows += [(k.replace("_", " "), format_bytes(v)) for k, v in self.breakdown.items() if v]
+        counted = "activations" in self.breakdown
+        if not counted:
+            rows.append(("activations", "not counted (give --model or a shape)"))
         rows.append(("total per GPU", format_bytes(self.per_gpu_bytes)))
         if self.host_bytes_per_gpu:
             rows.append(
@@ -408,10 +411,11 @@ class MemoryResult(Result):
         rows.append((f"{self.hardware} capacity", f"{format_bytes(self.memory_bytes)}, {self.capacity_source}"))
         if self.reserve_bytes:
             rows.append(("reserved", format_bytes(self.reserve_bytes)))
+        scope = "" if counted else " (model states only)"
         if self.fits:
-            rows.append(("verdict", f"fits: headroom {format_bytes(self.headroom_bytes)}"))
+            rows.append(("verdict", f"fits{scope}: headroom {format_bytes(self.headroom_bytes)}"))
         else:
-            rows.append(("verdict", f"does NOT fit: short by {format_bytes(-self.headroom_bytes)}"))
+            rows.append(("verdict", f"does NOT fit{scope}: short by {format_bytes(-self.headroom_bytes)}"))
         if self.max_micro_batch is not None:
             rows.append(("largest micro-batch", f"{self.max_micro_batch} sequences"))
         return rows

@@ -7,7 +7,7 @@ Conventions (stated in every output that shows them):
 
 * Counts use decimal suffixes: K = 1e3, M = 1e6, B = 1e9 (billion), T = 1e12 — never binary.
 * GB = 10⁹ bytes and GiB = 2³⁰ bytes. Vendors quote HBM capacity in GB (decimal); PyTorch and
-  ``nvidia-smi`` report MiB/GiB; mixing them is a 7 % error (../FORMULAS §0).
+  ``nvidia-smi`` report MiB/GiB; mixing them is a 7 % error (2³⁰ / 10⁹ = 1.074).
 * Unit prefixes are case-insensitive (``80gB`` = ``80 GB``); ``m`` therefore means mega, never milli.
 * Bits are not bytes: ``bit``, ``bits``, ``bit/s`` and ``bps`` (``400 Gbps``, ``400 Gbit/s``) are bits and
   are converted to bytes (÷ 8); a lower-case ``b`` after a prefix (``80 Gb``, ``3000 Gb/s``) is refused as
@@ -314,7 +314,9 @@ def format_rate(value: float, digits: int = 4) -> str:
 
 
 def format_bytes(value: float) -> str:
-    """Both unit systems, labelled: ``8e10`` → ``"80 GB (74.5 GiB)"``."""
+    """Both unit systems, labelled: ``8e10`` → ``"80 GB (74.5 GiB)"``; below 1000 B only ``"640 B"``."""
+    if abs(value) < 999.5:
+        return format_bytes_si(value)
     return f"{format_bytes_si(value)} ({format_bytes_iec(value)})"
 
 

@@ -74,7 +74,7 @@ def _mlp_flops(torch: Any, device: str) -> list[Check]:
     from torch.utils.flop_counter import FlopCounterMode
 
     b, d, k = 32, 64, 16
-    x = torch.randn(b, d, device=device, requires_grad=True)  # the input needs a gradient too (FORMULAS §2)
+    x = torch.randn(b, d, device=device, requires_grad=True)  # dX and dW both: backward = 4·m·k·n (PaLM App. B)
     w1 = torch.randn(d, d, device=device, requires_grad=True)
     w2 = torch.randn(d, k, device=device, requires_grad=True)
     n = d * d + d * k

@@ -281,3 +281,82 @@ def test_recompute_flags(napkin: Run) -> None:
     assert selective["hardware_flops"] - plain["flops"] == pytest.approx(plain["flops_attention"] / 3)
     r = napkin(*base, "--recompute", "some")
     assert r.exit_code == 2 and "'some' is not one of 'none', 'selective', 'full'" in r.stderr
+
+
+# --------------------------------------------------------------- what a new user trips over (issue 9)
+
+
+def test_training_flops_headline_matches_its_footer(napkin: Run) -> None:
+    plain = napkin("train-time", "-N", "70e9", "-D", "15e12", "-G", "1024").stdout
+    assert "training FLOPs   6.30e24 FLOPs" in plain and "C = 6·N·D; t = C" in plain and "attention" not in plain
+    shaped = napkin("train-time", "--model", "llama3-70b", "-D", "15T", "-G", "1024").stdout
+    assert "training FLOPs   7.32e24 FLOPs" in shaped  # 6·N·D 6.35e24 + attention 9.66e23 (c = 2)
+    assert "6·N·D          6.35e24" in shaped and "attention      9.66e23 (c = 2: every s×s score" in shaped
+    assert "C = 6·N·D + attention; t = C" in shaped
+    causal = napkin("train-time", "--model", "llama3-70b", "-D", "15T", "-G", "1024", "--causal").stdout
+    assert "attention      4.83e23 (c = 1: the unmasked half)" in causal
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train-time", "-N", "70B", "-D", "15T", "-G", "1024", "--mfu", "0.8"],
+        ["train-time", "-N", "70B", "-D", "15T", "-G", "1024", "--mfu", "0.4:0.79"],
+        ["mfu", "-N", "70B", "-G", "1024", "--tokens-per-second", "1.9e6"],
+    ],
+)
+def test_an_mfu_above_075_is_called_implausible(napkin: Run, args: list[str]) -> None:
+    r = napkin(*args)
+    assert r.exit_code == 0
+    assert "is implausibly high for dense training" in r.stderr and "PaLM 46.2 %" in r.stderr
+
+
+def test_a_plausible_mfu_says_nothing(napkin: Run) -> None:
+    assert napkin("train-time", "-N", "70B", "-D", "15T", "-G", "1024", "--mfu", "0.55").stderr == ""
+    assert napkin("mfu", "-N", "70B", "-G", "1024", "--tokens-per-second", "1.2e6").stderr == ""  # 49 %
+
+
+def test_memory_says_when_activations_are_not_counted(napkin: Run) -> None:
+    bare = napkin("memory", "--params", "7B", "--gpus", "8").stdout
+    assert "activations         not counted (give --model or a shape)" in bare
+    assert "verdict             fits (model states only): headroom 66 GB" in bare
+    shaped = napkin("memory", "--model", "llama2-7b", "--gpus", "64").stdout
+    assert "not counted" not in shaped and "model states only" not in shaped
+
+
+def test_tensor_and_flops_matmul_accept_the_same_sizes(napkin: Run) -> None:
+    tensor = json.loads(napkin("tensor", "32kx8k", "--json").stdout)
+    assert tensor["shape"] == [32768, 8192] and tensor["bytes"] == 32768 * 8192 * 4
+    matmul = json.loads(napkin("flops", "matmul", "32k", "8k", "1", "--json").stdout)
+    assert (matmul["m"], matmul["k"]) == (32768, 8192)
+    assert json.loads(napkin("tensor", "48K×12K", "--json").stdout)["shape"] == [49152, 12288]
+    bad = napkin("tensor", "1.5x2")
+    assert bad.exit_code == 2 and bad.stderr.startswith("napkin: error: SHAPE: '1.5x2' is not a shape")
+
+
+def test_small_values_read_plainly(napkin: Run) -> None:
+    from napkin.units import format_bytes, format_duration
+
+    assert "bytes      640 B\n" in napkin("tensor", "32x5").stdout
+    assert format_bytes(640) == "640 B" and format_bytes(8e10) == "80 GB (74.5 GiB)"
+    assert [format_duration(s) for s in (0.00111, 0.0451, 3.22, 1.2e-7)] == ["1.11 ms", "45.1 ms", "3.22 s", "120 ns"]
+
+
+def test_flags_show_no_type_in_help(napkin: Run) -> None:
+    for args in (["train-time", "--help"], ["memory", "--help"], ["bench", "matmul", "--help"]):
+        out = napkin(*args).stdout
+        assert "<bool>" not in out and "--json" in out
+
+
+def test_models_show_the_published_count_beside_the_computed_one(napkin: Run) -> None:
+    line = next(x for x in napkin("models").stdout.splitlines() if x.startswith(" chinchilla-70b"))
+    assert line.split()[1:5] == ["65.0", "B", "70.0", "B"]
+
+
+def test_no_source_cites_a_file_outside_the_repository() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    marker = "FORMU" + "LAS"  # the team's notes file, which is not in the repository
+    files = [*root.glob("napkin/**/*.py"), *root.glob("tests/*.py"), *root.glob("examples/*"), root / "README.md"]
+    assert [str(f) for f in files if marker in f.read_text(encoding="utf-8")] == []

@@ -47,7 +47,7 @@ def test_the_lecture_example_70b_15t_1024_h100_is_143_9_days() -> None:
     assert (r.flops_forward, r.flops_backward) == pytest.approx((2.1e24, 4.2e24), rel=1e-12)
     assert r.cluster_flops_per_second == pytest.approx(5.066e17, rel=1e-3)
     assert r.seconds == pytest.approx(1.2435e7, rel=1e-4)
-    assert round(r.days, 1) == 143.9  # FORMULAS §1.1, "about 144 days"
+    assert round(r.days, 1) == 143.9  # 6·70e9·15e12 / (1024 × 989.5e12 × 0.5) s (PaLM App. B time formula)
     assert r.gpu_hours == pytest.approx(1024 * r.seconds / 3600)
 
 
@@ -150,7 +150,7 @@ def test_attention_term_and_recompute() -> None:
     gpt3 = get_preset("gpt3-175b")
     shape, seq = gpt3.model, gpt3.seq
     fpt = flops_per_token(1.7395e11, shape, seq)
-    assert fpt.attention / (6 * 1.7395e11) == pytest.approx(0.0278, abs=2e-4)  # FORMULAS §1.2: +2.78 %
+    assert fpt.attention / (6 * 1.7395e11) == pytest.approx(0.0278, abs=2e-4)  # PaLM App. B: 12·L·H·Q·T / 6N = +2.78 %
     causal = flops_per_token(1.7395e11, shape, seq, causal=True)
     assert causal.attention == pytest.approx(fpt.attention / 2)
     assert flops_per_token(7e9, recompute=Recompute.full).hardware == pytest.approx(8 * 7e9)
@@ -161,7 +161,9 @@ def test_attention_term_and_recompute() -> None:
 def test_matmul_roofline() -> None:
     big = matmul(4096, 4096, 4096, H100, "bf16")
     assert big.flops == 2 * 4096**3
-    assert big.arithmetic_intensity == pytest.approx(1365.3, abs=0.1)  # FORMULAS §11
+    assert big.arithmetic_intensity == pytest.approx(
+        1365.3, abs=0.1
+    )  # 2·4096³ / (2 B × 3·4096²) (Williams et al. 2009)
     assert big.ridge_point == pytest.approx(295.4, abs=0.1)
     assert big.bound == "compute" and big.seconds == pytest.approx(big.flops / 989.5e12)
     gemv = matmul(1, 8192, 8192, H100, "bf16")

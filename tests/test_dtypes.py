@@ -13,7 +13,7 @@ from napkin.errors import UsageError
 from napkin.number_formats import FORMATS, parse_shape, table, tensor_size
 from tests.conftest import needs_torch
 
-# FORMULAS §12 (numpy.finfo / ml_dtypes.finfo values).
+# numpy.finfo (fp64/32/16) and ml_dtypes.finfo (bf16, fp8) values; fp8: Micikevicius et al. 2022, arXiv:2209.05433.
 RANGES = {
     "fp64": (1.7976931348623157e308, 2.2250738585072014e-308, 4.9406564584124654e-324, 2.220446049250313e-16),
     "fp32": (3.4028234663852886e38, 1.1754943508222875e-38, 1.401298464324817e-45, 1.1920928955078125e-07),
@@ -32,7 +32,7 @@ def test_ranges(name: str) -> None:
 
 
 def test_underflow_and_precision_examples() -> None:
-    """1e-8 vanishes in fp16 but not in bf16; 1 + 1e-3 is lost in bf16 but not in fp16 (FORMULAS §12)."""
+    """1e-8 vanishes in fp16 but not in bf16; 1 + 1e-3 is lost in bf16 but not in fp16 (eps 2⁻⁷ vs 2⁻¹⁰)."""
     assert FORMATS["fp16"].round(1e-8) == 0.0
     assert FORMATS["bf16"].round(1e-8) == 1.0011717677116394e-08
     assert FORMATS["bf16"].round(1 + 1e-3) == 1.0

@@ -110,7 +110,7 @@ GPT3_WORK = Workload(seq=2048)
     ],
 )
 def test_korthikanti_table_2_for_a_gpt3_layer(tp: int, sp: bool, ckpt: Recompute, mib: float) -> None:
-    """Korthikanti et al. 2022 Table 2, GPT-3 175B layer (s=2048, b=1, h=12288, a=96), FORMULAS §7."""
+    """Korthikanti et al. 2022 Table 2, GPT-3 175B layer (s=2048, b=1, h=12288, a=96), arXiv:2205.05198."""
     x = ActivationInputs(
         model=GPT3_LAYER, workload=GPT3_WORK, layout=Layout(tensor=tp, sequence_parallel=sp, recompute=ckpt)
     )

@@ -1,4 +1,4 @@
-"""Parameter counts from shapes, against exact published integers (FORMULAS §4)."""
+"""Parameter counts from shapes, against exact published integers (Narayanan et al. 2021 eq. 2; model cards)."""
 
 from __future__ import annotations
 

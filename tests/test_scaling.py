@@ -1,4 +1,4 @@
-"""Compute-optimal sizing (FORMULAS §8). Published figures have 3 significant figures; so do the checks."""
+"""Compute-optimal sizing (Hoffmann et al. 2022, arXiv:2203.15556; Besiroglu et al. 2024, arXiv:2404.10102). Published figures have 3 significant figures; so do the checks."""
 
 from __future__ import annotations
 
@@ -35,5 +35,5 @@ def test_hoffmann_constants_as_published_imply_93_tokens_per_param() -> None:
 def test_rule_of_20(c: float, n: float, d: float) -> None:
     r = optimal(c)
     assert sig3(r.rule_of_20.params) == n
-    assert r.rule_of_20.tokens == pytest.approx(d, rel=5e-3)  # FORMULAS computes D from the rounded N
+    assert r.rule_of_20.tokens == pytest.approx(d, rel=5e-3)  # the expected D was computed from the rounded N
     assert 6 * r.fitted.params * r.fitted.tokens == pytest.approx(c)
