@@ -86,6 +86,12 @@ def test_at_80_columns_no_word_is_split_and_no_line_overflows(args: list[str]) -
     assert not fragments, f"split at 80 columns: {sorted(fragments)}"
 
 
+@needs_torch
+@pytest.mark.torch
+def test_verify_fits_80_columns() -> None:
+    test_at_80_columns_no_word_is_split_and_no_line_overflows(["verify"])
+
+
 @pytest.mark.parametrize(
     ("listing", "keys"),
     [(["hardware", "list"], ("name", "aliases")), (["models"], ("name",)), (["optimizers"], ())],

@@ -179,7 +179,7 @@ def verify_command(
         rows = [[c.category, c.name, g(c.expected), g(c.measured), "pass" if c.ok else "FAIL", c.detail]
                 for c in result.checks]  # fmt: skip
         return [r.grid(f"napkin verify ({result.device}, torch {result.torch_version})",
-                       ["area", "check", "napkin", "torch", "", "detail"], rows, align="llrrll",
+                       ["area", "check", "napkin", "torch", "", "detail"], rows, align="llrrll", secondary=(5,),
                        caption=f"{result.passed} passed, {result.failed} failed")]  # fmt: skip
 
     emit(result, as_json, render)
