@@ -294,8 +294,8 @@ def train_time(
         warnings.append(
             f"implied MFU {effective_mfu:.2f} is above 1: the achieved rate exceeds {hardware.name}'s {dtype} peak"
         )
-    elif max(effective_mfu, t.mfu_high if t.achieved is None else 0.0) > PLAUSIBLE_MFU:
-        warnings.append(implausible_mfu(max(effective_mfu, t.mfu_high)))
+    elif (top := effective_mfu if t.achieved is not None else max(effective_mfu, t.mfu_high)) > PLAUSIBLE_MFU:
+        warnings.append(implausible_mfu(top))  # the top of an --mfu range counts too
 
     steps.insert(0, step(
         "training FLOPs", "C = 6·N·D = (2N forward + 4N backward)·D",
