@@ -227,9 +227,9 @@ def buffers_for(m: int, k: int, n: int) -> int:
     return 8 if m * k * n <= 512**3 else 3
 
 
-def measure_cost(seconds_per_matmul: float, m: int, k: int, n: int) -> float:
+def measure_cost(seconds_per_matmul: float, m: int, k: int, n: int, buffers: int | None = None) -> float:
     """Least time ``measure`` needs: the checked product, two warm-ups and MIN_REPEATS timed passes."""
-    return seconds_per_matmul * (2 + buffers_for(m, k, n) * (1 + MIN_REPEATS))
+    return seconds_per_matmul * (2 + (buffers or buffers_for(m, k, n)) * (1 + MIN_REPEATS))
 
 
 def measure(
@@ -243,6 +243,7 @@ def measure(
     clock: Clock | None = None,
     guess: float = 0.0,
     until: float | None = None,
+    buffers: int | None = None,
 ) -> tuple[float, float, int]:
     """(median seconds per matmul, relative error, timed passes) for one shape and dtype.
 
@@ -250,7 +251,7 @@ def measure(
     seconds of one matmul, before one has been timed); OutOfTime if not even one timed pass fits.
     """
     clock = clock or Clock(math.inf)
-    buffers = buffers_for(m, k, n)
+    buffers = buffers or buffers_for(m, k, n)
     clock.check(guess, until)
     pairs = _operands(torch, device, dtype, m, k, n, buffers)
     fn = _matmul_fn(torch, dtype, device)
@@ -326,8 +327,11 @@ def run(
             records.extend(mine)
             if unsupported[dtype] is not None:
                 continue
-            later = len(runnable) - runnable.index(dtype)
-            until = time.perf_counter() + max(0.0, clock.left()) / later  # this dtype's share of the time left
+            # The dtypes that matter first (the default, then fp32) split the time between them; the
+            # others share what they leave. What a dtype does not use goes to the next.
+            group = [d for d in runnable if (d in ordered[:2]) == (dtype in ordered[:2])]
+            later = len(group) - group.index(dtype)
+            until = time.perf_counter() + max(0.0, clock.left()) / later
             torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
             _measure_dtype(torch, mine, clock, until)
     finally:
@@ -368,10 +372,10 @@ def _measure_dtype(torch: Any, records: Sequence[MatmulRecord], clock: Clock, un
             if seconds is None:
                 seconds, flops = _probe(torch, record.device, record.dtype, min(m, k, n), clock, until)
             guess = seconds * (2.0 * m * k * n) / flops
-            record.reason = _over_budget(record, 2.0 * m * k * n / guess, clock.left(until))
-            if record.reason is None:
+            buffers, record.reason = plan(record, 2.0 * m * k * n / guess, clock.left(until))
+            if buffers is not None:
                 share = max(0.05, min(2.0, clock.left(until) / 4))
-                measured = _measure_into(record, torch, share, clock, guess, until)
+                measured = _measure_into(record, torch, share, clock, guess, until, buffers)
                 if measured is not None:
                     seconds, flops = measured, 2.0 * m * k * n
         except OutOfTime:
@@ -380,22 +384,27 @@ def _measure_dtype(torch: Any, records: Sequence[MatmulRecord], clock: Clock, un
         clock.tick()
 
 
-def _over_budget(record: MatmulRecord, rate: float | None, left: float) -> str | None:
-    """Why ``record``'s shape cannot run in the ``left`` seconds of the budget (None if it can)."""
+def plan(record: MatmulRecord, rate: float | None, left: float) -> tuple[int | None, str | None]:
+    """(input buffers to rotate, None) if ``record``'s shape fits in the ``left`` seconds at ``rate``
+    FLOP/s, else (None, why not). When the usual rotation does not fit, a single buffer may."""
     if left <= 0 or rate is None:
-        return "time budget used up"
-    cost = measure_cost(2.0 * record.m * record.k * record.n / rate, record.m, record.k, record.n)
-    return f"would take ~{cost:.1f} s, more than the {left:.1f} s left of the budget" if cost > left else None
+        return None, "time budget used up"
+    m, k, n = record.m, record.k, record.n
+    for buffers in dict.fromkeys((buffers_for(m, k, n), 1)):
+        cost = measure_cost(2.0 * m * k * n / rate, m, k, n, buffers)
+        if cost <= left:
+            return buffers, None
+    return None, f"would take ~{cost:.1f} s, more than the {left:.1f} s left of the budget"
 
 
 def _measure_into(
-    record: MatmulRecord, torch: Any, target_seconds: float, clock: Clock, guess: float, until: float
+    record: MatmulRecord, torch: Any, target_seconds: float, clock: Clock, guess: float, until: float, buffers: int
 ) -> float | None:
     """Measure ``record``'s shape and fill it in; seconds per matmul, or None if it could not run."""
     m, k, n = record.m, record.k, record.n
     try:
         seconds, error, repeats = measure(
-            torch, record.device, record.dtype, m, k, n, target_seconds, clock, guess, until
+            torch, record.device, record.dtype, m, k, n, target_seconds, clock, guess, until, buffers
         )
     except (RuntimeError, MemoryError) as exc:
         if "out of memory" not in str(exc).lower() and not isinstance(exc, MemoryError):

@@ -159,12 +159,13 @@ def test_a_budget_too_small_for_anything_says_so_and_fails(napkin: Run) -> None:
 
 
 def test_budget_decisions_use_the_whole_cost_of_a_measurement() -> None:
-    from napkin.bench import MatmulRecord, _over_budget, measure_cost
+    from napkin.bench import MatmulRecord, measure_cost, plan
 
     record = MatmulRecord(device="cpu", device_name="cpu", dtype="fp16", m=1024, k=1024, n=1024, status="skipped")
     one = 2 * 1024**3 / 1e9  # seconds per matmul at 1 GFLOP/s
     assert measure_cost(one, 1024, 1024, 1024) == pytest.approx(one * (2 + 3 * 4))  # check + 2 warm-ups + 3 passes
     assert measure_cost(1.0, 256, 256, 256) == 2 + 8 * 4  # small shapes rotate 8 buffers
-    assert _over_budget(record, 1e9, left=60.0) is None
-    assert _over_budget(record, 1e9, left=5.0) == "would take ~30.1 s, more than the 5.0 s left of the budget"
-    assert _over_budget(record, 1e9, left=0.0) == "time budget used up"
+    assert plan(record, 1e9, left=60.0) == (3, None)
+    assert plan(record, 1e9, left=20.0) == (1, None)  # one buffer instead of three: 6 matmuls, 12.9 s
+    assert plan(record, 1e9, left=5.0) == (None, "would take ~12.9 s, more than the 5.0 s left of the budget")
+    assert plan(record, 1e9, left=0.0) == (None, "time budget used up")
