@@ -301,9 +301,11 @@ def run(
 
     Never runs past the budget: every timed call is checked against a hard deadline first. The dtypes
     run in ``priority`` order: the default dtype and fp32 split the time between them, the others share
-    what those leave (what one leaves unused goes to the next); within a dtype the sizes run smallest first, and each size is attempted only if the
-    measured time of the previous one, scaled by FLOPs, says it fits. The first is predicted by timing
-    single matmuls on a ladder of sizes doubling from 128 (each predicted from the one before).
+    what those leave (what one leaves unused goes to the next). Within a dtype the sizes run smallest
+    first, and each size is attempted only if the measured time of the previous one, scaled by FLOPs,
+    says it fits (with one input buffer instead of the usual rotation, if only that fits). The first
+    is predicted by timing single matmuls on a ladder of sizes doubling from 128 (each predicted from
+    the one before).
     """
     torch = import_torch()
     for dtype in dtypes:

@@ -130,8 +130,9 @@ def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None 
 
 def width() -> int:
     """The width output is laid out for: $COLUMNS, else the terminal's, else 100 (a pipe or a file)."""
-    if os.environ.get("COLUMNS", "").isdigit():
-        return int(os.environ["COLUMNS"])
+    columns = _columns()
+    if columns is not None:
+        return columns
     return shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
 
 
