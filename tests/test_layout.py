@@ -73,6 +73,25 @@ COMMANDS = [
     ["flops", "train", "--model", "llama3-70b", "--tokens", "15T", "--explain"],
     ["flops", "matmul", "4k", "4k", "4k"],
     ["tensor", "49152x12288"],
+    ["kv-cache", "--model", "llama3.1-70b", "--context", "32k", "--batch", "8", "--explain"],
+    [
+        "inference",
+        "--model",
+        "llama3.1-70b",
+        "--gpus",
+        "8",
+        "--hardware",
+        "h100",
+        "--prompt",
+        "2k",
+        "--output",
+        "512",
+        "--batch",
+        "64",
+        "--price",
+        "2",
+        "--explain",
+    ],
 ]
 
 
