@@ -126,9 +126,11 @@ def _prepare_streams() -> None:
 def _discard_stdout() -> None:
     """Point fd 1 at /dev/null, so the interpreter's last flush of buffered output cannot fail again."""
     try:
+        fd = sys.stdout.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        if devnull != fd:  # with fd 1 closed, os.open hands back 1 itself: keep it open
+            os.dup2(devnull, fd)
+            os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
 
