@@ -28,6 +28,8 @@ from pydantic import Field
 
 from napkin.base import Record
 from napkin.errors import MissingDependencyError, UsageError
+from napkin.result import TableResult
+from napkin.units import format_duration, format_percent, format_rate, parse_int
 
 if TYPE_CHECKING:
     from napkin.profiles import HardwareProfile
@@ -63,14 +65,67 @@ class MatmulRecord(Record):
     repeats: int = 0
 
 
-class BenchResult(Record):
+class BenchResult(TableResult):
+    """Every (shape, dtype) timed, the best per dtype, and what was skipped with the reason."""
+
     device: str
     device_name: str
     torch_version: str
     hardware: str | None
     records: list[MatmulRecord]
     best: dict[str, MatmulRecord]
-    warnings: list[str] = Field(default_factory=list)
+
+    def heading(self) -> str:
+        return f"Matmul benchmark: {self.device_name} ({self.device}, torch {self.torch_version})"
+
+    def header(self) -> list[str]:
+        return ["dtype", "M×K×N", "achieved", "dense peak", "of peak", "median"]
+
+    def align(self) -> str:
+        return "llrrrr"
+
+    def body(self) -> list[list[str]]:
+        return [[rec.dtype, _shape(rec), format_rate(rec.flops_per_second or 0),
+                 format_rate(rec.peak_flops) if rec.peak_flops else "–",
+                 format_percent(rec.fraction_of_peak) if rec.fraction_of_peak is not None else "–",
+                 format_duration(rec.seconds or 0)] for rec in self.records if rec.status == "ok"]  # fmt: skip
+
+    def extras(self) -> list[Any]:
+        from rich.text import Text
+
+        skipped: dict[str, list[MatmulRecord]] = {}
+        for rec in self.records:
+            if rec.status != "ok":
+                skipped.setdefault(rec.dtype, []).append(rec)
+        notes = [f"{d} {', '.join(_shape(x) for x in recs)}: {recs[0].reason}" for d, recs in skipped.items()]
+        best = ", ".join(f"{d} {format_rate(b.flops_per_second or 0)} at {_shape(b)}" for d, b in self.best.items())
+        lines = [f"best: {best or 'none'}", *(["not measured:"] if notes else []), *(f"- {n}" for n in notes),
+                 "median over repeats, inputs rotated, result checked against float64"]  # fmt: skip
+        return [Text("\n".join(lines))]
+
+    def to_json(self, explain: bool = False) -> Any:
+        return [rec.model_dump(mode="json") for rec in self.records]  # one record per (size, dtype)
+
+
+def _shape(rec: MatmulRecord) -> str:
+    return f"{rec.m}³" if rec.m == rec.k == rec.n else f"{rec.m}×{rec.k}×{rec.n}"
+
+
+def parse_sizes(sizes: str) -> list[int]:
+    """``--sizes 1024,2048``: square sizes."""
+    return [parse_int(part, "--sizes") for part in sizes.split(",") if part.strip()]
+
+
+def parse_shapes(texts: Sequence[str]) -> list[tuple[int, int, int]]:
+    """``--shape 4096x4096x14336`` (repeatable): extra M×K×N shapes."""
+    shapes = []
+    for text in texts:
+        parts = [p for p in text.replace("×", "x").lower().split("x") if p.strip()]
+        if len(parts) != 3:
+            raise UsageError(f"--shape: {text!r} must be MxKxN, e.g. 4096x4096x14336")
+        m, k, n = (parse_int(p, "--shape") for p in parts)
+        shapes.append((m, k, n))
+    return shapes
 
 
 def save_best(result: BenchResult, profile: HardwareProfile, *, force: bool = False) -> Path | None:

@@ -27,6 +27,7 @@ from napkin.compute import flops_per_token
 from napkin.layout import Layout
 from napkin.model import Model
 from napkin.number_formats import FORMATS
+from napkin.result import TableResult
 from napkin.training_memory import (
     OPTIMIZERS,
     ActivationInputs,
@@ -54,12 +55,35 @@ class Check(Record):
     detail: str = ""
 
 
-class VerifyResult(Record):
+class VerifyResult(TableResult):
+    """Every check of napkin's formulas against torch, with napkin's figure and torch's."""
+
     device: str
     torch_version: str
     checks: list[Check]
     passed: int
     failed: int
+
+    def heading(self) -> str:
+        return f"napkin verify ({self.device}, torch {self.torch_version})"
+
+    def header(self) -> list[str]:
+        return ["area", "check", "napkin", "torch", "", "detail"]
+
+    def align(self) -> str:
+        return "llrrll"
+
+    def secondary(self) -> tuple[int, ...]:
+        return (5,)
+
+    def body(self) -> list[list[str]]:
+        from napkin.render import number
+
+        return [[c.category, c.name, number(c.expected), number(c.measured), "pass" if c.ok else "FAIL", c.detail]
+                for c in self.checks]  # fmt: skip
+
+    def caption(self) -> str:
+        return f"{self.passed} passed, {self.failed} failed"
 
 
 def _exact(category: str, name: str, expected: float, measured: float, detail: str = "") -> Check:

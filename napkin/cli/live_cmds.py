@@ -10,7 +10,7 @@ import typer
 from napkin import units
 from napkin.cli.common import HardwareFileOpt, HardwareOpt, JsonOpt, boundary, emit, fail, load_hardware, note, warn
 from napkin.errors import UsageError
-from napkin.units import format_duration, format_percent, format_rate
+from napkin.units import format_duration, format_rate
 
 app = typer.Typer()
 bench_app = typer.Typer(help="Measure what the hardware delivers (needs the 'bench' extra: torch).",
@@ -22,21 +22,6 @@ class Device(StrEnum):
     cuda = "cuda"
     cpu = "cpu"
     mps = "mps"
-
-
-def _int_list(text: str, flag: str) -> list[int]:
-    return [units.parse_int(part, flag) for part in text.split(",") if part.strip()]
-
-
-def _shapes(texts: list[str]) -> list[tuple[int, int, int]]:
-    shapes = []
-    for text in texts:
-        parts = [p for p in text.replace("×", "x").lower().split("x") if p.strip()]
-        if len(parts) != 3:
-            raise UsageError(f"--shape: {text!r} must be MxKxN, e.g. 4096x4096x14336")
-        m, k, n = (units.parse_int(p, "--shape") for p in parts)
-        shapes.append((m, k, n))
-    return shapes
 
 
 @bench_app.command("matmul")
@@ -70,8 +55,8 @@ def bench_matmul(
 
     with boundary():
         dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
-        size_list = _int_list(sizes, "--sizes")
-        extra = _shapes(shape or [])
+        size_list = bench.parse_sizes(sizes)
+        extra = bench.parse_shapes(shape or [])
         seconds = units.parse_duration(budget, "--budget")
         torch = bench.import_torch()
         dev = bench.pick_device(torch, device.value)
@@ -109,32 +94,7 @@ def bench_matmul(
         if save:
             _save(result, profile, name, force)
 
-    def render() -> list[Any]:
-        from rich.text import Text
-
-        from napkin import render as r
-
-        def shape(rec: Any) -> str:
-            return f"{rec.m}³" if rec.m == rec.k == rec.n else f"{rec.m}×{rec.k}×{rec.n}"
-
-        rows = [[rec.dtype, shape(rec), format_rate(rec.flops_per_second or 0),
-                 format_rate(rec.peak_flops) if rec.peak_flops else "–",
-                 format_percent(rec.fraction_of_peak) if rec.fraction_of_peak is not None else "–",
-                 format_duration(rec.seconds or 0)] for rec in result.records if rec.status == "ok"]  # fmt: skip
-        skipped: dict[str, list[Any]] = {}
-        for rec in result.records:
-            if rec.status != "ok":
-                skipped.setdefault(rec.dtype, []).append(rec)
-        notes = [f"{d} {', '.join(shape(x) for x in recs)}: {recs[0].reason}" for d, recs in skipped.items()]
-        title = f"Matmul benchmark: {result.device_name} ({result.device}, torch {result.torch_version})"
-        best = ", ".join(f"{d} {format_rate(b.flops_per_second or 0)} at {shape(b)}" for d, b in result.best.items())
-        lines = [f"best: {best or 'none'}", *(["not measured:"] if notes else []), *(f"- {n}" for n in notes),
-                 "median over repeats, inputs rotated, result checked against float64"]  # fmt: skip
-        table = r.grid(title, ["dtype", "M×K×N", "achieved", "dense peak", "of peak", "median"], rows, align="llrrrr")
-        return [table, Text("\n".join(lines))]
-
-    records = [rec.model_dump(mode="json") for rec in result.records]  # --json: one record per (size, dtype)
-    emit(result, as_json, render, warnings=result.warnings, json_data=records)
+    emit(result, as_json)
     if not result.best:
         fail(f"nothing measured within the {format_duration(seconds)} budget (see the reasons above); "
              "raise --budget or pass smaller --sizes", 1)  # fmt: skip
@@ -170,19 +130,7 @@ def verify_command(
     with boundary():
         result = verify.run(device.value)
 
-    def render() -> list[Any]:
-        from napkin import render as r
-
-        def g(x: float) -> str:
-            return r.number(x)
-
-        rows = [[c.category, c.name, g(c.expected), g(c.measured), "pass" if c.ok else "FAIL", c.detail]
-                for c in result.checks]  # fmt: skip
-        return [r.grid(f"napkin verify ({result.device}, torch {result.torch_version})",
-                       ["area", "check", "napkin", "torch", "", "detail"], rows, align="llrrll", secondary=(5,),
-                       caption=f"{result.passed} passed, {result.failed} failed")]  # fmt: skip
-
-    emit(result, as_json, render)
+    emit(result, as_json)
     if result.failed:
         raise typer.Exit(1)
 
