@@ -21,9 +21,14 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from napkin.api import (
+        cluster_list,
+        cluster_sheet,
         collective,
         dtypes,
         flops,
+        hardware_compare,
+        hardware_list,
+        hardware_sheet,
         inference,
         kv_cache,
         matmul,
@@ -33,9 +38,11 @@ if TYPE_CHECKING:
         models,
         optimal,
         optimizers,
+        plan,
+        step,
         tensor,
         train_time,
-    )
+    )  # fmt: skip
     from napkin.api import get_hardware as hardware
     from napkin.layout import Layout
     from napkin.model import Model
@@ -47,7 +54,9 @@ _LAZY = {
     "dtypes": "napkin.api", "optimizers": "napkin.api", "models": "napkin.api", "inference": "napkin.api",
     "kv_cache": "napkin.api",
     "hardware": "napkin.api:get_hardware", "Model": "napkin.model", "Layout": "napkin.layout",
-    "Workload": "napkin.workload", "collective": "napkin.api",
+    "Workload": "napkin.workload", "collective": "napkin.api", "step": "napkin.api", "plan": "napkin.api",
+    "hardware_list": "napkin.api", "hardware_compare": "napkin.api", "cluster_list": "napkin.api",
+    "cluster_sheet": "napkin.api", "hardware_sheet": "napkin.api",
 }  # fmt: skip
 
 
@@ -62,7 +71,38 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Layout", "Model", "NapkinError", "ProfileError", "UsageError", "Workload", "__version__", "collective", "dtypes",
-    "flops", "hardware", "inference", "kv_cache", "matmul", "max_model", "memory", "mfu", "models", "optimal",
-    "optimizers", "tensor", "train_time",
+    "Layout",
+    "Model",
+    "NapkinError",
+    "ProfileError",
+    "UsageError",
+    "Workload",
+    "__version__",
+    "cluster_list",
+    "cluster_sheet",
+    "collective",
+    "dtypes",
+    "flops",
+    "hardware",
+    "hardware_compare",
+    "hardware_list",
+    "hardware_sheet",
+    "inference",
+    "kv_cache",
+    "matmul",
+    "max_model",
+    "memory",
+    "mfu",
+    "models",
+    "optimal",
+    "optimizers",
+    "plan",
+    "step",
+    "tensor",
+    "train_time",
 ]  # fmt: skip
+
+
+def __dir__() -> list[str]:
+    """The lazy names too, so ``dir(napkin)`` and a notebook's completion list every question."""
+    return sorted({*globals(), *_LAZY})

@@ -102,3 +102,12 @@ def test_hf_config_is_read_locally(tmp_path: Path) -> None:
     bad.write_text("{")
     with pytest.raises(UsageError, match="model_config: cannot read"):
         napkin.Model.from_hf_config(bad)
+
+
+def test_every_question_in_the_readme_list_is_a_callable_of_the_package() -> None:
+    section = README.read_text(encoding="utf-8").split("## As a library", 1)[1].split("```python", 1)[0]
+    names = set(re.findall(r"`(?:napkin\.)?([a-z][a-z_]*)`", section)) - {"napkin", "tensor_parallel"}
+    assert {"plan", "step", "inference", "collective", "hardware_sheet"} <= names
+    for name in names:
+        assert callable(getattr(napkin, name)), name
+        assert name in dir(napkin)
