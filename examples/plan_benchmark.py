@@ -4,7 +4,7 @@
     python examples/plan_benchmark.py [--repeat 5]
 
 Prints the layouts enumerated, how many fit, layouts scored per second (the plain-float step model) and
-the total time of ``napkin.plan.plan`` (enumerate, check memory, score, rank, build the top 5 results),
+the total time of ``napkin.planner.plan`` (enumerate, check memory, score, rank, build the top 5 results),
 best of ``--repeat`` runs. Timing lives here, never in the test suite.
 """
 
@@ -15,9 +15,9 @@ import time
 
 from napkin.cluster import find
 from napkin.model import Model
-from napkin.plan import candidates, plan
+from napkin.planner import candidates, plan
 from napkin.profiles import resolve
-from napkin.step import StepModel, machine
+from napkin.step_time import StepModel, machine
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
         best_score = min(best_score, time.perf_counter() - start)
     print(f"layouts enumerated: {result.considered:,}; fit in memory: {result.fitting:,}")
     print(f"scoring: {len(knobs) / best_score:,.0f} layouts/s (memory + step time, every layout)")
-    print(f"napkin.plan total: {best_total:.3f} s (best of {args.repeat})")
+    print(f"napkin.planner total: {best_total:.3f} s (best of {args.repeat})")
     print(f"winner: {result.layouts[0].layout_text}, MFU {result.layouts[0].mfu:.3f}")
 
 

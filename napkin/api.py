@@ -788,7 +788,8 @@ def inference(
         raise UsageError(f"price: {price!r} must be a positive USD per GPU-hour", field="price")
     settings = Serving(
         weights_format=fmt, kv_dtype=choice(KvDtype, kv_dtype, "kv_dtype"), block_size=_block(block_size, paged),
-        efficiency=eff, reserve_bytes=_reserve(reserve if reserve is not None else DEFAULT_RESERVE, profile.memory),
+        efficiency=eff,
+        reserve_bytes=_reserve(reserve if reserve is not None else DEFAULT_RESERVE, _capacity(profile)),
         chunk_tokens=_positive(chunk if chunk is not None else CHUNK_TOKENS, "chunk"),
         price_per_hour=price_value if price_value is not None else profile.price_per_hour,
     )  # fmt: skip
@@ -868,7 +869,7 @@ def _step_model(
     shape: dict[str, Any],
     default_batch: int | None = None,
 ) -> tuple[Any, str]:
-    from napkin.step import StepModel, machine
+    from napkin.step_time import StepModel, machine
 
     arch, preset_seq = build_model(model, model_config, **shape)
     if arch is None:
@@ -914,7 +915,7 @@ def step(
     **shape: Any,
 ) -> Any:
     """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster."""
-    from napkin.step import build_result, check_knobs
+    from napkin.step_time import build_result, check_knobs
 
     lay = split_layout(shape)
     if lay.offload is not Offload.none:
@@ -950,7 +951,7 @@ def plan(
     **shape: Any,
 ) -> Any:
     """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU."""
-    from napkin.plan import plan as engine
+    from napkin.planner import plan as engine
 
     g = parse(units.parse_int, gpus, "gpus")
     n = parse(units.parse_int, top, "top")

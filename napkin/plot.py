@@ -7,7 +7,7 @@ from pathlib import Path
 
 from napkin.errors import UsageError
 from napkin.files import write_atomic
-from napkin.plan import PlanResult
+from napkin.planner import PlanResult
 
 
 def plan_svg(result: PlanResult) -> str:

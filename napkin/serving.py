@@ -291,6 +291,8 @@ class InferenceResult(Result):
     workspace_bytes_per_gpu: float
     reserve_bytes_per_gpu: float
     memory_bytes_per_gpu: float
+    capacity_source: str = Field(default="datasheet", description="which capacity figure the fit used")
+    model_context: int | None = Field(default=None, description="the longest sequence the model was built for")
     headroom_bytes_per_gpu: float = Field(description="capacity − reserve − weights − workspace − KV of the batch")
     fits: bool
     max_batch: int = Field(description="sequences of `context` tokens that fit per replica")
@@ -325,9 +327,17 @@ class InferenceResult(Result):
             ("weights per GPU", format_bytes(self.weights_bytes_per_gpu)),
             (f"KV cache ({self.batch} × {self.context:,})", format_bytes(self.kv_cache_bytes_per_gpu)),
             ("workspace + reserve", format_bytes(self.workspace_bytes_per_gpu + self.reserve_bytes_per_gpu)),
+            ("capacity", f"{format_bytes(self.memory_bytes_per_gpu)} per GPU, {self.capacity_source}"),
             ("headroom" if self.fits else "short by", format_bytes(abs(self.headroom_bytes_per_gpu))),
             ("max batch at context", f"{self.max_batch} × {self.context:,} tokens"),
-            ("max context at batch", f"{self.max_context:,} tokens × {self.batch}"),
+            ("max context at batch", f"{self.max_context:,} tokens × {self.batch}"
+                                     + (" (the model's limit)" if self.max_context == self.model_context else "")),
+        ]  # fmt: skip
+        if not self.fits:
+            rows.append(("speed", "not estimated: this batch does not fit (see 'short by'; lower --batch or "
+                                  "--context, quantise with --weights/--kv-dtype, or add GPUs)"))  # fmt: skip
+            return rows
+        rows += [
             ("TTFT", f"{_ms(self.ttft_seconds)} ({self.prompt:,}-token prompt)"),
             ("decode step", f"{_ms(self.decode_seconds_per_token)}, {self.decode_bound}"),
             ("decode floor", f"{_ms(self.decode_floor_seconds)} (batch 1)"),
@@ -397,7 +407,9 @@ def serve(
     s = settings
     fmt, kv = s.weights_format, s.kv_dtype
     replicas = gpus // tensor
-    cap = hardware.memory
+    from napkin.training_memory import capacity
+
+    cap, cap_source = capacity(hardware)  # the figure the training commands use too
     bw = hardware.memory_bandwidth
     dtype = compute_dtype(fmt)
     peak = hardware.peak(dtype)
@@ -432,6 +444,8 @@ def serve(
                       f"{format_bytes_si(work)}) / {format_bytes_si(per_seq_gpu)}", f"{max_batch} sequences",
                       sources.PAGED))  # fmt: skip
     max_ctx = max_context(model, kv, s.block_size, free_for_kv / (batch * k["shard"]))
+    if model.context is not None:
+        max_ctx = min(max_ctx, model.context)  # memory allows more than the model was built for
 
     # --- prefill (compute-bound) ---------------------------------------------------------------
     attn = model.attention_flops_per_token(prompt, causal=True) / 3 * prompt
@@ -530,7 +544,8 @@ def serve(
         active_params=n_active, weights_bytes=w_total, weights_bytes_per_gpu=w_gpu,
         kv_bytes_per_token=k["per_token"], kv_bytes_per_sequence=k["per_seq"], kv_cache_bytes=k["per_seq"] * batch,
         kv_cache_bytes_per_gpu=kv_gpu, workspace_bytes_per_gpu=work, reserve_bytes_per_gpu=s.reserve_bytes,
-        memory_bytes_per_gpu=cap, headroom_bytes_per_gpu=headroom, fits=headroom >= 0, max_batch=max_batch,
+        memory_bytes_per_gpu=cap, capacity_source=cap_source, model_context=model.context,
+        headroom_bytes_per_gpu=headroom, fits=headroom >= 0, max_batch=max_batch,
         max_context=max_ctx, efficiency=s.efficiency, prefill_flops=prefill, ttft_seconds=ttft,
         decode_bytes_per_step=read, decode_flops_per_step=flops, decode_seconds_per_token=decode,
         decode_floor_seconds=floor, decode_bound=bound, crossover_batch=crossover,

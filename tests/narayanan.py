@@ -18,7 +18,7 @@ from napkin.choices import Recompute, Sharding
 from napkin.cluster import find
 from napkin.model import Model
 from napkin.profiles import resolve
-from napkin.step import Knobs, StepModel, machine
+from napkin.step_time import Knobs, StepModel, machine
 
 SEQ, VOCAB = 2048, 51200
 

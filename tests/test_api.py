@@ -111,3 +111,10 @@ def test_every_question_in_the_readme_list_is_a_callable_of_the_package() -> Non
     for name in names:
         assert callable(getattr(napkin, name)), name
         assert name in dir(napkin)
+
+
+def test_no_question_shares_its_name_with_a_module() -> None:
+    """``import napkin.memory`` would replace the function ``napkin.memory`` with the module."""
+    package = Path(napkin.__file__).parent
+    modules = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
+    assert not modules & set(napkin._LAZY), sorted(modules & set(napkin._LAZY))

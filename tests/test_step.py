@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from napkin import api
 from napkin.choices import Recompute, Sharding
 from napkin.cluster import find
-from napkin.plan import candidates
+from napkin.planner import candidates
 from napkin.presets import get_preset
 from napkin.profiles import resolve
-from napkin.step import BREAKDOWN, Knobs, StepModel, build_result, machine
+from napkin.step_time import BREAKDOWN, Knobs, StepModel, build_result, machine
 from napkin.training_memory import ActivationInputs, memory
 from napkin.workload import Workload
 from tests.conftest import Run

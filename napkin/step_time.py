@@ -2,7 +2,7 @@
 MFU that follows — predicted instead of assumed.
 
 Pure functions; no printing, no files. The hot path (``StepModel.evaluate``) works on plain floats so the
-planner (``napkin.plan``) can score thousands of layouts a second; ``step()`` wraps it in a ``StepResult``
+planner (``napkin.planner``) can score thousands of layouts a second; ``step()`` wraps it in a ``StepResult``
 with the derivation. One model of the hardware, the same for every model and layout:
 
 * **Matmuls** run at a roofline rate: time = max(FLOPs / R, bytes / (B·η_mem)) / q, where R is the device's

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from napkin.choices import Recompute, Sharding
 from napkin.result import TableResult
-from napkin.step import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result
+from napkin.step_time import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result
 from napkin.units import format_bytes_si, format_duration
 
 MICRO_BATCHES: Final = (1, 2, 4, 8, 16)
