@@ -75,6 +75,19 @@ class BandwidthSource(StrEnum):
     measured = "measured"  # the busbw saved by 'napkin bench <op> --save'
 
 
+#: NCCL's protocols for ring collectives: (name, hop latency on NVLink / on the network as a fraction of
+#: Simple's, share of the link bandwidth carrying data). Latencies from NVIDIA/nccl src/graph/tuning.cc
+#: (hwLat, Ring: NVLink LL 0.6 / LL128 1.9 / Simple 3.4 µs; network 2.7 / 4.0 / 14 µs); LL sends a 4-byte
+#: flag with every 4 bytes of data (half the bandwidth), LL128 a flag per 128-byte line (120/128).
+PROTOCOLS: Final = (
+    ("Simple", 1.0, 1.0, 1.0),
+    ("LL128", 1.9 / 3.4, 4.0 / 14.0, 120 / 128),
+    ("LL", 0.6 / 3.4, 2.7 / 14.0, 0.5),
+)
+#: NCCL's fixed cost of launching one collective, by protocol (tuning.cc baseLat: LL 6.8, LL128 14, Simple
+#: 8.4 µs); Simple's is charged to every algorithm but send/recv.
+BASE_LATENCY: Final = {"Simple": 8.4e-6, "LL128": 14.0e-6, "LL": 6.8e-6}
+
 #: Which algorithms model which collective (the first that fits is tried first).
 ALGORITHMS: Final[dict[Op, tuple[Algorithm, ...]]] = {
     Op.all_reduce: (Algorithm.ring, Algorithm.tree, Algorithm.nvls),
@@ -110,6 +123,7 @@ class CollectiveResult(Result):
     ranks_per_domain: int
     domains: int
     algorithm: Algorithm
+    protocol: str = Field(default="Simple", description="NCCL protocol of the ring: Simple, LL128 or LL")
     seconds: float
     latency_seconds: float = Field(description="steps × per-hop latency")
     bandwidth_seconds: float = Field(description="traffic / bandwidth of the bottleneck stage")
@@ -127,7 +141,7 @@ class CollectiveResult(Result):
             ("operation", f"{self.op}, {format_bytes(self.bytes)}"),
             ("group", f"{self.group_size:,} ranks = {self.ranks_per_domain} per domain × {self.domains:,} "
                       "domain(s)"),
-            ("algorithm", str(self.algorithm)),
+            ("algorithm", str(self.algorithm) + (f" ({self.protocol} protocol)" if self.protocol != "Simple" else "")),
             ("time", f"{format_duration(self.seconds)} (latency {self.latency_seconds * 1e6:,.0f} µs)"),
             ("algbw", f"{format_bandwidth(self.algbw)}  (S / t)"),
             ("busbw", f"{format_bandwidth(self.busbw)}  (nccl-tests bus bandwidth)"),
@@ -162,8 +176,9 @@ def placement(group_size: int, fabric: Fabric, ranks_per_domain: int | None = No
 
 def _plan(
     op: Op, nbytes: float, n: int, r: int, domains: int, f: Fabric, algorithm: Algorithm
-) -> tuple[float, float, float, str, float, float]:
-    """(seconds, latency s, bandwidth s, bottleneck, its bandwidth, steps) for one algorithm; inf if n/a."""
+) -> tuple[float, float, float, str, float, float, str]:
+    """(seconds, latency s, bandwidth s, bottleneck, its bandwidth, steps, protocol) for one algorithm; inf if
+    n/a."""
     inf = math.inf
     up_bw, out_bw = f.up_bandwidth, r * f.out_bandwidth_per_device
     hop = f.out_latency if domains > 1 else f.up_latency
@@ -176,35 +191,36 @@ def _plan(
         elif op is Op.broadcast:
             traffic, steps = nbytes, float(n - 1)
         else:
-            return inf, inf, inf, "", 0.0, 0.0
+            return inf, inf, inf, "", 0.0, 0.0, ""
         up_t, out_t = (traffic if r > 1 else 0.0), (traffic if domains > 1 else 0.0)
-        latency = steps * hop
+        return min((_ring_protocol(f, steps, up_t, out_t, up_bw, out_bw, domains, p) for p in PROTOCOLS),
+                   key=lambda plan: plan[0])  # fmt: skip
     elif algorithm is Algorithm.tree:
         if op is not Op.all_reduce:
-            return inf, inf, inf, "", 0.0, 0.0
+            return inf, inf, inf, "", 0.0, 0.0, ""
         levels = math.ceil(math.log2(domains)) if domains > 1 else 0
         steps = 2.0 * ((r - 1) + levels)
-        latency = 2.0 * ((r - 1) * f.up_latency + levels * f.out_latency)
+        latency = BASE_LATENCY["Simple"] + 2.0 * ((r - 1) * f.up_latency + levels * f.out_latency)
         up_t = 2.0 * nbytes if r > 1 else 0.0
         out_t = 2.0 * (domains - 1) / domains * nbytes if domains > 1 else 0.0
     elif algorithm is Algorithm.nvls:
         if op is not Op.all_reduce or f.nvls_bandwidth <= 0 or r < 2:
-            return inf, inf, inf, "", 0.0, 0.0
+            return inf, inf, inf, "", 0.0, 0.0, ""
         levels = math.ceil(math.log2(domains)) if domains > 1 else 0
         steps = 2.0 + 2.0 * levels
-        latency = 2.0 * f.nvls_latency + 2.0 * levels * f.out_latency
+        latency = BASE_LATENCY["Simple"] + 2.0 * f.nvls_latency + 2.0 * levels * f.out_latency
         up_t, up_bw = nbytes, f.nvls_bandwidth
         out_t = 2.0 * (domains - 1) / domains * nbytes if domains > 1 else 0.0
     elif algorithm is Algorithm.pairwise:
         if op is not Op.all_to_all:
-            return inf, inf, inf, "", 0.0, 0.0
+            return inf, inf, inf, "", 0.0, 0.0, ""
         steps = float(n - 1)
-        latency = steps * hop
+        latency = BASE_LATENCY["Simple"] + steps * hop
         up_t = (r - 1) / n * nbytes
         out_t, out_bw = (n - r) / n * nbytes, f.out_bandwidth_per_device
     else:  # p2p
         if op is not Op.send_recv:
-            return inf, inf, inf, "", 0.0, 0.0
+            return inf, inf, inf, "", 0.0, 0.0, ""
         steps, latency = 1.0, hop
         up_t = nbytes if domains == 1 else 0.0
         out_t, out_bw = (nbytes if domains > 1 else 0.0), f.out_bandwidth_per_device
@@ -215,7 +231,21 @@ def _plan(
     else:
         name = f"{f.up_name} (in-network reduction)" if algorithm is Algorithm.nvls else f.up_name
         bandwidth, seconds = up_bw, up_s
-    return latency + seconds, latency, seconds, name, bandwidth, steps
+    return latency + seconds, latency, seconds, name, bandwidth, steps, "Simple"
+
+
+def _ring_protocol(
+    f: Fabric, steps: float, up_t: float, out_t: float, up_bw: float, out_bw: float, domains: int,
+    protocol: tuple[str, float, float, float],
+) -> tuple[float, float, float, str, float, float, str]:  # fmt: skip
+    """A ring with one of NCCL's protocols: shorter hops (LL, LL128) for less of the bandwidth."""
+    name, up_lat, out_lat, share = protocol
+    latency = BASE_LATENCY[name] + steps * (f.out_latency * out_lat if domains > 1 else f.up_latency * up_lat)
+    up_s = up_t / (up_bw * share) if up_t else 0.0
+    out_s = out_t / (out_bw * share) if out_t else 0.0
+    if out_s > up_s:
+        return latency + out_s, latency, out_s, f.out_name, out_bw * share, steps, name
+    return latency + up_s, latency, up_s, f.up_name, up_bw * share, steps, name
 
 
 def _check(op: Op, nbytes: float, n: int, algorithm: Algorithm | None) -> None:
@@ -243,11 +273,11 @@ def collective_seconds(
 
 def _best(
     op: Op, nbytes: float, n: int, fabric: Fabric, ranks_per_domain: int | None, algorithm: Algorithm | str | None
-) -> tuple[float, float, float, str, float, float, Algorithm, int, int]:
+) -> tuple[float, float, float, str, float, float, str, Algorithm, int, int]:
     algo = Algorithm(algorithm) if algorithm is not None else None
     _check(op, nbytes, n, algo)
     r, domains = placement(n, fabric, ranks_per_domain)
-    best: tuple[float, float, float, str, float, float, Algorithm, int, int] | None = None
+    best: tuple[float, float, float, str, float, float, str, Algorithm, int, int] | None = None
     for candidate in (algo,) if algo is not None else ALGORITHMS[op]:
         plan = _plan(op, nbytes, n, r, domains, fabric, candidate)
         if best is None or plan[0] < best[0]:
@@ -277,7 +307,7 @@ def collective_time(
     """
     op = Op(op)
     fabric = cluster.fabric() if isinstance(cluster, Cluster) else cluster
-    seconds, latency, band_s, bottleneck, bottleneck_bw, steps, algo, r, domains = _best(
+    seconds, latency, band_s, bottleneck, bottleneck_bw, steps, protocol, algo, r, domains = _best(
         op, nbytes, group_size, fabric, ranks_per_domain, algorithm
     )
     n = group_size
@@ -291,7 +321,8 @@ def collective_time(
                         seconds, measured)  # fmt: skip
     return CollectiveResult(
         op=op, cluster=fabric.name, bytes=nbytes, group_size=n, ranks_per_domain=r, domains=domains,
-        algorithm=algo, seconds=seconds, latency_seconds=latency, bandwidth_seconds=band_s, algbw=algbw,
+        algorithm=algo, protocol=protocol, seconds=seconds, latency_seconds=latency, bandwidth_seconds=band_s,
+        algbw=algbw,
         busbw=algbw * factor, bottleneck=bottleneck, bottleneck_bandwidth=bottleneck_bw, measured=measured,
         steps=derivation,
     )  # fmt: skip
@@ -336,7 +367,8 @@ def _steps(
     band = step("bandwidth term", f"t_bw = traffic / B_bottleneck, traffic = {traffic}",
                 f"bottleneck {bottleneck} at {format_bandwidth(bottleneck_bw)}", _us(band_s),
                 sources.NCCL_TESTS_BUSBW if measured else sources.THAKUR_ALPHA_BETA)  # fmt: skip
-    lat = step("latency term", "t_α = steps × α", f"{hops:g} steps", _us(latency), sources.NCCL_LATENCY)
+    lat = step("latency term", "t_α = base + steps × α (the protocol with the shortest time: Simple, LL128, LL)",
+               f"{hops:g} steps", _us(latency), sources.NCCL_LATENCY)  # fmt: skip
     factor = bus_factor(op, n)
     total = step("time", "t = t_α + t_bw", f"{_us(latency)} + {_us(band_s)}", _us(seconds),
                  sources.THAKUR_ALPHA_BETA)  # fmt: skip

@@ -70,7 +70,11 @@ NCCL_TESTS_BUSBW: Final = (
 THAKUR_ALPHA_BETA: Final = (
     "Thakur, Rabenseifner & Gropp 2005, IJHPCA 19(1): t = steps·α + traffic·β (ring all-reduce 2(p−1)α + 2(p−1)/p·nβ)"
 )
-NCCL_LATENCY: Final = "NVIDIA/nccl src/graph/tuning.cc hwLat (Simple protocol): ring hop NVLink 3.4 µs, network 14 µs"
+NCCL_LATENCY: Final = (
+    "NVIDIA/nccl src/graph/tuning.cc: baseLat 8.4 µs (Simple), 14 (LL128), 6.8 (LL) per collective; hwLat per "
+    "ring hop: NVLink 3.4 / 1.9 / 0.6 µs, network 14 / 4.0 / 2.7 µs; LL carries 4 B of data per 8 B, LL128 "
+    "120 B per 128 B"
+)
 NCCL_EFFICIENCY: Final = (
     "NVIDIA/nccl-tests issue #212 (S. Jeaugey, NVIDIA, 2024): NVLink 4 line rate 450 GB/s, ~370 GB/s effective "
     "for a ring (~20 % protocol overhead); NVLS all-reduce algbw ~275 GB/s on 8 H100"

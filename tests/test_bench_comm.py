@@ -79,7 +79,7 @@ def test_gloo_bench_agrees_with_plain_torch_distributed(napkin: Run, tmp_path: P
     assert used.exit_code == 0, used.stderr
     data = json.loads(used.stdout)
     assert data["measured"] and data["bottleneck_bandwidth"] == pytest.approx(best)
-    assert data["seconds"] == pytest.approx(14 * 3.4e-6 + 1.75 * 1e9 / best)
+    assert data["seconds"] == pytest.approx(8.4e-6 + 14 * 3.4e-6 + 1.75 * 1e9 / best)  # launch + 14 hops + S·bus/B
 
 
 def _children() -> list[int]:

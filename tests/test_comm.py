@@ -16,6 +16,7 @@ from tests.conftest import Run
 
 H100 = cluster.find("dgx-h100").cluster.fabric()
 US = 1e-6
+BASE = 8.4 * US  # NCCL's launch latency per collective, Simple protocol (tuning.cc baseLat)
 
 
 def test_bus_factors_are_nccl_tests_definitions() -> None:
@@ -41,14 +42,14 @@ def test_done_when_70b_bf16_on_1024_h100(napkin: Run) -> None:
 
     S = 70e9 × 2 B = 140 GB; 1024 GPUs = 8 per node × 128 nodes. NVLS inside the node (S / 274.5 GB/s =
     0.510 s) is faster than the network stage: each node's 8 × 50 GB/s NICs carry 2(N−1)/N · S =
-    2 × 127/128 × 140 GB = 277.8 GB → 0.6945 s. Latency: 2 NVLS (25 µs) + 2·log2(128) = 14 network
-    hops (14 µs).
+    2 × 127/128 × 140 GB = 277.8 GB → 0.6945 s. Latency: NCCL's 8.4 µs launch (baseLat, Simple) + 2 NVLS
+    (25 µs) + 2·log2(128) = 14 network hops (14 µs).
     """
     result = napkin("comm", "all-reduce", "--params", "70B", "--dtype", "bf16", "--gpus", "1024",
                     "--cluster", "dgx-h100", "--json")  # fmt: skip
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    by_hand = 2 * 127 / 128 * 140e9 / (8 * 50e9) + 2 * 25 * US + 14 * 14 * US
+    by_hand = 2 * 127 / 128 * 140e9 / (8 * 50e9) + BASE + 2 * 25 * US + 14 * 14 * US
     assert data["seconds"] == pytest.approx(by_hand, rel=1e-12)
     assert data["bottleneck"] == "InfiniBand NDR (ConnectX-7)"
     assert data["algorithm"] == "nvls"
@@ -59,31 +60,33 @@ def test_done_when_70b_bf16_on_1024_h100(napkin: Run) -> None:
 
 def test_ring_across_nodes_is_limited_by_nvlink_after_efficiency() -> None:
     # Ring: each rank sends 2(n−1)/n·S over NVLink (369 GB/s) and each node the same over 8 NICs
-    # (400 GB/s): NVLink is the bottleneck; 2·1023 steps of a 14 µs network hop.
+    # (400 GB/s): NVLink is the bottleneck; 2·1023 steps of a 14 µs network hop (Simple protocol: at 140 GB
+    # LL128's and LL's shorter hops cost more bandwidth than they save).
     r = comm.collective_time("all-reduce", 140e9, 1024, H100, algorithm="ring")
     assert r.bottleneck == "NVLink 4 + NVSwitch"
-    assert r.seconds == pytest.approx(2 * 1023 * 14 * US + 2 * 1023 / 1024 * 140e9 / 369e9)
+    assert r.seconds == pytest.approx(BASE + 2 * 1023 * 14 * US + 2 * 1023 / 1024 * 140e9 / 369e9)
+    assert r.protocol == "Simple"
 
 
 def test_data_parallel_group_with_one_rank_per_node_gets_one_nic() -> None:
     # TP = 8 fills each node, so the DP group has 1 rank per node and one GPU's share of the NICs.
     r = comm.collective_time("all-reduce", 140e9, 128, H100, ranks_per_domain=1)
     assert r.algorithm == "tree" and r.bottleneck.startswith("InfiniBand")
-    assert r.seconds == pytest.approx(2 * 127 / 128 * 140e9 / 50e9 + 2 * 7 * 14 * US)
+    assert r.seconds == pytest.approx(2 * 127 / 128 * 140e9 / 50e9 + BASE + 2 * 7 * 14 * US)
     assert r.busbw == pytest.approx(50e9, rel=1e-3)
 
 
 def test_intra_node_collectives() -> None:
     # Tensor-parallel reduce-scatter of 1 GB on 8 GPUs: 7 steps × 3.4 µs + 7/8 · 1 GB / 369 GB/s.
     rs = comm.collective_time("reduce-scatter", 1e9, 8, H100)
-    assert rs.seconds == pytest.approx(7 * 3.4 * US + 0.875e9 / 369e9)
+    assert rs.seconds == pytest.approx(BASE + 7 * 3.4 * US + 0.875e9 / 369e9)
     assert rs.busbw < H100.up_bandwidth
     # Pipeline send/recv across nodes: one hop + S / 50 GB/s.
     p2p = comm.collective_time("send-recv", 100e6, 2, H100, ranks_per_domain=1)
     assert p2p.seconds == pytest.approx(14 * US + 100e6 / 50e9)
     # MoE all-to-all over 64 GPUs on 8 nodes: 7/64 of S over NVLink, 56/64 over the GPU's NIC share.
     a2a = comm.collective_time("all-to-all", 1e9, 64, H100)
-    assert a2a.seconds == pytest.approx(63 * 14 * US + 56 / 64 * 1e9 / 50e9)
+    assert a2a.seconds == pytest.approx(BASE + 63 * 14 * US + 56 / 64 * 1e9 / 50e9)
     assert a2a.bottleneck.startswith("InfiniBand")
 
 
@@ -108,8 +111,18 @@ def test_single_node_all_reduce_lands_near_published_nccl_tests(
 
 def test_measured_bus_bandwidth_replaces_the_links() -> None:
     r = comm.collective_time("all-reduce", 1e9, 8, H100, algorithm="ring", bus_bandwidth=100e9)
-    assert r.seconds == pytest.approx(14 * 3.4 * US + 1.75 * 1e9 / 100e9)
+    assert r.seconds == pytest.approx(BASE + 14 * 3.4 * US + 1.75 * 1e9 / 100e9)
     assert r.measured and r.bottleneck == "measured"
+
+
+def test_small_messages_take_the_low_latency_protocols() -> None:
+    # 1 MB all-reduce on 8 H100s (tensor-parallel decode): LL's 0.6 µs hops beat Simple's 3.4 µs at half the
+    # bandwidth: 6.8 µs launch + 14 × 0.6 µs + 1.75 MB / (369 GB/s / 2) = 24.7 µs (Simple: 61 µs).
+    r = comm.collective_time("all-reduce", 1e6, 8, H100)
+    assert r.protocol == "LL" and r.algorithm == "ring"
+    assert r.seconds == pytest.approx(6.8 * US + 14 * 0.6 * US + 1.75e6 / (369e9 / 2))
+    simple = BASE + 14 * 3.4 * US + 1.75e6 / 369e9
+    assert r.seconds < simple
 
 
 def test_fast_path_equals_result() -> None:
