@@ -8,7 +8,10 @@ output at 400 columns (where nothing wraps), so a split identifier ("chinchilla-
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -153,3 +156,17 @@ def test_bench_rows_fit_80_columns_on_one_line() -> None:
     assert "- tf32 64³, 128³, 64×4096×128: tf32 is a CUDA tensor-core mode" in out
     for line in out.splitlines():
         assert len(line) <= 80 and line == line.rstrip(), line
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["train-time", "mfu", "memory", "max-model", "step", "plan", "inference", "kv-cache", "optimal", "tensor",
+     "flops train", "comm all-reduce", "bench matmul", "bench all-reduce", "hardware new", "cluster show"],
+)  # fmt: skip
+def test_help_fits_80_columns_with_every_flag_whole(command: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "napkin", *command.split(), "--help"], capture_output=True,
+                         text=True, env={**os.environ, "COLUMNS": "80"}, check=True).stdout  # fmt: skip
+    assert all(len(line) <= 80 for line in out.splitlines()), command
+    assert not re.search(r"--[a-z0-9-]+…", out)  # rich's option table truncated long flags
+    flags = re.findall(r"--[a-z][a-z0-9-]*", out)
+    assert flags and all(not f.endswith("-") for f in flags), [f for f in flags if f.endswith("-")]

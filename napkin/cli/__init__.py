@@ -44,6 +44,8 @@ _SETTINGS: dict[str, Any] = {
     "pretty_exceptions_enable": False,
     "context_settings": {"help_option_names": ["-h", "--help"]},
     "add_completion": False,
+    # plain help: rich's option table truncates long flags (--tensor-parall…) on an 80-column terminal
+    "rich_markup_mode": None,
 }
 app = typer.Typer(**_SETTINGS)
 

@@ -38,7 +38,7 @@ def _command(op: str) -> Any:
         ] = "20",
         sizes: Annotated[
             str | None,
-            typer.Option("--sizes", metavar="SIZE,…", help="Sizes S, e.g. 1MiB,64MiB (default 64KiB–256MiB ×4)."),
+            typer.Option("--sizes", metavar="SIZE,…", help="Sizes S, e.g. 1MiB,64MiB (default 64KiB to 256MiB, ×4)."),
         ] = None,
         cluster: Annotated[
             str | None, typer.Option("--cluster", "-c", metavar="NAME", help="With --save: the cluster it ran on.")

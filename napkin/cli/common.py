@@ -166,9 +166,8 @@ class NapkinGroup(typer.core.TyperGroup):
             sys.modules["napkin.profiles"].take_notes()
         try:
             rv = super().main(*args, **kwargs)
-        except click_exceptions.NoArgsIsHelpError as exc:
-            typer.echo(exc.ctx.get_help() if exc.ctx else "")
-            sys.exit(0)
+        except click_exceptions.NoArgsIsHelpError:
+            sys.exit(0)  # typer has printed the help already
         except click_exceptions.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx else "napkin"
             message = exc.format_message().replace("Value error, ", "")

@@ -68,7 +68,9 @@ def train_time(**options: Any) -> None:
 def mfu_command(**options: Any) -> None:
     """The MFU a run achieved: tokens/s × FLOPs per token / (G × dense peak).
 
-    Give one of --days, --hours, --gpu-hours, --tokens-per-second or --tokens-per-second-per-gpu.
+    \b
+    Give one of --days, --hours, --gpu-hours,
+    --tokens-per-second or --tokens-per-second-per-gpu.
     """
     from napkin import api
 

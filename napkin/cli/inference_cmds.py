@@ -46,7 +46,7 @@ def inference_command(**options: Any) -> None:
 @command(SERVED, KV, [_text("tensor_parallel", "TP degree (KV heads split, then replicated).", "INT",
                             "--tensor-parallel", "-t", default="1")], OUTPUT)  # fmt: skip
 def kv_cache_command(**options: Any) -> None:
-    """KV-cache bytes: 2·L·n_kv·d_h per token (MLA: L·(d_c + d_h^R)) × context × batch."""
+    """KV-cache bytes: 2·L·n_kv·d_h per token (MLA: L·(d_c + d_h^R)), × context × batch."""
     from napkin import api
 
     run(api.kv_cache, options)

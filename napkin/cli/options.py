@@ -117,18 +117,21 @@ WORKLOAD: Group = [
     _text("global_batch", "B: global batch in sequences.", "INT"),
     _flag("flash_attention", "FlashAttention: no s×s scores stored."),
 ]
-TRAINING_STATE: Group = [
-    _opt("optimizer", Optimizer, Optimizer.adamw, "--optimizer", "-o", help="Optimizer (see 'napkin optimizers')."),
-    _opt(
-        "precision",
-        Precision,
-        Precision.fp32,
-        "--precision",
-        "-p",
-        help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16.",
-    ),
-    _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION", default="0"),
-]
+
+
+def training_state(precision: Precision = Precision.fp32) -> Group:
+    """Optimizer, precision (its default differs: fp32 for memory questions, mixed for step time) and reserve."""
+    return [
+        _opt("optimizer", Optimizer, Optimizer.adamw, "--optimizer", "-o", metavar="NAME",
+             help="adamw, adam, sgd, adafactor, lion, adam-8bit, muon, … (see 'napkin optimizers')."),
+        _opt("precision", Precision, precision, "--precision", "-p", metavar="REGIME",
+             help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16."),
+        _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION",
+              default="0"),
+    ]  # fmt: skip
+
+
+TRAINING_STATE: Group = training_state()
 FIT: Group = [_opt("fit", Fit, Fit.epoch, help="Loss-law constants: epoch (refit) or hoffmann (as published).")]
 
 

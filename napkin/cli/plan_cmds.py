@@ -8,9 +8,22 @@ from typing import Any
 
 import typer
 
-from napkin.choices import Optimizer, Precision
+from napkin.choices import Precision
 from napkin.cli.common import boundary, emit, run
-from napkin.cli.options import CAUSAL, DTYPE, GPUS, HARDWARE, LAYOUT, MODEL, OUTPUT, _flag, _opt, _text, command
+from napkin.cli.options import (
+    CAUSAL,
+    DTYPE,
+    GPUS,
+    HARDWARE,
+    LAYOUT,
+    MODEL,
+    OUTPUT,
+    _flag,
+    _opt,
+    _text,
+    command,
+    training_state,
+)
 
 app = typer.Typer()
 
@@ -23,12 +36,7 @@ BATCH = [
 ]
 MICRO_BATCH = [_text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b",
                      default="1")]  # fmt: skip
-STATE = [
-    _opt("optimizer", Optimizer, Optimizer.adamw, "--optimizer", "-o", help="Optimizer (see 'napkin optimizers')."),
-    _opt("precision", Precision, Precision.mixed, "--precision", "-p",
-         help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16."),
-    _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION", default="0"),
-]  # fmt: skip
+STATE = training_state(Precision.mixed)
 TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
 PLOT = [
     _opt("plot", Path | None, None, help="Also draw every fitting layout (step time vs memory) to this .svg "
