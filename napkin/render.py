@@ -261,7 +261,7 @@ def html(renderables: Sequence[object], width: int = 100) -> str:
 
 def bar(parts: Sequence[tuple[str, float]], capacity: float, width: int = 50) -> Text:
     """A one-line stacked bar of ``parts`` against ``capacity`` (characters differ per part)."""
-    glyphs = "█▓▒░#"
+    glyphs = "█▓▒░#=+%@"  # one per part (a memory breakdown has up to 8), then repeats
     text = Text()
     used = 0
     legend = []
@@ -272,5 +272,11 @@ def bar(parts: Sequence[tuple[str, float]], capacity: float, width: int = 50) ->
         used += cells
         legend.append(f"{glyphs[i % len(glyphs)]} {label}")
     text.append("·" * max(0, width - used))
-    text.append("\n" + "   ".join(legend) + "   · free")
+    lines: list[str] = []  # the legend, wrapped between entries (never between a glyph and its label)
+    for entry in [*legend, "· free"]:
+        if lines and len(lines[-1]) + 3 + len(entry) <= 72:
+            lines[-1] += "   " + entry
+        else:
+            lines.append(entry)
+    text.append("\n" + "\n".join(lines))
     return text
