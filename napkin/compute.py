@@ -478,8 +478,8 @@ def mfu(
     warnings = []
     if value > 1:
         warnings.append(
-            f"MFU {value:.2f} is above 1, which is impossible: check the peak ({dtype} on {hardware.name}), "
-            "whether a sparse figure is in use, and the units of the inputs"
+            f"MFU {format_percent(value)} is above 100 %, which is impossible: check the peak ({dtype} on "
+            f"{hardware.name}), whether a sparse figure is in use, and the units of the inputs"
         )
     elif value > PLAUSIBLE_MFU:
         warnings.append(implausible_mfu(value))

@@ -650,16 +650,22 @@ def max_model(
         stages = stage_memory(float(activations.model.params()), bpp, layout, activations)
         act = max(sum(s.activations.values()) for s in stages)
     cap, cap_source = capacity(hardware)
+    if reserve_bytes >= cap:
+        raise UsageError(f"reserve ({format_bytes(reserve_bytes)}) leaves no room on {hardware.name} "
+                         f"({format_bytes(cap)} per GPU)", field="reserve")  # fmt: skip
     available = cap - reserve_bytes - act
-    if available <= 0:
-        raise UsageError(
-            f"reserve and activations ({format_bytes(reserve_bytes + act)}) leave no room on "
-            f"{hardware.name} ({format_bytes(cap)} per GPU)",
-            field="reserve",
+    warnings = []
+    if available <= 0:  # "does not fit" is an answer (0 parameters), with what to change
+        what = "activations" + (" and the reserve" if reserve_bytes else "")
+        warnings.append(
+            f"{what} ({format_bytes(reserve_bytes + act)}) leave no room on {hardware.name} ({format_bytes(cap)} per "
+            "GPU): try --flash-attention, --recompute selective|full, a smaller --micro-batch or --seq, or more "
+            "--tensor-parallel/--pipeline-parallel"
         )
-    params = available / per_param
-    at_datasheet = (hardware.memory - reserve_bytes - act) / per_param if cap != hardware.memory else None
-    pooled = cap * gpus if sharding in (Sharding.zero3, Sharding.fsdp) else cap
+    params = max(0.0, available) / per_param
+    at_datasheet = max(0.0, hardware.memory - reserve_bytes - act) / per_param if cap != hardware.memory else None
+    # memory that holds model states: what capacity leaves after the reserve and activations, pooled by ZeRO-3
+    pooled = max(0.0, available) * (gpus if sharding in (Sharding.zero3, Sharding.fsdp) else 1)
     steps = [
         step("bytes per parameter", "params + gradients + master weights + optimizer states",
              " + ".join(f"{v:g}" for v in bpp.breakdown.values()), f"{bpp.total:g} B", bpp.source),
@@ -694,8 +700,7 @@ def max_model(
         per_gpu_memory_bytes=cap, capacity_source=cap_source, reserve_bytes=reserve_bytes, activation_bytes=act,
         shape_params=shape_params, max_micro_batch=max_batch, max_layers=max_layers,
         max_layers_params=None if deeper is None else float(deeper.params()),
-        params_at_datasheet=at_datasheet if at_datasheet is None or at_datasheet > 0 else 0.0, excluded=EXCLUDED,
-        steps=steps,
+        params_at_datasheet=at_datasheet, excluded=EXCLUDED, steps=steps, warnings=warnings,
     )  # fmt: skip
 
 

@@ -108,7 +108,7 @@ def test_mfu_command(napkin: Run) -> None:
     r = napkin("mfu", "-N", "65.2B", "-D", "1.4T", "-G", "2048", "-H", "a100", "--tokens-per-second-per-gpu", "380")
     assert "47.6 %" in r.stdout and "20.8 days" in r.stdout
     r = napkin("mfu", "-N", "70B", "-D", "15T", "-G", "8", "--days", "1")
-    assert "above 1, which is impossible" in r.stderr and r.exit_code == 0
+    assert "above 100 %, which is impossible" in r.stderr and r.exit_code == 0
 
 
 def test_flops_and_optimal_and_models(napkin: Run) -> None:
@@ -163,7 +163,7 @@ BAD_INPUTS = [
     (["max-model", "--precision", "fp8"], 2, "napkin: error: Invalid value for '--precision' / '-p': 'fp8'"),
     (["max-model", "--sharding", "zero4"], 2, "napkin: error: Invalid value for '--sharding': 'zero4' is not one of"),
     (["max-model", "--gpus", "0"], 2, "napkin: error: --gpus: '0' must be positive"),
-    (["max-model", "--reserve", "200GB"], 2, "napkin: error: --reserve and activations (200 GB (186 GiB)) leave no room"),
+    (["max-model", "--reserve", "200GB"], 2, "napkin: error: --reserve (200 GB (186 GiB)) leaves no room on h100-sxm"),
     (["memory", "--gpus", "8"], 2, "napkin: error: --params (or --model) is required"),
     (["memory", "-N", "7B", "--batch", "4"], 2, "napkin: error: activation options need an architecture: --model, --model-config or --layers"),
     (["memory", "-N", "7B", "--model", "nope"], 2, "napkin: error: --model: unknown preset 'nope'"),

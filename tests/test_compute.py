@@ -86,7 +86,7 @@ def test_llama_65b_mfu_and_duration() -> None:
 
 
 def test_mfu_warnings_for_impossible_and_tiny_values() -> None:
-    assert "above 1, which is impossible" in mfu(70e9, 8, H100, "bf16", tokens_per_second=1e5).warnings[0]
+    assert "above 100 %, which is impossible" in mfu(70e9, 8, H100, "bf16", tokens_per_second=1e5).warnings[0]
     assert "below 0.05" in mfu(70e9, 1024, H100, "bf16", tokens_per_second=1e3).warnings[0]
     assert mfu(70e9, 1024, H100, "bf16", tokens_per_second=1e6).warnings == []
 
