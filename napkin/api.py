@@ -68,10 +68,21 @@ def choice(enum: type[T], value: Any, field: str) -> T:
 
 def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str | Path | None = None) -> HardwareProfile:
     """A hardware profile by name or alias (``"h100"``), from a YAML file, or the default one."""
-    from napkin.profiles import HardwareProfile, resolve
+    from napkin.profiles import HardwareProfile
 
     if isinstance(name, HardwareProfile):
         return name
+    try:
+        return _resolve_hardware(name, hardware_file)
+    except UsageError as exc:  # profiles word their errors for the command line: name the keyword here
+        text = str(exc)
+        if text.startswith("--hardware:"):
+            raise UsageError("hardware:" + text.removeprefix("--hardware:"), cli_message=text) from None
+        raise
+
+
+def _resolve_hardware(name: str | None, hardware_file: str | Path | None) -> HardwareProfile:
+    from napkin.profiles import resolve
 
     if name is not None and hardware_file is not None:
         raise UsageError("give hardware or hardware_file, not both", field="hardware", also=("hardware_file",))

@@ -21,10 +21,14 @@ class UsageError(NapkinError):
 
     exit_code = 2
 
-    def __init__(self, message: str, field: str | None = None, also: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, message: str, field: str | None = None, also: tuple[str, ...] = (), cli_message: str | None = None
+    ) -> None:
         super().__init__(message)
         self.field = field
         self.fields = tuple(f for f in (field, *also) if f)
+        #: the message as the command line words it, when the library's cannot be mapped word by word
+        self.cli_message = cli_message
 
 
 class ProfileError(NapkinError):

@@ -136,6 +136,8 @@ def _for_cli(exc: NapkinError) -> str:
     """The engine's message with the keywords it names written as the flags a user typed."""
     import re
 
+    if getattr(exc, "cli_message", None):
+        return str(exc.cli_message)  # type: ignore[attr-defined]
     message = str(exc)
     for field in getattr(exc, "fields", ()):
         message = re.sub(rf"(?<![\w-]){re.escape(field)}(?![\w-])", flag(field), message)
