@@ -79,6 +79,10 @@ class PlanResult(TableResult):
     seq: int
     considered: int = Field(description="valid layouts enumerated")
     fitting: int = Field(description="of those, the ones that fit in memory")
+
+    def exit_code(self) -> int:
+        return 0 if self.fitting else 1  # no layout fits: the answer is "none", and the warning says why
+
     explanation: str
     layouts: list[StepResult]
     memory_limit: float = Field(default=0.0, description="capacity − reserve per GPU, bytes")

@@ -48,6 +48,11 @@ class Result(Record):
 
         return [render.key_values(self.heading(), self.rows(), caption=self.caption()), *self.extras()]
 
+    def exit_code(self) -> int:
+        """What the command exits with after showing the result: 0, or 1 for an answer of "none" (nothing
+        fits, nothing measured, a check failed); bad input never gets this far (exit 2)."""
+        return 0
+
     # --- displays ------------------------------------------------------------------------------
     def __rich__(self) -> Any:
         from rich.console import Group

@@ -241,3 +241,9 @@ def test_plan_plot_without_matplotlib_says_which_extra(napkin: Run, tmp_path: Pa
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = napkin("plan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--plot", str(tmp_path / "p.svg"))
     assert r.exit_code == 2 and "pip install matplotlib" in r.stderr and not (tmp_path / "p.svg").exists()
+
+
+def test_plan_with_no_layout_that_fits_exits_1_with_the_reason(napkin: Run) -> None:
+    r = napkin("plan", "--model", "llama3-70b", "--gpus", "7", "--global-batch-tokens", "4M", "--cluster", "dgx-h100")
+    assert r.exit_code == 1
+    assert "no valid layout" in r.stderr and "0 fit." in r.stdout

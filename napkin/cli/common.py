@@ -239,6 +239,9 @@ def run(question: Callable[..., Any], options: dict[str, Any]) -> None:
     with boundary():
         result = question(**{k: v for k, v in options.items() if v is not None})
     emit(result, as_json, explain=explain)
+    code = result.exit_code() if hasattr(result, "exit_code") else 0
+    if code:
+        raise typer.Exit(code)
 
 
 # ------------------------------------------------------------------------------------- options

@@ -77,6 +77,8 @@ def plan_command(**options: Any) -> None:
 
         write_plan_svg(result, plot, overwrite=force)
     emit(result, as_json, explain=explain)
+    if result.exit_code():
+        raise typer.Exit(result.exit_code())
 
 
 __all__ = ["app"]
