@@ -422,7 +422,8 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     m = sm.batch // (k.micro_batch * k.data)
     steps += [
         step("achievable matmul rate R", "saved bench, else published MAMF, else 0.8 × peak",
-             f"peak {format_rate(hw.peak)}", format_rate(hw.rate), hw.rate_source),
+             f"{hw.name}: R / dense peak = {format_rate(hw.rate)} / {format_rate(hw.peak)}",
+             f"{format_rate(hw.rate)} ({format_percent(hw.rate / hw.peak)} of peak)", hw.rate_source),
         step("matmul time", "max(2mkn / (R·η_size), bytes / (B·η_mem)) / q, q = m·n / (⌈m/128⌉⌈n/128⌉·128²)",
              f"R = {format_rate(hw.rate)}, B = {hw.hbm / 1e9:,.0f} GB/s, η_size = "
              + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "per GEMM",
