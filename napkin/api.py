@@ -246,6 +246,27 @@ def keywords(*groups: tuple[str, ...]) -> Callable[[Callable[..., T]], Callable[
     return decorate
 
 
+def same_keywords(
+    other: Callable[..., Any], *, drop: tuple[str, ...] = ()
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Give a ``def f(**options)`` question ``other``'s keywords (less ``drop``), defaults applied: two
+    questions that take the same inputs declare them once."""
+    full = inspect.signature(other)
+    sig = full.replace(parameters=[p for p in full.parameters.values() if p.name not in drop])
+
+    def decorate(func: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(func)
+        def bound(*args: Any, **kwargs: Any) -> T:
+            given = sig.bind(*args, **kwargs)  # TypeError on a misspelt keyword
+            given.apply_defaults()
+            return func(**given.arguments)
+
+        bound.__signature__ = sig  # type: ignore[attr-defined]
+        return bound
+
+    return decorate
+
+
 def split_layout(options: dict[str, Any]) -> Layout:
     """Take ``layout`` and the layout keywords out of ``options`` (leaving the shape keywords) as a ``Layout``."""
     given = {k: options.pop(k) for k in LAYOUT_KEYWORDS if k in options}
@@ -550,15 +571,25 @@ def memory(
     from napkin.training_memory import memory as engine
 
     lay = split_layout(shape)
-    n, g, acts = _memory_inputs(params, gpus, model, model_config, seq, micro_batch, global_batch, flash_attention,
-                                lay, shape)  # fmt: skip
-    if n is None:
+    solve_for_n = params is _NO_PARAMS
+    n, g, acts = _memory_inputs(None if solve_for_n else params, gpus, model, model_config, seq, micro_batch,
+                                global_batch, flash_attention, lay, shape)  # fmt: skip
+    if n is None and not solve_for_n:
         raise UsageError("params (or model) is required", field="params", also=("model",))
     profile = get_hardware(hardware, hardware_file)
-    return engine(
-        n, profile, optimizer=choice(Optimizer, optimizer, "optimizer"), precision=choice(Precision, precision,
-        "precision"), gpus=g, layout=lay, activations=acts, reserve_bytes=_reserve(reserve, _capacity(profile)),
-    )  # fmt: skip
+    common = {"optimizer": choice(Optimizer, optimizer, "optimizer"), "layout": lay, "activations": acts,
+              "precision": choice(Precision, precision, "precision"),
+              "reserve_bytes": _reserve(reserve, _capacity(profile))}  # fmt: skip
+    if solve_for_n:  # max_model: the same inputs, solved for N
+        from napkin.training_memory import max_model as solve
+
+        return solve(g, profile, **common)
+    assert n is not None
+    return engine(n, profile, gpus=g, **common)
+
+
+#: What ``max_model`` passes as ``params``: it takes memory's inputs and solves for N.
+_NO_PARAMS: Any = object()
 
 
 def _capacity(profile: HardwareProfile) -> float:
@@ -576,34 +607,11 @@ def _reserve(reserve: Number, capacity: float) -> float:
         raise UsageError(str(exc), field="reserve") from None
 
 
-@keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
-def max_model(
-    *,
-    gpus: Number = 1,
-    optimizer: str | Optimizer = Optimizer.adamw,
-    precision: str | Precision = Precision.fp32,
-    reserve: Number = 0,
-    model: str | Model | None = None,
-    model_config: str | Path | None = None,
-    seq: Number | None = None,
-    micro_batch: Number = 1,
-    global_batch: Number | None = None,
-    flash_attention: bool = False,
-    hardware: str | HardwareProfile | None = None,
-    hardware_file: str | Path | None = None,
-    **shape: Any,
-) -> Any:
-    """The largest model whose training state fits: pooled memory / bytes per parameter."""
-    from napkin.training_memory import max_model as engine
-
-    lay = split_layout(shape)
-    _n, g, acts = _memory_inputs(None, gpus, model, model_config, seq, micro_batch, global_batch, flash_attention,
-                                 lay, shape)  # fmt: skip
-    profile = get_hardware(hardware, hardware_file)
-    return engine(
-        g, profile, optimizer=choice(Optimizer, optimizer, "optimizer"), precision=choice(Precision, precision,
-        "precision"), layout=lay, activations=acts, reserve_bytes=_reserve(reserve, _capacity(profile)),
-    )  # fmt: skip
+@same_keywords(memory, drop=("params",))
+def max_model(**options: Any) -> Any:
+    """The largest model whose training state fits: pooled memory / bytes per parameter (memory's inputs,
+    solved for N)."""
+    return memory(params=_NO_PARAMS, **options)
 
 
 def optimal(
