@@ -14,7 +14,7 @@ from pydantic import ConfigDict
 from napkin.choices import Dtype
 from napkin.profiles import BrokenProfile, Catalog, HardwareProfile, LoadedProfile
 from napkin.result import Result, TableResult
-from napkin.units import format_bandwidth, format_bytes, format_power, format_rate
+from napkin.units import format_bandwidth, format_bytes, format_bytes_si, format_power, format_rate
 
 _ARBITRARY = ConfigDict(arbitrary_types_allowed=True)
 
@@ -40,7 +40,7 @@ class HardwareList(TableResult):
         for loaded in self.catalog.visible():
             p = loaded.profile
             bf16 = p.peak_flops.get(Dtype.bf16)
-            rows.append([p.name, ", ".join(p.aliases), format_rate(bf16) if bf16 else "–", format_bytes(p.memory),
+            rows.append([p.name, ", ".join(p.aliases), format_rate(bf16) if bf16 else "–", format_bytes_si(p.memory),
                          format_bandwidth(p.memory_bandwidth), format_power(p.power) if p.power else "–",
                          loaded.origin])  # fmt: skip
         rows += [[Path(b.path).stem, "", "", "", "", "", f"{b.origin} (INVALID)"] for b in self.catalog.broken]
