@@ -134,7 +134,7 @@ class OptimizerTable(TableResult):
 
     def body(self) -> list[list[str]]:
         def cell(b: BytesPerParam) -> str:
-            return f"{b.total:.4g} = {'+'.join(f'{v:.4g}' for v in b.breakdown.values())}"
+            return f"{b.total:.3g} = {'+'.join(f'{v:.3g}' for v in b.breakdown.values())}"  # 8-bit states: 2.004 → 2
 
         return [[o, *(cell(b) for b in row.values()), ", ".join(OPTIMIZERS[o].states) or "–"]
                 for o, row in self.table.items()]  # fmt: skip
