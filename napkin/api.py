@@ -175,8 +175,8 @@ def build_model(
         )
     try:
         return Model.model_validate(merged), seq
-    except ValueError as exc:
-        raise UsageError(_first_error(exc), field="model") from None
+    except ValueError as exc:  # the validator names the shape's fields: the CLI writes them as flags
+        raise UsageError(_first_error(exc), field="model", also=SHAPE_FIELDS) from None
 
 
 def _first_error(exc: ValueError) -> str:
@@ -787,11 +787,14 @@ def inference(
     if length is None and p is not None and o is not None:
         length = p + o
     length = _context(length, arch)
+    given = [name for name, v in (("prompt", p), ("output", o)) if v is not None]
     o = o if o is not None else min(512, length // 2) if p is None else length - p
     p = p if p is not None else length - o
     if p < 1 or o < 1 or p + o > length:
-        raise UsageError(f"prompt ({p:,}) + output ({o:,}) must be ≥ 1 each and fit in context ({length:,})",
-                         field="context", also=("prompt", "output"))  # fmt: skip
+        told = " + ".join(f"{name} ({p if name == 'prompt' else o:,})" for name in given)
+        raise UsageError(f"{told} does not fit in context ({length:,}) with at least 1 token each to read and to "
+                         "generate",
+                         field=given[0], also=("context", *given[1:]))  # fmt: skip
     profile = get_hardware(hardware, hardware_file)
     fmt = choice(WeightFormat, weights, "weights")
     from napkin.serving import compute_dtype

@@ -208,16 +208,31 @@ class Model(Record):
     @classmethod
     def from_hf_config(cls, path: str | Path) -> Model:
         """A ``Model`` from a local Hugging Face ``config.json`` (no network, no transformers)."""
+        from pydantic import ValidationError
+
+        from napkin.errors import NapkinError
+        from napkin.files import read_text
+
+        where = repr(str(path))
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UsageError(f"model_config: cannot read {str(path)!r} as JSON: {exc}") from None
+            data = json.loads(read_text(path))  # a regular file of bounded size, never a FIFO or /dev/zero
+        except NapkinError as exc:
+            raise UsageError(f"model_config: {exc}", field="model_config") from None
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting deeper than the parser's stack
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise UsageError(f"model_config: {where} is not valid JSON ({reason})", field="model_config") from None
         if not isinstance(data, dict):
-            raise UsageError(f"model_config: {str(path)!r} is not a JSON object")
+            raise UsageError(f"model_config: {where} is not a JSON object (a config.json maps keys to values)",
+                             field="model_config")  # fmt: skip
         try:
             return cls.model_validate(hf_fields(data))
-        except ValueError as exc:
-            raise UsageError(f"model_config: {str(path)!r}: {str(exc).splitlines()[-1].strip()}") from None
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(p) for p in err["loc"]) or "the file"
+            message = err["msg"].removeprefix("Value error, ")
+            raise UsageError(f"model_config: {where}: {key}: {message}", field="model_config") from None
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"model_config: {where}: {exc}", field="model_config") from None
 
 
 def hf_fields(c: dict[str, Any]) -> dict[str, Any]:

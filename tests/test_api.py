@@ -100,7 +100,7 @@ def test_hf_config_is_read_locally(tmp_path: Path) -> None:
     assert r.params == 8_030_261_248
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(UsageError, match="model_config: cannot read"):
+    with pytest.raises(UsageError, match=r"model_config: .* is not valid JSON"):
         napkin.Model.from_hf_config(bad)
 
 
@@ -118,3 +118,19 @@ def test_no_question_shares_its_name_with_a_module() -> None:
     package = Path(napkin.__file__).parent
     modules = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
     assert not modules & set(napkin._LAZY), sorted(modules & set(napkin._LAZY))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "is not valid JSON (nested too deeply)"),
+        ('{"num_hidden_layers": 1e400, "hidden_size": NaN}', "layers: Input should be a finite number"),
+        ("[1, 2]", "is not a JSON object"),
+    ],
+)
+def test_a_hostile_config_json_is_one_usage_error(tmp_path: Path, text: str, message: str) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(text)
+    with pytest.raises(UsageError, match=re.escape(message)) as info:
+        napkin.Model.from_hf_config(config)
+    assert info.value.field == "model_config"

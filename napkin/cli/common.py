@@ -125,7 +125,11 @@ def dumps(data: Any, *, non_finite_ok: bool = False) -> str:
 
 
 #: Library keywords whose command-line flag is not simply ``--`` + the keyword with dashes.
-FLAGS = {"seconds": "--days/--hours", "m": "M", "k": "K", "n": "N", "shape": "SHAPE", "name": "NAME", "names": "NAMES"}
+FLAGS = {
+    "seconds": "--days/--hours", "m": "M", "k": "K", "n": "N", "shape": "SHAPE", "name": "NAME", "names": "NAMES",
+    # Layout's own field names, as its errors use them (napkin.Layout(tensor=…)), and the flags that set them
+    "tensor": "--tensor-parallel", "pipeline": "--pipeline-parallel", "expert": "--expert-parallel",
+}  # fmt: skip
 
 
 def flag(field: str) -> str:
