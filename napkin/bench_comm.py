@@ -38,7 +38,7 @@ from napkin.bench import import_torch
 from napkin.comm import bus_factor
 from napkin.errors import NapkinError, UsageError
 from napkin.result import TableResult
-from napkin.units import format_bandwidth, format_bytes_iec
+from napkin.units import format_bandwidth, format_bytes_iec, parse_bytes
 
 OPS: Final = ("all-reduce", "all-gather", "reduce-scatter")
 BACKENDS: Final = ("gloo", "nccl")
@@ -96,6 +96,9 @@ class CommBenchResult(TableResult):
         best = f"best busbw {format_bandwidth(self.best.busbw)}" if self.best else "no result"
         return f"{best}; median of the slowest rank per repetition; busbw as nccl-tests"
 
+    def to_json(self, explain: bool = False) -> Any:
+        return [rec.model_dump(mode="json", exclude={"repeats"}) for rec in self.records]  # one record per size
+
 
 def under_torchrun() -> bool:
     """True when this process is one rank of a ``torchrun`` job (it sets RANK, WORLD_SIZE, MASTER_ADDR)."""
@@ -127,6 +130,11 @@ def _check_backend(torch: Any, backend: str, world_size: int, local: bool) -> No
         if local and torch.cuda.device_count() < world_size:
             raise UsageError(f"--world-size: {world_size} ranks need {world_size} GPUs for NCCL; "
                              f"torch sees {torch.cuda.device_count()}")  # fmt: skip
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``--sizes 1MiB,64MiB``: message sizes S in bytes."""
+    return [int(parse_bytes(part.strip(), "--sizes")) for part in text.split(",") if part.strip()]
 
 
 def prepare(op: str, backend: str, world_size: int, budget: float, sizes: Sequence[int]) -> tuple[Any, int]:

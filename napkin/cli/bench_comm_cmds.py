@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from napkin import units
-from napkin.cli.common import JsonOpt, boundary, emit, warn
+from napkin.cli.common import JsonOpt, boundary, emit, note, progress
 from napkin.errors import UsageError
 from napkin.units import format_bandwidth
 
@@ -56,8 +56,7 @@ def _command(op: str) -> Any:
         with boundary():
             n = units.parse_int(world_size, "--world-size")
             seconds = units.parse_duration(budget, "--budget")
-            size_list = ([int(units.parse_bytes(s.strip(), "--sizes")) for s in sizes.split(",") if s.strip()]
-                         if sizes else list(bench_comm.DEFAULT_SIZES))  # fmt: skip
+            size_list = bench_comm.parse_sizes(sizes) if sizes else list(bench_comm.DEFAULT_SIZES)
             if save:
                 from napkin.cluster import find
 
@@ -65,26 +64,16 @@ def _command(op: str) -> Any:
                     raise UsageError("--save: give --cluster NAME, the cluster this ran on (see 'napkin cluster list')")
                 find(cluster)
             bench_comm.prepare(op, backend.value, n, seconds, size_list)  # errors before the progress bar
-            from rich.progress import Progress
-
-            from napkin import render as r
-
-            with Progress(transient=True, console=r.console(stderr=True)) as bar:
-                task = bar.add_task(op, total=1.0)
-
-                def advance(label: str, done: float) -> None:
-                    bar.update(task, completed=done, description=label)
-
+            with progress(op) as update:
                 result = bench_comm.run(op, backend=backend.value, world_size=n, budget=seconds, sizes=size_list,
-                                        progress=advance, started=started)  # fmt: skip
+                                        progress=update, started=started)  # fmt: skip
             if result is None:  # a rank other than 0 under torchrun: rank 0 reports
                 return
             if save and cluster is not None:
                 path = bench_comm.save_best(result, cluster)
                 if path is not None and result.best is not None:
-                    warn(f"saved {op} busbw {format_bandwidth(result.best.busbw)} for {cluster} in {path}")
-        records = [rec.model_dump(mode="json", exclude={"repeats"}) for rec in result.records]
-        emit(result, as_json, json_data=records)
+                    note(f"saved {op} busbw {format_bandwidth(result.best.busbw)} for {cluster} in {path}")
+        emit(result, as_json)
 
     command.__doc__ = (f"Measure {op} algbw/busbw on torch.distributed as nccl-tests does (local processes, or "
                        f"one rank of a torchrun job; {TORCHRUN_HINT}).")  # fmt: skip

@@ -237,6 +237,22 @@ def emit(
         out.print(r.explanation(derivation))
 
 
+@contextmanager
+def progress(label: str) -> Iterator[Callable[[str, float], None]]:
+    """A transient progress bar on stderr for a measurement; yields ``update(description, fraction_done)``."""
+    from rich.progress import Progress
+
+    from napkin import render as r
+
+    with Progress(transient=True, console=r.console(stderr=True)) as bar:
+        task = bar.add_task(label, total=1.0)
+
+        def update(description: str, done: float) -> None:
+            bar.update(task, completed=done, description=description)
+
+        yield update
+
+
 def run(question: Callable[..., Any], options: dict[str, Any]) -> None:
     """What every computing command does: call the library with its options, then emit the result."""
     as_json, explain = options.pop("json", False), options.pop("explain", False)
@@ -289,4 +305,6 @@ def print_notes() -> None:
         note(message)
 
 
-__all__ = ["boundary", "dumps", "emit", "fail", "flag", "load_hardware", "note", "print_notes", "run", "warn"]
+__all__ = [
+    "boundary", "dumps", "emit", "fail", "flag", "load_hardware", "note", "print_notes", "progress", "run", "warn",
+]  # fmt: skip

@@ -8,7 +8,18 @@ from typing import Annotated, Any
 import typer
 
 from napkin import units
-from napkin.cli.common import HardwareFileOpt, HardwareOpt, JsonOpt, boundary, emit, fail, load_hardware, note, warn
+from napkin.cli.common import (
+    HardwareFileOpt,
+    HardwareOpt,
+    JsonOpt,
+    boundary,
+    emit,
+    fail,
+    load_hardware,
+    note,
+    progress,
+    warn,
+)
 from napkin.errors import UsageError
 from napkin.units import format_duration, format_rate
 
@@ -77,10 +88,7 @@ def bench_matmul(
                 return None
             return profile.peak_if_known(d)
 
-        from rich.progress import Progress
-
-        with Progress(transient=True, console=_stderr_console()) as bar:
-            task = bar.add_task("matmul", total=1.0)
+        with progress("matmul") as update:
             result = bench.run(
                 device=dev,
                 dtypes=dtypes,
@@ -89,7 +97,7 @@ def bench_matmul(
                 budget=seconds,
                 peak=peak,
                 hardware=profile.name if profile else None,
-                progress=lambda label, done: bar.update(task, completed=done, description=label),
+                progress=update,
             )
         if save:
             _save(result, profile, name, force)
@@ -98,12 +106,6 @@ def bench_matmul(
     if not result.best:
         fail(f"nothing measured within the {format_duration(seconds)} budget (see the reasons above); "
              "raise --budget or pass smaller --sizes", 1)  # fmt: skip
-
-
-def _stderr_console() -> Any:
-    from napkin import render as r
-
-    return r.console(stderr=True)
 
 
 def _save(result: Any, profile: Any, name: str, force: bool) -> None:
