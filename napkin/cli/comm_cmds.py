@@ -4,35 +4,17 @@ from __future__ import annotations
 
 import json
 from datetime import date
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from napkin.cli.common import ExplainOpt, JsonOpt, boundary, fail, run, warn
 from napkin.errors import ProfileError, UsageError
 
-if TYPE_CHECKING:
-    pass
-
 comm_app = typer.Typer(help="Collective communication time on a cluster (α–β model, nccl-tests bandwidths).",
                        no_args_is_help=True)  # fmt: skip
 cluster_app = typer.Typer(help="Cluster profiles: list, inspect, copy, edit and validate them.", no_args_is_help=True)
-
-
-class AlgorithmChoice(StrEnum):
-    auto = "auto"
-    ring = "ring"
-    tree = "tree"
-    nvls = "nvls"
-    pairwise = "pairwise"
-    p2p = "p2p"
-
-
-class BandwidthChoice(StrEnum):
-    model = "model"
-    measured = "measured"
 
 
 BytesOpt = Annotated[str | None, typer.Option("--bytes", metavar="SIZE", help="S: the buffer, e.g. 140GB or 1GiB.")]
@@ -50,8 +32,10 @@ ClusterFileOpt = Annotated[
     Path | None, typer.Option("--cluster-file", metavar="PATH", help="Use this cluster YAML file instead.")
 ]
 AlgorithmOpt = Annotated[
-    AlgorithmChoice, typer.Option("--algorithm", "-a", help="auto picks the fastest the cluster supports.")
-]
+    str,
+    typer.Option("--algorithm", "-a", metavar="auto|ring|tree|nvls|pairwise|p2p",
+                 help="auto picks the fastest the cluster supports."),
+]  # fmt: skip
 RanksOpt = Annotated[
     str | None,
     typer.Option("--ranks-per-node", metavar="R",
@@ -59,8 +43,12 @@ RanksOpt = Annotated[
                       "1 = one rank per node, as a data-parallel group beside TP=8."),
 ]  # fmt: skip
 BandwidthOpt = Annotated[
-    BandwidthChoice,
-    typer.Option("--bandwidth", help="model: the cluster's links; measured: busbw saved by 'napkin bench … --save'."),
+    str,
+    typer.Option(
+        "--bandwidth",
+        metavar="model|measured",
+        help="model: the cluster's links; measured: busbw saved by 'napkin bench … --save'.",
+    ),
 ]
 
 
@@ -72,17 +60,17 @@ def _register(op: str, doc: str) -> None:
         gpus: GpusOpt = None,
         cluster: ClusterOpt = None,
         cluster_file: ClusterFileOpt = None,
-        algorithm: AlgorithmOpt = AlgorithmChoice.auto,
+        algorithm: AlgorithmOpt = "auto",
         ranks_per_node: RanksOpt = None,
-        bandwidth: BandwidthOpt = BandwidthChoice.model,
+        bandwidth: BandwidthOpt = "model",
         as_json: JsonOpt = False,
         explain: ExplainOpt = False,
     ) -> None:
         from napkin import api
 
         run(api.collective, {"op": op, "bytes": nbytes, "params": params, "dtype": dtype, "gpus": gpus,
-                             "cluster": cluster, "cluster_file": cluster_file, "algorithm": algorithm.value,
-                             "ranks_per_node": ranks_per_node, "bandwidth": bandwidth.value, "json": as_json,
+                             "cluster": cluster, "cluster_file": cluster_file, "algorithm": algorithm,
+                             "ranks_per_node": ranks_per_node, "bandwidth": bandwidth, "json": as_json,
                              "explain": explain})  # fmt: skip
 
     command.__doc__ = doc
