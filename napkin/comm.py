@@ -340,10 +340,6 @@ _TRAFFIC: Final = {
 }
 
 
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.4g} ms"
-
-
 def _steps(
     op: Op, nbytes: float, n: int, r: int, domains: int, f: Fabric, algo: Algorithm, latency: float, hops: float,
     band_s: float, bottleneck: str, bottleneck_bw: float, seconds: float, measured: bool,
@@ -365,15 +361,15 @@ def _steps(
                           format_bandwidth(out_share * k) + " per direction", sources.CALCULON_NETWORK))  # fmt: skip
     traffic = _TRAFFIC[(op, algo)]
     band = step("bandwidth term", f"t_bw = traffic / B_bottleneck, traffic = {traffic}",
-                f"bottleneck {bottleneck} at {format_bandwidth(bottleneck_bw)}", _us(band_s),
+                f"bottleneck {bottleneck} at {format_bandwidth(bottleneck_bw)}", format_duration(band_s),
                 sources.NCCL_TESTS_BUSBW if measured else sources.THAKUR_ALPHA_BETA)  # fmt: skip
     lat = step("latency term", "t_α = base + steps × α (the protocol with the shortest time: Simple, LL128, LL)",
-               f"{hops:g} steps", _us(latency), sources.NCCL_LATENCY)  # fmt: skip
+               f"{hops:g} steps", format_duration(latency), sources.NCCL_LATENCY)  # fmt: skip
     factor = bus_factor(op, n)
-    total = step("time", "t = t_α + t_bw", f"{_us(latency)} + {_us(band_s)}", _us(seconds),
-                 sources.THAKUR_ALPHA_BETA)  # fmt: skip
+    total = step("time", "t = t_α + t_bw", f"{format_duration(latency)} + {format_duration(band_s)}",
+                 format_duration(seconds), sources.THAKUR_ALPHA_BETA)  # fmt: skip
     bw = step("algbw, busbw", "algbw = S / t; busbw = algbw × bus factor",
-              f"{format_bytes_si(nbytes)} / {_us(seconds)}; × {factor:.4g}",
+              f"{format_bytes_si(nbytes)} / {format_duration(seconds)}; × {factor:.4g}",
               f"{format_bandwidth(nbytes / seconds)}, {format_bandwidth(nbytes / seconds * factor)}",
               sources.NCCL_TESTS_BUSBW)  # fmt: skip
     return [place, *links, band, lat, total, bw]

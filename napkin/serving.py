@@ -23,7 +23,15 @@ from napkin.explain import Step, step
 from napkin.model import Model
 from napkin.profiles import HardwareProfile
 from napkin.result import Result
-from napkin.units import format_bandwidth, format_bytes, format_bytes_si, format_count, format_percent, format_sci
+from napkin.units import (
+    format_bandwidth,
+    format_bytes,
+    format_bytes_si,
+    format_count,
+    format_duration,
+    format_percent,
+    format_sci,
+)
 
 #: Weight-only int8/int4 checkpoints (GPTQ, AWQ) store one fp16 scale per group of 128 weights.
 GROUP_SIZE = 128
@@ -338,9 +346,9 @@ class InferenceResult(Result):
                                   "--context, quantise with --weights/--kv-dtype, or add GPUs)"))  # fmt: skip
             return rows
         rows += [
-            ("TTFT", f"{_ms(self.ttft_seconds)} ({self.prompt:,}-token prompt)"),
-            ("decode step", f"{_ms(self.decode_seconds_per_token)}, {self.decode_bound}"),
-            ("decode floor", f"{_ms(self.decode_floor_seconds)} (batch 1)"),
+            ("TTFT", f"{format_duration(self.ttft_seconds)} ({self.prompt:,}-token prompt)"),
+            ("decode step", f"{format_duration(self.decode_seconds_per_token)}, {self.decode_bound}"),
+            ("decode floor", f"{format_duration(self.decode_floor_seconds)} (batch 1)"),
             ("crossover batch", ("none at this context" if self.crossover_batch is None
                                  else str(self.crossover_batch))
              + f" (weights alone: {self.crossover_batch_weights_only})"),
@@ -364,10 +372,6 @@ class InferenceResult(Result):
         parts = [("weights", self.weights_bytes_per_gpu), ("KV cache", self.kv_cache_bytes_per_gpu),
                  ("workspace", self.workspace_bytes_per_gpu), ("reserve", self.reserve_bytes_per_gpu)]  # fmt: skip
         return [render.bar(parts, self.memory_bytes_per_gpu)]
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def workspace_bytes(model: Model, tensor: int, chunk: int) -> float:
@@ -459,7 +463,8 @@ def serve(
                       format_sci(prefill), f"{sources.KAPLAN_6ND}; {sources.PALM_ATTENTION}"))  # fmt: skip
     steps.append(step("TTFT (prefill of one prompt)", "max(FLOPs / (t × peak × efficiency), weights / bandwidth)",
                       f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {s.efficiency:g})",
-                      _ms(ttft), f"{sources.ROOFLINE}; efficiency is an assumption (--efficiency)"))  # fmt: skip
+                      format_duration(ttft),
+                      f"{sources.ROOFLINE}; efficiency is an assumption (--efficiency)"))  # fmt: skip
 
     # --- decode (memory-bound at small batch) -------------------------------------------------
     mean = prompt + output // 2
@@ -481,12 +486,12 @@ def serve(
                                          b * 2 * n_active / tensor / rate)) or 0  # fmt: skip
     bound = "memory-bound" if t_mem >= t_comp else "compute-bound"
     steps.append(step("decode floor (batch 1)", "(weights read + KV of one sequence) / HBM bandwidth, per GPU",
-                      f"{format_bytes_si(step_time(1)[0])} / {format_bandwidth(bw)}", _ms(floor),
+                      f"{format_bytes_si(step_time(1)[0])} / {format_bandwidth(bw)}", format_duration(floor),
                       sources.POPE_DECODE))  # fmt: skip
     steps.append(step(f"decode step at batch {batch}", "max(bytes / bandwidth, b·(2·N_active + 4·L·n·d_attn) / "
                       "(t × peak × efficiency))",
                       f"max({format_bytes_si(read)} / {format_bandwidth(bw)}, {format_sci(flops)} / "
-                      f"{format_sci(rate)})", f"{_ms(decode)} ({bound})", sources.ROOFLINE))  # fmt: skip
+                      f"{format_sci(rate)})", f"{format_duration(decode)} ({bound})", sources.ROOFLINE))  # fmt: skip
     if model.is_moe:
         steps.append(step("MoE experts read per step", "E·(1 − (1 − k/E)^b) (uniform routing)",
                           f"E={model.experts}, k={model.top_k}, b={batch}",
@@ -501,10 +506,10 @@ def serve(
     elif fabric is None:
         communication = "TP all-reduce not modelled (no cluster profile for this device)"
     else:
-        communication = f"TP all-reduce {_ms(decode_comm)} per decode step on {fabric.up_name}"
+        communication = f"TP all-reduce {format_duration(decode_comm)} per decode step on {fabric.up_name}"
         steps.append(step("TP all-reduce per decode step", "2·L all-reduces of b·d·2 B over the TP group (α–β)",
                           f"2 × {model.layers} × all-reduce({format_bytes_si(batch * model.hidden * 2)}, "
-                          f"n = {tensor}) on {fabric.name}", _ms(decode_comm),
+                          f"n = {tensor}) on {fabric.name}", format_duration(decode_comm),
                           f"{sources.MEGATRON_TP}; napkin.comm ring/NVLS model"))  # fmt: skip
 
     per_user = 1 / decode
@@ -512,7 +517,7 @@ def serve(
     per_gpu = tps / tensor
     prefill_tps_gpu = prompt / ttft / tensor
     request = ttft + output * decode
-    steps.append(step("throughput", "b / decode step; per GPU ÷ t", f"{batch} / {_ms(decode)}",
+    steps.append(step("throughput", "b / decode step; per GPU ÷ t", f"{batch} / {format_duration(decode)}",
                       f"{tps:,.0f} tokens/s per replica, {per_gpu:,.0f} per GPU", sources.POPE_DECODE))  # fmt: skip
 
     usd_out = usd_in = joules = None
