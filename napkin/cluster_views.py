@@ -9,7 +9,7 @@ from pydantic import ConfigDict
 
 from napkin.cluster import Cluster, ClusterCatalog, LoadedCluster
 from napkin.result import Result, TableResult
-from napkin.units import format_bandwidth
+from napkin.units import format_bandwidth, format_duration
 
 _ARBITRARY = ConfigDict(arbitrary_types_allowed=True)
 
@@ -71,13 +71,13 @@ class ClusterSheet(Result):
         rows = [("name", c.name), ("display name", c.display_name), ("device", c.device),
                 ("devices per node", str(c.devices_per_node)),
                 ("scale-up", f"{up.name}: {format_bandwidth(up.bandwidth)} per device per direction × "
-                             f"{up.efficiency:g}, {up.latency * 1e6:g} µs/hop, domain of {up.domain_size}"),
+                             f"{up.efficiency:g}, {format_duration(up.latency)}/hop, domain of {up.domain_size}"),
                 ("in-network reduction", f"yes (efficiency {up.in_network_reduction.efficiency:g})"
                  if up.in_network_reduction else "no")]  # fmt: skip
         if out:
             rows.append(("scale-out", f"{out.name}: {out.nics_per_node} × {format_bandwidth(out.nic_bandwidth)} "
                                       f"({out.nic_bandwidth * 8 / 1e9:g} Gbit/s) per direction, "
-                                      f"{out.latency * 1e6:g} µs/hop"))  # fmt: skip
+                                      f"{format_duration(out.latency)}/hop"))  # fmt: skip
         rows += [(f"source {i + 1}", f"{s.title} <{s.url}>") for i, s in enumerate(c.sources)]
         rows.append(("file", f"{self.loaded.path} ({self.loaded.origin})"))
         return rows

@@ -142,7 +142,7 @@ class CollectiveResult(Result):
             ("group", f"{self.group_size:,} ranks = {self.ranks_per_domain} per domain × {self.domains:,} "
                       "domain(s)"),
             ("algorithm", str(self.algorithm) + (f" ({self.protocol} protocol)" if self.protocol != "Simple" else "")),
-            ("time", f"{format_duration(self.seconds)} (latency {self.latency_seconds * 1e6:,.0f} µs)"),
+            ("time", f"{format_duration(self.seconds)} (latency {format_duration(self.latency_seconds)})"),
             ("algbw", f"{format_bandwidth(self.algbw)}  (S / t)"),
             ("busbw", f"{format_bandwidth(self.busbw)}  (nccl-tests bus bandwidth)"),
             ("bottleneck", f"{self.bottleneck} at {format_bandwidth(self.bottleneck_bandwidth)}"),

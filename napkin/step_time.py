@@ -48,7 +48,7 @@ from napkin.training_memory import (
     bytes_per_param,
     memory,
 )
-from napkin.units import format_bytes, format_duration, format_percent, format_rate
+from napkin.units import format_bandwidth, format_bytes, format_duration, format_percent, format_rate
 from napkin.workload import Workload
 
 #: Maximum Achievable Matmul FLOPS (bf16, dense), measured by mamf-finder.py (stas00/ml-engineering,
@@ -425,7 +425,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
              f"{hw.name}: R / dense peak = {format_rate(hw.rate)} / {format_rate(hw.peak)}",
              f"{format_rate(hw.rate)} ({format_percent(hw.rate / hw.peak)} of peak)", hw.rate_source),
         step("matmul time", "max(2mkn / (R·η_size), bytes / (B·η_mem)) / q, q = m·n / (⌈m/128⌉⌈n/128⌉·128²)",
-             f"R = {format_rate(hw.rate)}, B = {hw.hbm / 1e9:,.0f} GB/s, η_size = "
+             f"R = {format_rate(hw.rate)}, B = {format_bandwidth(hw.hbm)}, η_size = "
              + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "per GEMM",
              f"{sources.ROOFLINE}; {sources.TILE_QUANTIZATION}; {sources.MATMUL_SIZE}"),
         step("memory-bound work", "bytes / (B·η_mem(size)); norms, residuals, softmax, activation fn, CE, optimizer",
