@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -17,10 +17,8 @@ from napkin.choices import Dtype
 from napkin.errors import NapkinError, UsageError
 
 if TYPE_CHECKING:  # the engines are imported by the commands that use them, not at startup
-    from pydantic import BaseModel
-
-    from napkin.explain import Step
     from napkin.profiles import LoadedProfile
+    from napkin.result import Result
 
 from typer._click import exceptions as click_exceptions  # typer vendors click (pyproject: typer>=0.29)
 
@@ -192,49 +190,27 @@ class NapkinGroup(typer.core.TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-def emit(
-    result: BaseModel,
-    as_json: bool,
-    render: Callable[[], Sequence[Any]] | None = None,
-    *,
-    explain: bool = False,
-    steps: Sequence[Step] = (),
-    warnings: Sequence[str] = (),
-    json_data: Any = None,
-) -> None:
-    """The one output path: ``result`` as JSON (base units) or as its table, warnings on stderr.
-
-    A ``napkin.result.Result`` renders itself (``renderables()``, ``to_json()``, ``steps``,
-    ``warnings``); ``render``/``steps``/``json_data`` serve results that are not one yet.
-    """
-    from napkin.result import Result
-
-    own = isinstance(result, Result)
+def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:
+    """The one output path: ``result`` as JSON (base units, strict) or as its own table; its warnings and
+    notes (and the resolved profiles' notes) on stderr; with ``explain`` the derivation after the table."""
     if "napkin.profiles" in sys.modules:
         print_notes()
-    for message in [*(result.warnings if own else ()), *warnings]:  # type: ignore[attr-defined]
+    for message in result.warnings:
         warn(message)
-    for message in result.notes if own else ():  # type: ignore[attr-defined]
+    for message in result.notes:
         note(message)
-    if json_data is not None:
-        data = json_data
-    elif own:
-        data = result.to_json(explain)  # type: ignore[attr-defined]
-    else:
-        data = result.model_dump(mode="json", exclude=None if explain else {"steps"})
     with boundary():
-        text = dumps(data, non_finite_ok=getattr(result, "non_finite_ok", False))  # a table never shows inf either
-    if as_json:
+        text = dumps(result.to_json(explain), non_finite_ok=getattr(result, "non_finite_ok", False))
+    if as_json:  # (a table never shows a non-finite number either: dumps checked it)
         typer.echo(text)
         return
     from napkin import render as r
 
     out = r.console()
-    for renderable in render() if render is not None else result.renderables():  # type: ignore[attr-defined]
+    for renderable in result.renderables():
         out.print(renderable)
-    derivation = steps or (result.steps if own else ())  # type: ignore[attr-defined]
-    if explain and derivation:
-        out.print(r.explanation(derivation))
+    if explain and result.steps:
+        out.print(r.explanation(result.steps))
 
 
 @contextmanager
@@ -259,9 +235,8 @@ def run(question: Callable[..., Any], options: dict[str, Any]) -> None:
     with boundary():
         result = question(**{k: v for k, v in options.items() if v is not None})
     emit(result, as_json, explain=explain)
-    code = result.exit_code() if hasattr(result, "exit_code") else 0
-    if code:
-        raise typer.Exit(code)
+    if result.exit_code():
+        raise typer.Exit(result.exit_code())
 
 
 # ------------------------------------------------------------------------------------- options
