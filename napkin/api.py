@@ -890,6 +890,7 @@ def _step_model(
     causal: bool,
     shape: dict[str, Any],
     default_batch: int | None = None,
+    overlap_grad_reduce: bool = True,
 ) -> tuple[Any, str]:
     from napkin.step_time import StepModel, machine
 
@@ -910,7 +911,7 @@ def _step_model(
     sm = StepModel(
         arch, length, batch, hw, optimizer=choice(Optimizer, optimizer, "optimizer"),
         precision=choice(Precision, precision, "precision"), flash_attention=flash_attention, causal=causal,
-        reserve_bytes=_reserve(reserve, profile.memory),
+        reserve_bytes=_reserve(reserve, profile.memory), overlap_grad_reduce=overlap_grad_reduce,
     )  # fmt: skip
     return sm, name
 
@@ -934,9 +935,12 @@ def step(
     precision: str | Precision = Precision.mixed,
     reserve: Number = 0,
     causal: bool = False,
+    overlap_grad_reduce: bool = True,
     **shape: Any,
 ) -> Any:
-    """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster."""
+    """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster.
+    ``overlap_grad_reduce=False``: the gradient all-reduce runs after the last backward (Megatron-LM without
+    --overlap-grad-reduce), all of it exposed."""
     from napkin.step_time import build_result, check_knobs
 
     lay = split_layout(shape)
@@ -947,7 +951,7 @@ def step(
     resolved = lay.resolve(g)
     sm, name = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
                            hardware_file, dtype, optimizer, precision, reserve, flash_attention, causal, shape,
-                           default_batch=b * resolved.dp)  # fmt: skip
+                           default_batch=b * resolved.dp, overlap_grad_reduce=overlap_grad_reduce)  # fmt: skip
     return build_result(sm, check_knobs(sm, lay, b, g), name)
 
 
@@ -970,6 +974,7 @@ def plan(
     reserve: Number = 0,
     causal: bool = False,
     top: Number = 5,
+    overlap_grad_reduce: bool = True,
     **shape: Any,
 ) -> Any:
     """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU."""
@@ -979,7 +984,7 @@ def plan(
     n = parse(units.parse_int, top, "top")
     sm, name = _step_model(
         model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware, hardware_file, dtype,
-        optimizer, precision, reserve, flash_attention, causal, shape,
+        optimizer, precision, reserve, flash_attention, causal, shape, overlap_grad_reduce=overlap_grad_reduce,
     )  # fmt: skip
     return engine(sm, g, name, n)
 

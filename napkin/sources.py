@@ -99,6 +99,14 @@ TP_COMM: Final = (
     "2022 §4.2.2 (sequence parallelism: reduce-scatter + all-gather, same bytes)"
 )
 PIPELINE_BUBBLE: Final = "Narayanan et al. 2021 §2.2.1-2.2.2: bubble (p−1)/m for 1F1B, (p−1)/(v·m) interleaved"
+SCATTER_GATHER: Final = (
+    "Narayanan et al. 2021 §4.1 (scatter/gather: each TP rank sends 1/t of the activation across nodes, the "
+    "receiving stage all-gathers it over NVLink)"
+)
+NO_OVERLAP: Final = (
+    "Calculon (Isaev et al. 2023, SC'23): processing_mode no_overlap in systems/a100_80g.json and "
+    "h100_80g_nvl8.json, calculon/system.py get_processing_time (flops time + memory time)"
+)
 DP_OVERLAP: Final = (
     "ZeRO §5 (Rajbhandari et al. 2019): stages 1-2 move what an all-reduce does, stage 3 adds parameter all-gathers; "
     "overlap with the last micro-batch's backward as Megatron-LM --overlap-grad-reduce"

@@ -86,14 +86,16 @@ def test_llama_1_matches_llm_analysis_ideal_inference(
     tp: int, shape: dict[str, Any], prefill_ms: float, decode_ms: float, kv_mb: float
 ) -> None:
     """cli99/llm-analysis examples/llama/outputs_infer_ideal (A100-SXM-80GB, fe = hbme = 1, prompt 512,
-    32 generated, batch 1): napkin's times within 2.5 % (TP 2: its all-reduces included on both sides, napkin's
-    from the dgx-a100 cluster's NVLink; prefill +2.0 %, decode −0.6 %), the KV cache to the byte."""
+    32 generated, batch 1): napkin's times within 3.5 %, the KV cache to the byte. TP 2 includes the
+    all-reduces on both sides: llm-analysis's ideal run moves them at the full 300 GB/s of NVLink 3
+    (gpu_configs/a100-sxm-80gb.json, intra-node efficiency 1), napkin at the dgx-a100 cluster's measured
+    ~200 GB/s; prefill +3.1 %, decode −0.5 %. TP 1: −0.3 %, +0.2 %."""
     r = napkin.inference(
         **shape, vocab=32000, mlp="swiglu", norm="rmsnorm", tied_embeddings=False, gpus=tp, hardware="a100-sxm-80gb",
         prompt=512, output=32, efficiency=1,
     )  # fmt: skip
-    assert r.ttft_seconds * 1e3 == pytest.approx(prefill_ms, rel=0.025)
-    assert r.decode_seconds_per_token * 1e3 == pytest.approx(decode_ms, rel=0.025)
+    assert r.ttft_seconds * 1e3 == pytest.approx(prefill_ms, rel=0.035)
+    assert r.decode_seconds_per_token * 1e3 == pytest.approx(decode_ms, rel=0.035)
     assert round(r.kv_cache_bytes_per_gpu / 1e6, 2) == kv_mb
 
 

@@ -1,5 +1,5 @@
-"""The step-time model and the planner: Narayanan et al. 2021 Table 1, invariants, the memory fast path,
-the CLI."""
+"""The step-time model and the planner: Narayanan et al. 2021 Table 1, Korthikanti et al. 2022 Table 5, the
+pipeline schedule, invariants, the memory fast path, the CLI."""
 
 from __future__ import annotations
 
@@ -17,18 +17,32 @@ from napkin.cluster import find
 from napkin.planner import candidates
 from napkin.presets import get_preset
 from napkin.profiles import resolve
-from napkin.step_time import BREAKDOWN, Knobs, StepModel, build_result, machine
+from napkin.step_time import BREAKDOWN, Knobs, StepModel, build_result, machine, pipeline_bubble
 from napkin.training_memory import ActivationInputs, memory
 from napkin.workload import Workload
 from tests.conftest import Run
-from tests.narayanan import TABLE_1, markdown_table, predict
+from tests.megatron_runs import (
+    TABLE_1,
+    TABLE_5,
+    predict,
+    predict_seconds,
+    table_1_errors,
+    table_1_markdown,
+    table_5_errors,
+    table_5_markdown,
+)
+from tests.pipeline_schedule import makespan
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
-#: The issue asks for 10 %; the model meets it on the rows without pipeline parallelism and over-predicts the
-#: pipelined rows by 18-23 % (see the README). This bound is what the model, unchanged, guarantees today.
-ROW_TOLERANCE = 0.25
-MEAN_TOLERANCE = 0.17
+#: Narayanan Table 1 with the authors' own settings (micro-batch, interleaving, DDP): the issue asks for 10 %
+#: per row; 8 of 10 rows meet it, the interleaved 76.1B and 310.1B rows are over-predicted by 11.3 % and 11.1 %
+#: (see the README). These bounds are what the one model, unchanged, achieves.
+ROW_TOLERANCE = 0.12
+MEAN_TOLERANCE = 0.07
+#: Korthikanti Table 5 (iteration seconds, 2022 software on the same machine).
+RUN_TOLERANCE = 0.04
+RUN_MEAN_TOLERANCE = 0.02
 
 
 @pytest.mark.parametrize("row", TABLE_1, ids=lambda r: f"{r.billions:g}B")
@@ -38,16 +52,56 @@ def test_narayanan_table1_teraflops_per_gpu(row: object) -> None:
     assert abs(got / published - 1) <= ROW_TOLERANCE, (got, published)
 
 
-def test_narayanan_rows_without_pipeline_parallelism_within_10_percent() -> None:
-    for row in TABLE_1:
-        if row.pipeline == 1:
-            assert abs(predict(row) / row.teraflops - 1) <= 0.10, row
+def test_narayanan_rows_with_the_plain_schedule_within_10_percent() -> None:
+    for row, error in zip(TABLE_1, table_1_errors(), strict=True):
+        if row.interleave == 1:
+            assert abs(error) <= 0.10, (row, error)
 
 
-def test_narayanan_mean_error_and_readme_table() -> None:
-    errors = [abs(predict(row) / row.teraflops - 1) for row in TABLE_1]
-    assert sum(errors) / len(errors) <= MEAN_TOLERANCE
-    assert markdown_table() in README.read_text(encoding="utf-8"), "regenerate with python -m tests.narayanan"
+@pytest.mark.parametrize("run", TABLE_5, ids=lambda r: r.name)
+@pytest.mark.parametrize("selective", [False, True], ids=["full", "sp-selective"])
+def test_korthikanti_table5_iteration_seconds(run: object, selective: bool) -> None:
+    got = predict_seconds(run, selective)  # type: ignore[arg-type]
+    measured = run.selective_seconds if selective else run.full_seconds  # type: ignore[attr-defined]
+    assert abs(got / measured - 1) <= RUN_TOLERANCE, (got, measured)
+
+
+def test_mean_errors_and_readme_tables() -> None:
+    errors, errors5 = table_1_errors(), table_5_errors()
+    assert sum(map(abs, errors)) / len(errors) <= MEAN_TOLERANCE
+    assert sum(map(abs, errors5)) / len(errors5) <= RUN_MEAN_TOLERANCE
+    readme = README.read_text(encoding="utf-8")
+    for table in (table_1_markdown(), table_5_markdown()):
+        assert table in readme, "regenerate with python -m tests.megatron_runs"
+
+
+@st.composite
+def _schedules(draw: st.DrawFn) -> tuple[int, int, int]:
+    p = draw(st.integers(2, 8))
+    v = draw(st.integers(1, 3))
+    m = p * draw(st.integers(1, 6)) if v > 1 else draw(st.integers(p, 4 * p))
+    return p, v, m
+
+
+@given(
+    _schedules(),
+    st.floats(0.2, 2.0),
+    st.floats(1.0, 3.0),
+    st.floats(0.0, 0.1),
+    st.floats(0.0, 0.02),
+)
+def test_pipeline_bubble_matches_a_replay_of_megatrons_schedule(
+    shape: tuple[int, int, int], forward: float, ratio: float, logits: float, transfer: float
+) -> None:
+    """The closed-form bubble against an event replay of Megatron-LM's 1F1B and interleaved schedules with
+    blocking sends: a heavier last stage (logits) and transfer times included."""
+    p, v, m = shape
+    backward = ratio * forward
+    last_f, last_b = logits * forward, 2 * logits * forward
+    stage = forward + backward + 2 * v * transfer
+    predicted = m * (stage + last_f + last_b) + pipeline_bubble(p, v, stage)
+    replayed = makespan(p, v, m, forward, backward, last_f, last_b, transfer)
+    assert replayed == pytest.approx(predicted, rel=0.02)
 
 
 def _llama(batch: int = 512) -> StepModel:
@@ -97,9 +151,10 @@ def test_bubble_is_p_minus_1_over_v_m_of_the_compute() -> None:
     one = sm.evaluate(Knobs(8, 4, 16, 1, 1, 1, 1, True, Recompute.selective, Sharding.zero1))
     two = sm.evaluate(Knobs(8, 4, 16, 1, 1, 2, 1, True, Recompute.selective, Sharding.zero1))
     m = 512 // 16
-    # the bubble's stage time averages the logits over the stages; the compute term carries them on the last
-    assert one[3] / one[1] == pytest.approx(3 / m, rel=0.05)
-    assert two[3] == pytest.approx(one[3] / 2)
+    # (p − 1)/m of a stage's time with its TP collectives and sends; the last stage's logits stay out of it
+    busy = one[1] + one[2] + one[6]
+    assert 0.95 * 3 / m * busy <= one[3] < 3 / m * busy
+    assert two[3] == pytest.approx(one[3] / 2, rel=0.02)  # v = 2 halves it (its sends double)
 
 
 def test_tensor_parallel_comm_is_zero_without_tp_and_grows_across_nodes() -> None:

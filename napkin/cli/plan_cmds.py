@@ -37,6 +37,11 @@ BATCH = [
 MICRO_BATCH = [_text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b",
                      default="1")]  # fmt: skip
 STATE = training_state(Precision.mixed)
+OVERLAP = [
+    _opt("overlap_grad_reduce", bool, True, "--overlap-grad-reduce/--no-overlap-grad-reduce",
+         help="Overlap the data-parallel gradient reduction with the last backward pass (Megatron-LM's "
+              "--overlap-grad-reduce); without it the whole collective is exposed."),
+]  # fmt: skip
 TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
 PLOT = [
     _opt("plot", Path | None, None, help="Also draw every fitting layout (step time vs memory) to this .svg "
@@ -46,11 +51,12 @@ PLOT = [
 
 
 @app.command("step")
-@command(MODEL, GPUS, LAYOUT, MICRO_BATCH, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OUTPUT)
+@command(MODEL, GPUS, LAYOUT, MICRO_BATCH, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OVERLAP, OUTPUT)
 def step_command(**options: Any) -> None:
     """One training step: time with its breakdown, tokens/s, predicted MFU and HFU, memory per GPU.
 
-    Compute at a roofline matmul rate, TP/PP/DP/EP comm on the cluster's fabrics, the pipeline bubble.
+    Matmuls at an achievable rate plus their memory traffic, TP/PP/DP/EP comm on the cluster's fabrics,
+    the pipeline bubble.
     """
     from napkin import api
 
@@ -58,7 +64,7 @@ def step_command(**options: Any) -> None:
 
 
 @app.command("plan")
-@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, TOP, PLOT, OUTPUT)
+@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OVERLAP, TOP, PLOT, OUTPUT)
 def plan_command(**options: Any) -> None:
     """The fastest parallel layouts that fit: TP/PP/CP/EP/DP, interleave, micro-batch, recompute, ZeRO.
 

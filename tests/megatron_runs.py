@@ -1,0 +1,172 @@
+"""Published Megatron-LM training runs on Selene (DGX A100 80GB: NVLink 3 in the node, 8 × HDR 200 Gbit/s
+InfiniBand between nodes) and what ``napkin step`` predicts for each, with one unchanged model of the hardware.
+
+* **Narayanan et al. 2021** (arXiv:2104.04473) Table 1: weak scaling from 1.7B to 1T parameters, in
+  teraFLOP/s per GPU counted by the paper's eq. (3), recomputation included. The table does not give the
+  micro-batch, the schedule or the data-parallel implementation; the authors' own scripts do
+  (NVIDIA/Megatron-LM examples/sc21/run_table_1.sh and CONFIG.sh, commit de7dc40f, 2021-08-10): fp16, full
+  recomputation (``--checkpoint-activations``), sequence 2048, and per row the micro-batch, the interleaved
+  schedule (``--num-layers-per-virtual-pipeline-stage``) and ``--DDP-impl``. PyTorch DDP overlaps the
+  gradient all-reduce with the last backward; Megatron's ``local`` DDP all-reduces after the pipeline
+  flush (megatron/training.py ``allreduce_gradients``), so those rows run with ``overlap_grad_reduce=False``.
+* **Korthikanti et al. 2022** (arXiv:2205.05198) Table 5: seconds per iteration with full recomputation and
+  with sequence parallelism + selective recomputation, one data-parallel replica. Layouts as Calculon's
+  validation runs them (calculon-ai/calculon validation/seqsel/tab5/*.json); the times as listed in
+  calculon/llm/validation.py.
+
+Print the README tables with ``python -m tests.megatron_runs``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from napkin.choices import Recompute, Sharding
+from napkin.cluster import find
+from napkin.model import Model
+from napkin.profiles import resolve
+from napkin.step_time import Knobs, Machine, StepModel, machine
+
+SEQ, VOCAB = 2048, 51200
+
+
+class Row(NamedTuple):
+    """One row of Narayanan Table 1 with the run's settings from run_table_1.sh."""
+
+    billions: float  # parameters, as printed
+    heads: int
+    hidden: int
+    layers: int
+    tensor: int
+    pipeline: int
+    gpus: int
+    batch: int
+    teraflops: float  # achieved teraFLOP/s per GPU, as printed
+    micro_batch: int  # MBS
+    interleave: int  # layers per stage / --num-layers-per-virtual-pipeline-stage (1: plain 1F1B)
+    torch_ddp: bool  # DDP=torch (overlapped all-reduce) or local (after the flush)
+
+
+#: Table 1 of arXiv:2104.04473, row by row, with MBS, interleave and DDP from examples/sc21/run_table_1.sh.
+TABLE_1 = (
+    Row(1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 16, 1, True),
+    Row(3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 16, 1, True),
+    Row(7.5, 32, 4096, 36, 4, 1, 128, 512, 142, 16, 1, True),
+    Row(18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, 8, 1, True),
+    Row(39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, 4, 1, False),
+    Row(76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, 2, 3, False),  # 15 layers per stage, 5 per chunk
+    Row(145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, 2, 2, False),  # 10, 5
+    Row(310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, 1, 2, False),  # 6, 3
+    Row(529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 1, 3, False),  # 3, 1
+    Row(1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 1, 1, False),
+)
+
+
+class Run(NamedTuple):
+    """One model of Korthikanti Table 5, with the layout of its runs."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    tensor: int
+    pipeline: int
+    gpus: int
+    batch: int
+    micro_batch: int
+    interleave: int
+    full_seconds: float  # full recomputation
+    selective_seconds: float  # sequence parallelism + selective recomputation
+
+
+#: Table 5 of arXiv:2205.05198 (seconds per iteration).
+TABLE_5 = (
+    Run("22B", 48, 6144, 64, 8, 1, 8, 4, 4, 1, 1.42, 1.10),
+    Run("175B", 96, 12288, 96, 8, 8, 64, 64, 1, 3, 18.13, 13.75),
+    Run("530B", 105, 20480, 128, 8, 35, 280, 280, 1, 3, 49.05, 37.83),
+    Run("1T", 128, 25600, 160, 8, 64, 512, 512, 1, 1, 94.42, 71.49),
+)
+
+
+def gpt(layers: int, hidden: int, heads: int) -> Model:
+    """GPT as Megatron-LM builds it: biases, LayerNorm, GeLU, learned positions, tied embeddings, dropout."""
+    return Model(layers=layers, hidden=hidden, heads=heads, vocab=VOCAB, context=SEQ, biases=True,
+                 learned_positions=True, dropout=True)  # fmt: skip
+
+
+def selene() -> Machine:
+    cluster = find("dgx-a100").cluster
+    return machine(cluster, resolve(cluster.device).profile)
+
+
+def eq3_flops(row: Row) -> float:
+    """FLOPs per iteration with full recomputation, Narayanan eq. (3): 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))."""
+    b, s, layers, h = row.batch, SEQ, row.layers, row.hidden
+    return 96.0 * b * s * layers * h * h * (1 + s / (6 * h) + VOCAB / (16 * layers * h))
+
+
+def predict(row: Row) -> float:
+    """napkin's teraFLOP/s per GPU for a Table 1 row: eq. (3) FLOPs / (GPUs × predicted step time)."""
+    sm = StepModel(gpt(row.layers, row.hidden, row.heads), SEQ, row.batch, selene(), overlap_grad_reduce=row.torch_ddp)
+    data = row.gpus // (row.tensor * row.pipeline)
+    knobs = Knobs(row.tensor, row.pipeline, data, 1, 1, row.interleave, row.micro_batch, False, Recompute.full,
+                  Sharding.none)  # fmt: skip
+    return eq3_flops(row) / (row.gpus * sm.evaluate(knobs)[0]) / 1e12
+
+
+def predict_seconds(run: Run, selective: bool) -> float:
+    """napkin's seconds per iteration for a Table 5 run (selective: with sequence parallelism)."""
+    sm = StepModel(gpt(run.layers, run.hidden, run.heads), SEQ, run.batch, selene())
+    recompute = Recompute.selective if selective else Recompute.full
+    knobs = Knobs(run.tensor, run.pipeline, run.gpus // (run.tensor * run.pipeline), 1, 1, run.interleave,
+                  run.micro_batch, selective, recompute, Sharding.none)  # fmt: skip
+    return sm.evaluate(knobs)[0]
+
+
+def table_1_errors() -> list[float]:
+    return [predict(row) / row.teraflops - 1 for row in TABLE_1]
+
+
+def table_5_errors() -> list[float]:
+    """Predicted / measured − 1 per run: full recomputation, then selective, for each model."""
+    return [predict_seconds(run, sel) / (run.selective_seconds if sel else run.full_seconds) - 1
+            for run in TABLE_5 for sel in (False, True)]  # fmt: skip
+
+
+def _mean(errors: list[float]) -> float:
+    return sum(abs(e) for e in errors) / len(errors)
+
+
+def table_1_markdown() -> str:
+    lines = [
+        "| params | TP | PP | GPUs | batch | micro-batch | v | published TFLOP/s/GPU | napkin | error |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    errors = table_1_errors()
+    for row, error in zip(TABLE_1, errors, strict=True):
+        got = row.teraflops * (1 + error)
+        lines.append(f"| {row.billions:g}B | {row.tensor} | {row.pipeline} | {row.gpus:,} | {row.batch:,} | "
+                     f"{row.micro_batch} | {row.interleave} | {row.teraflops:g} | {got:.1f} | {error:+.1%} |")  # fmt: skip
+    lines.append(f"| mean \\|error\\| | | | | | | | | | {_mean(errors):.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def table_5_markdown() -> str:
+    lines = [
+        "| model | TP | PP | GPUs | batch | v | full recompute: measured | napkin | error | SP + selective: "
+        "measured | napkin | error |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    errors = table_5_errors()
+    for i, run in enumerate(TABLE_5):
+        full, sel = errors[2 * i], errors[2 * i + 1]
+        lines.append(f"| {run.name} | {run.tensor} | {run.pipeline} | {run.gpus} | {run.batch} | {run.interleave} | "
+                     f"{run.full_seconds:g} s | {run.full_seconds * (1 + full):.2f} s | {full:+.1%} | "
+                     f"{run.selective_seconds:g} s | {run.selective_seconds * (1 + sel):.2f} s | {sel:+.1%} |")  # fmt: skip
+    lines.append(f"| mean \\|error\\| | | | | | | | | | | | {_mean(errors):.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(table_1_markdown())
+    print(table_5_markdown(), end="")
