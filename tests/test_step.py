@@ -207,6 +207,21 @@ def test_step_json_has_the_documented_fields(napkin: Run) -> None:
     assert set(data["breakdown"]) == set(BREAKDOWN)
 
 
+def test_no_overlap_grad_reduce_exposes_the_whole_gradient_all_reduce(napkin: Run) -> None:
+    args = ("step", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "64", "--cluster", "dgx-h100",
+            "--sharding", "none", "--json")  # fmt: skip
+    overlapped = json.loads(napkin(*args).stdout)["breakdown"]["data_parallel"]
+    exposed = json.loads(napkin(*args, "--no-overlap-grad-reduce").stdout)["breakdown"]["data_parallel"]
+    cluster = find("dgx-h100").cluster
+    sm = StepModel(get_preset("llama3-8b").model, 8192, 64, machine(cluster, resolve(cluster.device).profile))
+    grads = sm.params * sm.grad_bytes  # one replica per GPU: the whole gradient, over 64 ranks on 8 nodes
+    assert exposed == pytest.approx(sm.collective("all-reduce", grads, 64, 8), rel=1e-9)
+    assert 0 <= overlapped < exposed
+    plain = api.plan(model="llama3-8b", gpus=64, global_batch=64, cluster="dgx-h100", top=1)
+    late = api.plan(model="llama3-8b", gpus=64, global_batch=64, cluster="dgx-h100", top=1, overlap_grad_reduce=False)
+    assert late.layouts[0].step_seconds >= plain.layouts[0].step_seconds
+
+
 def test_step_explain_shows_every_term(napkin: Run) -> None:
     r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--hardware", "h100",
                "--explain")  # fmt: skip
