@@ -444,30 +444,41 @@ def mfu(
     causal: bool = False,
     **shape: Any,
 ) -> Any:
-    """The MFU a run achieved: tokens/s × model FLOPs per token / (G × dense peak) (PaLM §4.1)."""
+    """The MFU a run achieved: tokens/s × model FLOPs per token / (G × dense peak) (PaLM §4.1). ``gpus`` is
+    needed with a wall-clock duration or a total throughput, not with ``gpu_hours`` or a per-GPU throughput."""
     from napkin.compute import mfu as engine
 
     arch, preset_seq = build_model(model, model_config, **shape)
     n = _params(params, arch, active=True, named=_named(model, model_config))
     assert n is not None
-    if gpus is None:
-        raise UsageError("gpus is required", field="gpus")
-    g = parse(units.parse_int, gpus, "gpus")
     rates = {"days": days, "hours": hours, "gpu_hours": gpu_hours, "tokens_per_second": tokens_per_second,
              "tokens_per_second_per_gpu": tokens_per_second_per_gpu}  # fmt: skip
     if sum(v is not None for v in rates.values()) != 1:
         raise UsageError("give exactly one of " + ", ".join(rates), field="tokens_per_second", also=tuple(rates))
-    seconds = _seconds(days=days, hours=hours)
-    if gpu_hours is not None:
-        seconds = parse(units.parse_count, gpu_hours, "gpu_hours") * 3600 / g
-    tps = optional(units.parse_count, tokens_per_second, "tokens_per_second")
+    g = optional(units.parse_int, gpus, "gpus")
+    if g is None and gpu_hours is None and tokens_per_second_per_gpu is None:
+        raise UsageError("gpus is required, except with gpu_hours or tokens_per_second_per_gpu", field="gpus",
+                         also=("gpu_hours", "tokens_per_second_per_gpu"))  # fmt: skip
+    count = optional(units.parse_count, tokens, "tokens")
+    if count is None and (days is not None or hours is not None or gpu_hours is not None):
+        raise UsageError("tokens is needed to turn a duration into a throughput", field="tokens")
     if tokens_per_second_per_gpu is not None:
-        tps = parse(units.parse_count, tokens_per_second_per_gpu, "tokens_per_second_per_gpu") * g
+        per_gpu = parse(units.parse_count, tokens_per_second_per_gpu, "tokens_per_second_per_gpu")
+    elif tokens_per_second is not None:
+        per_gpu = parse(units.parse_count, tokens_per_second, "tokens_per_second") / _need(g)
+    elif gpu_hours is not None:
+        per_gpu = _need(count) / (parse(units.parse_count, gpu_hours, "gpu_hours") * 3600)
+    else:
+        per_gpu = _need(count) / (_need(_seconds(days=days, hours=hours)) * _need(g))
     return engine(
-        n, g, get_hardware(hardware, hardware_file), choice(Dtype, dtype, "dtype"),
-        tokens=optional(units.parse_count, tokens, "tokens"), seconds=seconds, tokens_per_second=tps, model=arch,
-        seq=_seq(seq, preset_seq), causal=causal, recompute=choice(Recompute, recompute, "recompute"),
+        n, get_hardware(hardware, hardware_file), choice(Dtype, dtype, "dtype"), per_gpu, gpus=g, tokens=count,
+        model=arch, seq=_seq(seq, preset_seq), causal=causal, recompute=choice(Recompute, recompute, "recompute"),
     )  # fmt: skip
+
+
+def _need(value: T | None) -> T:
+    assert value is not None  # checked by the caller
+    return value
 
 
 @keywords(SHAPE_FIELDS)

@@ -411,8 +411,8 @@ class MfuResult(Result):
     hardware: str
     dtype: str
     params: float
-    gpus: int
-    tokens_per_second: float
+    gpus: int | None = Field(description="None when the inputs were per GPU (GPU-hours, tokens/s per GPU)")
+    tokens_per_second: float | None
     tokens_per_second_per_gpu: float
     flops_per_token: float
     hardware_flops_per_token: float
@@ -424,10 +424,14 @@ class MfuResult(Result):
     recompute: Recompute = Recompute.none
 
     def rows(self) -> list[tuple[str, str]]:
+        if self.tokens_per_second is None:
+            throughput = f"{self.tokens_per_second_per_gpu:,.1f} tokens/s per GPU"
+        else:
+            throughput = f"{self.tokens_per_second:,.0f} tokens/s ({self.tokens_per_second_per_gpu:,.1f} per GPU)"
         rows = [
             ("hardware", f"{self.hardware}: {self.dtype} dense peak {format_rate(self.peak_flops)}"),
             ("parameters", f"{format_count(self.params)}"),
-            ("throughput", f"{self.tokens_per_second:,.0f} tokens/s ({self.tokens_per_second_per_gpu:,.1f} per GPU)"),
+            ("throughput", throughput),
             ("FLOPs per token", f"{format_sci(self.flops_per_token)} (model)"),
             ("MFU", format_percent(self.mfu)),
         ]
@@ -438,41 +442,39 @@ class MfuResult(Result):
         return rows
 
     def caption(self) -> str:
+        if self.gpus is None:
+            return "MFU = tokens/s per GPU × FLOPs/token / peak"
         return "MFU = tokens/s × FLOPs/token / (G × peak)"
 
 
 def mfu(
     params: float,
-    gpus: int,
     hardware: HardwareProfile,
     dtype: str,
+    per_gpu_tokens_per_second: float,
     *,
+    gpus: int | None = None,
     tokens: float | None = None,
-    seconds: float | None = None,
-    tokens_per_second: float | None = None,
     model: Model | None = None,
     seq: int | None = None,
     causal: bool = False,
     recompute: Recompute = Recompute.none,
 ) -> MfuResult:
-    """MFU = tokens/s × model FLOPs per token / (G × peak)   (PaLM §4.1, App. B)."""
-    if (seconds is None) == (tokens_per_second is None):
-        raise UsageError("give exactly one of --days, --hours, --gpu-hours or --tokens-per-second(-per-gpu)")
-    if tokens_per_second is None:
-        if tokens is None:
-            raise UsageError("--tokens is needed to turn a duration into a throughput")
-        assert seconds is not None
-        tokens_per_second = tokens / seconds
+    """MFU = tokens/s × model FLOPs per token / (G × peak)   (PaLM §4.1, App. B), from the throughput of one GPU
+    (tokens / GPU-seconds). ``gpus`` (optional) adds the run's total throughput and, with ``tokens``, its length."""
     per_token = flops_per_token(params, model, seq, causal=causal, recompute=recompute)
     peak = hardware.peak(dtype)
-    value = tokens_per_second * per_token.model / (gpus * peak)
+    value = per_gpu_tokens_per_second * per_token.model / peak
     steps = [
         step("model FLOPs per token", "6N + c·6·L·s·d_attn" if per_token.attention else "6N",
              f"6 × {format_sci(params)}" + (f" + {format_sci(per_token.attention)}" if per_token.attention else ""),
              f"{format_sci(per_token.model)} FLOPs",
              f"{sources.PALM_6N}; {sources.PALM_ATTENTION}" if per_token.attention else sources.PALM_6N),
         step("MFU", "tokens/s × FLOPs per token / (G × peak)",
-             f"{tokens_per_second:,.0f} × {format_sci(per_token.model)} / ({gpus:,} × {format_rate(peak)})",
+             f"{per_gpu_tokens_per_second * gpus:,.0f} × {format_sci(per_token.model)} / ({gpus:,} × "
+             f"{format_rate(peak)})", format_percent(value), sources.PALM_MFU) if gpus is not None else
+        step("MFU", "tokens/s per GPU × FLOPs per token / peak (tokens / GPU-seconds)",
+             f"{per_gpu_tokens_per_second:,.1f} × {format_sci(per_token.model)} / {format_rate(peak)}",
              format_percent(value), sources.PALM_MFU),
     ]  # fmt: skip
     warnings = []
@@ -489,12 +491,13 @@ def mfu(
         warnings.append(f"MFU {value:.3f} is above the measured matmul ceiling {ceiling:.3f} of {hardware.name}")
     if value < 0.05:
         warnings.append(f"MFU {value:.3f} is below 0.05: check the inputs (GPUs, duration, tokens) and their units")
-    duration = tokens / tokens_per_second if tokens is not None else None
+    total = per_gpu_tokens_per_second * gpus if gpus is not None else None
+    duration = tokens / total if tokens is not None and total is not None else None
     return MfuResult(
-        hardware=hardware.name, dtype=dtype, params=params, gpus=gpus, tokens_per_second=tokens_per_second,
-        tokens_per_second_per_gpu=tokens_per_second / gpus, flops_per_token=per_token.model,
+        hardware=hardware.name, dtype=dtype, params=params, gpus=gpus, tokens_per_second=total,
+        tokens_per_second_per_gpu=per_gpu_tokens_per_second, flops_per_token=per_token.model,
         hardware_flops_per_token=per_token.hardware, peak_flops=peak, mfu=value,
-        hfu=value * per_token.hardware / per_token.model, seconds=duration,
+        hfu=per_gpu_tokens_per_second * per_token.hardware / peak, seconds=duration,
         days=duration / SECONDS_PER_DAY if duration is not None else None, warnings=warnings, steps=steps,
         recompute=recompute,
     )  # fmt: skip

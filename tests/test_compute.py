@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import napkin
 from napkin.choices import Recompute
 from napkin.compute import (
     Money,
@@ -65,37 +66,52 @@ def test_narayanan_gpt3_175b_on_1024_a100_at_140_tflops_is_34_days() -> None:
 
 def test_palm_540b_mfu_is_45_7_without_and_46_2_with_attention() -> None:
     """PaLM App. B: 238.3K tokens/s on 6144 TPU v4 at 275 TFLOP/s."""
-    assert mfu(540e9, 6144, TPU_V4, "bf16", tokens_per_second=238.3e3).mfu == pytest.approx(0.457, abs=5e-4)
+    assert mfu(540e9, TPU_V4, "bf16", 238.3e3 / 6144, gpus=6144).mfu == pytest.approx(0.457, abs=5e-4)
     palm = get_preset("palm-540b")
-    assert mfu(
-        540e9, 6144, TPU_V4, "bf16", tokens_per_second=238.3e3, model=palm.model, seq=palm.seq
-    ).mfu == pytest.approx(0.462, abs=5e-4)
+    assert mfu(540e9, TPU_V4, "bf16", 238.3e3 / 6144, model=palm.model, seq=palm.seq).mfu == pytest.approx(
+        0.462, abs=5e-4
+    )
     assert 6 * 540e9 + palm.model.attention_flops_per_token(palm.seq) == pytest.approx(3.28e12, rel=2e-3)  # Table 22
 
 
 def test_mt_nlg_mfu_from_palm_appendix_b() -> None:
-    result = mfu(530e9, 2240, A100, "bf16", tokens_per_second=65.43e3)
+    result = mfu(530e9, A100, "bf16", 65.43e3 / 2240, gpus=2240)
     assert result.mfu == pytest.approx(0.298, abs=5e-4)
 
 
 def test_llama_65b_mfu_and_duration() -> None:
     """LLaMA-65B: 380 tokens/s/GPU on 2048 A100-80GB, 1.4T tokens → MFU ≈ 47.6 %, ≈ 21 days."""
-    r = mfu(65.2e9, 2048, A100, "bf16", tokens=1.4e12, tokens_per_second=380 * 2048)
+    r = mfu(65.2e9, A100, "bf16", 380, gpus=2048, tokens=1.4e12)
     assert r.mfu == pytest.approx(0.476, abs=5e-4)
     assert r.days == pytest.approx(20.8, abs=0.05)
 
 
 def test_mfu_warnings_for_impossible_and_tiny_values() -> None:
-    assert "above 100 %, which is impossible" in mfu(70e9, 8, H100, "bf16", tokens_per_second=1e5).warnings[0]
-    assert "below 0.05" in mfu(70e9, 1024, H100, "bf16", tokens_per_second=1e3).warnings[0]
-    assert mfu(70e9, 1024, H100, "bf16", tokens_per_second=1e6).warnings == []
+    assert "above 100 %, which is impossible" in mfu(70e9, H100, "bf16", 1e5 / 8).warnings[0]
+    assert "below 0.05" in mfu(70e9, H100, "bf16", 1e3 / 1024).warnings[0]
+    assert mfu(70e9, H100, "bf16", 1e6 / 1024).warnings == []
 
 
 def test_mfu_needs_exactly_one_throughput_source() -> None:
     with pytest.raises(UsageError, match="exactly one"):
-        mfu(70e9, 8, H100, "bf16")
+        napkin.mfu(params="70B", gpus=8)
     with pytest.raises(UsageError, match="exactly one"):
-        mfu(70e9, 8, H100, "bf16", seconds=1.0, tokens_per_second=1.0, tokens=1.0)
+        napkin.mfu(params="70B", gpus=8, days=1, tokens_per_second=1, tokens=1)
+    with pytest.raises(UsageError, match="gpus is required") as info:
+        napkin.mfu(params="70B", days=1, tokens="1T")
+    assert info.value.field == "gpus"
+
+
+def test_llama_2_7b_mfu_from_its_gpu_hours_needs_no_gpu_count() -> None:
+    """Llama 2 (Touvron et al. 2023, Table 2): 7B trained on 2.0T tokens in 184,320 A100-80GB GPU-hours."""
+    r = napkin.mfu(params=6.74e9, tokens="2T", gpu_hours=184_320, hardware="a100-sxm-80gb")
+    assert r.tokens_per_second_per_gpu == pytest.approx(2e12 / (184_320 * 3600))  # 3,014 tokens/s per GPU
+    assert r.mfu == pytest.approx(6 * 6.74e9 * 2e12 / (184_320 * 3600 * 312e12))  # 0.391 by 6N
+    assert r.mfu == pytest.approx(0.391, abs=5e-4) and r.gpus is None and r.tokens_per_second is None
+    assert r.hfu == r.mfu  # no recomputation: the same figure, not one rounded differently
+    assert napkin.mfu(params=6.74e9, tokens="2T", gpu_hours=184_320, gpus=1024, hardware="a100").days == (
+        pytest.approx(184_320 / 1024 / 24)
+    )
 
 
 def test_solving_for_gpus_rounds_up_and_meets_the_deadline() -> None:
@@ -186,7 +202,7 @@ def test_time_is_inversely_proportional_to_mfu(n: float, d: float, g: int, m1: f
 @given(sizes, st.floats(min_value=1e9, max_value=1e14), st.integers(min_value=1, max_value=100_000), mfus)
 def test_train_time_then_mfu_then_train_time_round_trips(n: float, d: float, g: int, m: float) -> None:
     first = _time(n, d, g, mfu_value=m)
-    back = mfu(n, g, H100, "bf16", tokens=d, seconds=first.seconds)
+    back = mfu(n, H100, "bf16", d / (first.seconds * g), gpus=g, tokens=d)
     assert back.mfu == pytest.approx(m, rel=1e-9)
     again = _time(n, d, g, mfu_value=min(back.mfu, 1.0))  # MFU 1.0 can come back as 1 + 2^-52
     assert again.seconds == pytest.approx(first.seconds, rel=1e-9)
