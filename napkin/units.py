@@ -261,9 +261,12 @@ def parse_fraction_range(text: str, what: str = "value") -> tuple[float, float]:
 
 
 def _significant(value: float, digits: int = 3) -> str:
-    """``74.506`` → ``"74.5"``; ``80.0`` → ``"80"``; keeps ``digits`` significant figures, no exponent."""
+    """``74.506`` → ``"74.5"``; ``80.0`` → ``"80"``; keeps ``digits`` significant figures, with no exponent
+    below a million (``4e22`` → ``"4.00e22"``: digits past the 17th would be a float's noise)."""
     if value == 0:
         return "0"
+    if abs(value) >= 1e6:
+        return format_sci(value, digits)
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
     text = f"{value:.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
