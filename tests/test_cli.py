@@ -342,6 +342,15 @@ def test_small_values_read_plainly(napkin: Run) -> None:
     assert [format_duration(s) for s in (0.00111, 0.0451, 3.22, 1.2e-7)] == ["1.11 ms", "45.1 ms", "3.22 s", "120 ns"]
 
 
+def test_huge_values_read_in_scientific_notation(napkin: Run) -> None:
+    from napkin.units import format_bytes
+
+    out = napkin("tensor", "1e20x1e20").stdout
+    assert "elements   1.00e40\n" in out and "bytes      4.00e40 B = 4.00e22 EB (3.55e25 PiB)\n" in out
+    assert format_bytes(2.5e23) == "250000 EB (2.22e8 PiB)" and format_bytes(3e24) == "3.00e6 EB (2.66e9 PiB)"
+    assert json.loads(napkin("tensor", "1e20x1e20", "--json").stdout)["elements"] == 10**40  # exact in JSON
+
+
 def test_flags_show_no_type_in_help(napkin: Run) -> None:
     for args in (["train-time", "--help"], ["memory", "--help"], ["bench", "matmul", "--help"]):
         out = napkin(*args).stdout
