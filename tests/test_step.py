@@ -24,6 +24,7 @@ from tests.conftest import Run
 from tests.megatron_runs import (
     TABLE_1,
     TABLE_5,
+    eq3_flops,
     predict,
     predict_seconds,
     table_1_errors,
@@ -220,6 +221,20 @@ def test_no_overlap_grad_reduce_exposes_the_whole_gradient_all_reduce(napkin: Ru
     plain = api.plan(model="llama3-8b", gpus=64, global_batch=64, cluster="dgx-h100", top=1)
     late = api.plan(model="llama3-8b", gpus=64, global_batch=64, cluster="dgx-h100", top=1, overlap_grad_reduce=False)
     assert late.layouts[0].step_seconds >= plain.layouts[0].step_seconds
+
+
+def test_the_1t_row_from_the_command_line(napkin: Run) -> None:
+    """Narayanan Table 1's 1T run typed as flags: 163 teraFLOP/s per GPU published, napkin within 10 %."""
+    r = napkin("step", "--layers", "128", "--hidden", "25600", "--heads", "160", "--vocab", "51200", "--seq", "2048",
+               "--dropout", "--gpus", "3072", "-t", "8", "--pipeline-parallel", "64", "--global-batch", "3072",
+               "--cluster", "dgx-a100", "--recompute", "full", "--sharding", "none", "--no-overlap-grad-reduce",
+               "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["achieved_flops_per_gpu"] / 1e12 == pytest.approx(163, rel=0.10)
+    assert data["step_seconds"] == pytest.approx(
+        eq3_flops(TABLE_1[-1]) / (3072 * predict(TABLE_1[-1]) * 1e12), rel=0.01
+    )
 
 
 def test_step_explain_shows_every_term(napkin: Run) -> None:
