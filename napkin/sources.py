@@ -103,6 +103,11 @@ SCATTER_GATHER: Final = (
     "Narayanan et al. 2021 §4.1 (scatter/gather: each TP rank sends 1/t of the activation across nodes, the "
     "receiving stage all-gathers it over NVLink)"
 )
+TE_FP8_SCOPE: Final = (
+    "NVIDIA TransformerEngine transformer_engine/common/recipe/__init__.py (fp8_dpa = False: attention stays "
+    "16-bit); Megatron-LM megatron/core/models/gpt/gpt_model.py (the output layer is a 16-bit "
+    "ColumnParallelLinear unless fp8_output_proj with MXFP8)"
+)
 NO_OVERLAP: Final = (
     "Calculon (Isaev et al. 2023, SC'23): processing_mode no_overlap in systems/a100_80g.json and "
     "h100_80g_nvl8.json, calculon/system.py get_processing_time (flops time + memory time)"

@@ -107,10 +107,17 @@ class Machine:
     hbm: float  # bytes/s
     capacity: float  # bytes
     fabric: Fabric
+    rate16: float  # R of the work kept in 16 bits when ``rate`` is an 8-bit-or-less rate: attention, output layer
+
+
+#: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
+#: (sources.TE_FP8_SCOPE): the attention core and the output layer stay 16-bit.
+LOW_PRECISION: Final = frozenset({"fp8", "fp6", "fp4", "int8"})
 
 
 def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") -> Machine:
-    """R from a saved ``bench matmul`` measurement, else the published MAMF, else 80 % of the peak."""
+    """R from a saved ``bench matmul`` measurement, else the published MAMF, else 80 % of the peak; with an
+    8-bit-or-less ``dtype``, the attention core and the output layer at the bf16 R."""
     peak = hardware.peak(dtype)
     measured = hardware.measured_for(dtype)
     if measured is not None:
@@ -119,8 +126,12 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
         rate, source = MAMF_BF16[hardware.name], sources.MAMF
     else:
         rate, source = DEFAULT_MATMUL_EFFICIENCY * peak, f"{DEFAULT_MATMUL_EFFICIENCY:g} × peak ({sources.MAMF}, H100)"
-    return Machine(hardware.name, cluster.name, peak, min(rate, peak), source, hardware.memory_bandwidth,
-                   hardware.memory, cluster.fabric())  # fmt: skip
+    rate = min(rate, peak)
+    rate16 = rate
+    if dtype in LOW_PRECISION and hardware.peak_if_known("bf16"):
+        rate16 = min(rate, machine(cluster, hardware, "bf16").rate)
+    return Machine(hardware.name, cluster.name, peak, rate, source, hardware.memory_bandwidth, hardware.memory,
+                   cluster.fabric(), rate16)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ the hot path
@@ -212,15 +223,16 @@ class StepModel:
         self._layer: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
 
     # --- pieces -------------------------------------------------------------------------------
-    def gemm(self, m: float, k: float, n: float, count: float = 1.0) -> float:
+    def gemm(self, m: float, k: float, n: float, count: float = 1.0, *, rate16: bool = False) -> float:
         """Seconds for ``count`` (m×k)·(k×n) GEMMs: math plus memory traffic (not overlapped), with tile
-        quantization of the m×n output."""
+        quantization of the m×n output. ``rate16``: a matmul that stays 16-bit under an fp8 recipe."""
         if m <= 0 or k <= 0 or n <= 0:
             return 0.0
         flops = 2.0 * m * k * n
         q = (m * n) / (math.ceil(m / TILE) * math.ceil(n / TILE) * TILE * TILE)
         nbytes = ACT_BYTES * (m * k + k * n + m * n)
-        rate = self.hw.rate * _step_table(SIZE_EFFICIENCY, flops * count)  # one (batched) call
+        peak_rate = self.hw.rate16 if rate16 else self.hw.rate
+        rate = peak_rate * _step_table(SIZE_EFFICIENCY, flops * count)  # one (batched) call
         return count * (flops / rate + nbytes / (self.hw.hbm * _mem_eff(nbytes))) / q
 
     def stream(self, nbytes: float, count: float = 1.0) -> float:
@@ -255,10 +267,10 @@ class StepModel:
         heads = self.heads / t * b
         s_q, s_k, d_h = self.seq / c, self.attended, self.d_attn / self.heads
         if self.flash:
-            scores = 2 * 2.0 * heads * s_q * s_k * d_h / self.hw.rate
+            scores = 2 * 2.0 * heads * s_q * s_k * d_h / self.hw.rate16
             score_stream = 0.0
         else:
-            scores = self.gemm(s_q, d_h, s_k, heads) + self.gemm(s_q, s_k, d_h, heads)
+            scores = self.gemm(s_q, d_h, s_k, heads, rate16=True) + self.gemm(s_q, s_k, d_h, heads, rate16=True)
             per_elem = 2 * ACT_BYTES + ((2 * ACT_BYTES + 1) if m.dropout else 0.0)  # softmax (+ dropout, mask)
             score_stream = self.stream(heads * s_q * s_k * per_elem)
         # elementwise: 2 norms (read + write), 2 residual adds (+dropout) — split over t only with SP
@@ -305,7 +317,7 @@ class StepModel:
         tokens = b * self.seq / c
         # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
         vocab = self.model.vocab / t
-        logits = 3 * self.gemm(tokens, self.d, vocab) + self.stream(4 * 4.0 * tokens * vocab)
+        logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
         stage_mb = layers_mb + logits
         compute = m * stage_mb
         # tensor parallel: 4 collectives per layer (+2 with full recomputation) of T·d activations
@@ -448,8 +460,11 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     m = sm.batch // (k.micro_batch * k.data)
     steps += [
         step("achievable matmul rate R", "saved bench, else published MAMF, else 0.8 × peak",
-             f"{hw.name}: R / dense peak = {format_rate(hw.rate)} / {format_rate(hw.peak)}",
-             f"{format_rate(hw.rate)} ({format_percent(hw.rate / hw.peak)} of peak)", hw.rate_source),
+             f"{hw.name}: R / dense peak = {format_rate(hw.rate)} / {format_rate(hw.peak)}"
+             + (f"; attention core and output layer in bf16 at {format_rate(hw.rate16)}" if hw.rate16 != hw.rate
+                else ""),
+             f"{format_rate(hw.rate)} ({format_percent(hw.rate / hw.peak)} of peak)",
+             hw.rate_source + (f"; {sources.TE_FP8_SCOPE}" if hw.rate16 != hw.rate else "")),
         step("matmul time", "(2mkn / (R·η_size) + bytes / (B·η_mem)) / q, q = m·n / (⌈m/128⌉⌈n/128⌉·128²)",
              f"R = {format_rate(hw.rate)}, B = {format_bandwidth(hw.hbm)}, η_size = "
              + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "per GEMM",
