@@ -89,6 +89,18 @@ def test_fp8_on_h100_is_over_predicted_as_the_readme_says() -> None:
     assert f"napkin predicts {per_gpu:,.0f}, {(per_gpu / 1602 - 1) * 100:.0f} % too fast" in readme
 
 
+def test_the_readme_compares_the_same_1t_layout_in_2021_and_2022() -> None:
+    row, run = TABLE_1[-1], TABLE_5[-1]
+    assert (row.layers, row.hidden, row.tensor, row.pipeline) == (run.layers, run.hidden, run.tensor, run.pipeline)
+    assert row.batch // (row.gpus // (row.tensor * row.pipeline)) == run.batch  # 512 micro-batches per replica
+    measured_2021 = eq3_flops(row) / (row.gpus * row.teraflops * 1e12)
+    predicted_2021 = eq3_flops(row) / (row.gpus * predict(row) * 1e12)
+    predicted_2022 = predict_seconds(run, selective=False)
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert f"took {measured_2021:.1f} s per iteration in 2021 and {run.full_seconds:.1f} s in 2022" in text
+    assert f"napkin ({predicted_2022:.1f} s, plus {predicted_2021 - predicted_2022:.1f} s of data-parallel" in text
+
+
 @st.composite
 def _schedules(draw: st.DrawFn) -> tuple[int, int, int]:
     p = draw(st.integers(2, 8))
