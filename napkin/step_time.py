@@ -358,8 +358,11 @@ class StepModel:
             near = _near(d, dom, t * c)
             grads = local_params * self.grad_bytes
             if k.sharding in (Sharding.zero3, Sharding.fsdp):
-                gather = self.collective("all-gather", local_params * self.param_bytes, d, near)
-                reduce = self.collective("reduce-scatter", grads, d, near)
+                # one all-gather and one reduce-scatter per layer (FSDP wraps each block; ZeRO-3 fetches each
+                # module's parameters), so every layer pays the collective's latency
+                units = max(1.0, n_dense + n_moe)
+                gather = units * self.collective("all-gather", local_params * self.param_bytes / units, d, near)
+                reduce = units * self.collective("reduce-scatter", grads / units, d, near)
                 passes = 3 if k.recompute is Recompute.full else 2
                 dp = m * max(0.0, passes * gather + reduce - stage_mb)
             else:

@@ -183,6 +183,24 @@ def test_bubble_is_p_minus_1_over_v_m_of_the_compute() -> None:
     assert two[3] == pytest.approx(one[3] / 2, rel=0.02)  # v = 2 halves it (its sends double)
 
 
+def test_zero3_gathers_and_reduces_layer_by_layer() -> None:
+    """GPT-3 175B, TP 2 · DP 512 on DGX A100, ZeRO-3, selective recomputation, 3 micro-batches: per micro-batch
+    one all-gather per layer for the forward, one for the backward, and one reduce-scatter per layer; what the
+    micro-batch's compute cannot hide is exposed."""
+    cluster = find("dgx-a100").cluster
+    sm = StepModel(get_preset("gpt3-175b").model, 2048, 1536, machine(cluster, resolve(cluster.device).profile))
+    k = Knobs(2, 1, 512, 1, 1, 1, 1, False, Recompute.selective, Sharding.zero3)
+    terms = sm.evaluate(k)
+    compute = terms[1]
+    layer_params = sm.params / 2 / 96
+    gather = sm.collective("all-gather", layer_params * 2, 512, 4)  # 4 ranks of the group per node
+    reduce = sm.collective("reduce-scatter", layer_params * 2, 512, 4)
+    exposed = 3 * max(0.0, 96 * (2 * gather + reduce) - compute / 3)
+    assert terms[4] == pytest.approx(exposed, rel=1e-9) and exposed > 0
+    # 96 collectives cost 18 % more than one of all the parameters: their latency, 511 ring steps each
+    assert 96 * gather == pytest.approx(1.18 * sm.collective("all-gather", layer_params * 96 * 2, 512, 4), rel=0.01)
+
+
 def test_tensor_parallel_comm_is_zero_without_tp_and_grows_across_nodes() -> None:
     sm = _llama()
     assert sm.evaluate(Knobs(1, 8, 64, 1, 1, 1, 1, False, Recompute.full, Sharding.zero1))[2] == 0
