@@ -192,6 +192,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     return PlanResult(
         model=name, cluster=sm.hw.cluster, gpus=gpus, global_batch=sm.batch, seq=sm.seq,
         considered=len(all_knobs), fitting=len(scored), explanation=explanation, layouts=results, warnings=warnings,
+        notes=results[0].notes if results else [],
         memory_limit=capacity, points=[(terms[7], terms[0]) for _, _, terms in scored],
     )  # fmt: skip
 

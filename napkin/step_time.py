@@ -113,6 +113,7 @@ class Machine:
 #: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
 #: (sources.TE_FP8_SCOPE): the attention core and the output layer stay 16-bit.
 LOW_PRECISION: Final = frozenset({"fp8", "fp6", "fp4", "int8"})
+SHARDED_PARAMS: Final = frozenset({Sharding.zero3, Sharding.fsdp})
 
 
 def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") -> Machine:
@@ -357,7 +358,7 @@ class StepModel:
         if d > 1:
             near = _near(d, dom, t * c)
             grads = local_params * self.grad_bytes
-            if k.sharding in (Sharding.zero3, Sharding.fsdp):
+            if k.sharding in SHARDED_PARAMS:
                 # one all-gather and one reduce-scatter per layer (FSDP wraps each block; ZeRO-3 fetches each
                 # module's parameters), so every layer pays the collective's latency
                 units = max(1.0, n_dense + n_moe)
@@ -529,6 +530,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         peak_flops=sm.hw.peak, matmul_flops=sm.hw.rate, matmul_source=sm.hw.rate_source,
         per_gpu_bytes=mem.per_gpu_bytes, memory_bytes=mem.memory_bytes, fits=mem.fits, steps=steps,
         warnings=list(mem.warnings),
+        notes=[sources.ZERO3_MEASURED] if k.sharding in SHARDED_PARAMS and gpus > sm.hw.fabric.domain_size else [],
     )  # fmt: skip
 
 

@@ -62,6 +62,31 @@ TABLE_1 = (
 )
 
 
+class ZeroRow(NamedTuple):
+    """A ZeRO-3 row of Narayanan Table 2: DeepSpeed ZeRO-3 without model parallelism."""
+
+    billions: float
+    layers: int
+    hidden: int
+    heads: int
+    gpus: int
+    batch: int
+    micro_batch: int
+    teraflops: float
+
+
+#: Table 2 of arXiv:2104.04473, the ZeRO-3 rows (its "training time for 300B tokens" column agrees with
+#: these to a day: 300e9 × eq. (3) FLOPs per token / (GPUs × teraFLOP/s)). One micro-batch per GPU per step.
+TABLE_2_ZERO3 = (
+    ZeroRow(174.6, 96, 12288, 96, 384, 1536, 4, 144),
+    ZeroRow(174.6, 96, 12288, 96, 768, 1536, 2, 88),
+    ZeroRow(174.6, 96, 12288, 96, 1536, 1536, 1, 44),
+    ZeroRow(529.6, 105, 20480, 128, 640, 2560, 4, 138),
+    ZeroRow(529.6, 105, 20480, 128, 1120, 2240, 2, 98),
+    ZeroRow(529.6, 105, 20480, 128, 2240, 2240, 1, 48),
+)
+
+
 class Run(NamedTuple):
     """One model of Korthikanti Table 5, with the layout of its runs."""
 
@@ -99,7 +124,7 @@ def selene() -> Machine:
     return machine(cluster, resolve(cluster.device).profile)
 
 
-def eq3_flops(row: Row) -> float:
+def eq3_flops(row: Row | ZeroRow) -> float:
     """FLOPs per iteration with full recomputation, Narayanan eq. (3): 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))."""
     b, s, layers, h = row.batch, SEQ, row.layers, row.hidden
     return 96.0 * b * s * layers * h * h * (1 + s / (6 * h) + VOCAB / (16 * layers * h))
@@ -111,6 +136,13 @@ def predict(row: Row) -> float:
     data = row.gpus // (row.tensor * row.pipeline)
     knobs = Knobs(row.tensor, row.pipeline, data, 1, 1, row.interleave, row.micro_batch, False, Recompute.full,
                   Sharding.none)  # fmt: skip
+    return eq3_flops(row) / (row.gpus * sm.evaluate(knobs)[0]) / 1e12
+
+
+def predict_zero3(row: ZeroRow) -> float:
+    """napkin's teraFLOP/s per GPU for a ZeRO-3 row of Table 2 (full recomputation, plain data parallelism)."""
+    sm = StepModel(gpt(row.layers, row.hidden, row.heads), SEQ, row.batch, selene())
+    knobs = Knobs(1, 1, row.gpus, 1, 1, 1, row.micro_batch, False, Recompute.full, Sharding.zero3)
     return eq3_flops(row) / (row.gpus * sm.evaluate(knobs)[0]) / 1e12
 
 
@@ -131,6 +163,11 @@ def table_5_errors() -> list[float]:
     """Predicted / measured − 1 per run: full recomputation, then selective, for each model."""
     return [predict_seconds(run, sel) / (run.selective_seconds if sel else run.full_seconds) - 1
             for run in TABLE_5 for sel in (False, True)]  # fmt: skip
+
+
+def table_2_zero3_ratios() -> list[float]:
+    """napkin / measured per ZeRO-3 row."""
+    return [predict_zero3(row) / row.teraflops for row in TABLE_2_ZERO3]
 
 
 def _mean(errors: list[float]) -> float:
@@ -167,6 +204,18 @@ def table_5_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_2_zero3_markdown() -> str:
+    lines = [
+        "| params | GPUs | batch | micro-batch | measured TFLOP/s/GPU | napkin | napkin / measured |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row, ratio in zip(TABLE_2_ZERO3, table_2_zero3_ratios(), strict=True):
+        lines.append(f"| {row.billions:g}B | {row.gpus:,} | {row.batch:,} | {row.micro_batch} | {row.teraflops:g} | "
+                     f"{row.teraflops * ratio:.0f} | {ratio:.1f}× |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     print(table_1_markdown())
-    print(table_5_markdown(), end="")
+    print(table_5_markdown())
+    print(table_2_zero3_markdown(), end="")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from napkin import api
+from napkin import api, sources
 from napkin.choices import Recompute, Sharding
 from napkin.cluster import find
 from napkin.planner import candidates
@@ -23,12 +23,15 @@ from napkin.workload import Workload
 from tests.conftest import Run
 from tests.megatron_runs import (
     TABLE_1,
+    TABLE_2_ZERO3,
     TABLE_5,
     eq3_flops,
     predict,
     predict_seconds,
     table_1_errors,
     table_1_markdown,
+    table_2_zero3_markdown,
+    table_2_zero3_ratios,
     table_5_errors,
     table_5_markdown,
 )
@@ -72,7 +75,7 @@ def test_mean_errors_and_readme_tables() -> None:
     assert sum(map(abs, errors)) / len(errors) <= MEAN_TOLERANCE
     assert sum(map(abs, errors5)) / len(errors5) <= RUN_MEAN_TOLERANCE
     readme = README.read_text(encoding="utf-8")
-    for table in (table_1_markdown(), table_5_markdown()):
+    for table in (table_1_markdown(), table_5_markdown(), table_2_zero3_markdown()):
         assert table in readme, "regenerate with python -m tests.megatron_runs"
 
 
@@ -87,6 +90,21 @@ def test_fp8_on_h100_is_over_predicted_as_the_readme_says() -> None:
     assert 1.0 < per_gpu / 1602 < 1.10
     readme = README.read_text(encoding="utf-8").replace("\n", " ")
     assert f"napkin predicts {per_gpu:,.0f}, {(per_gpu / 1602 - 1) * 100:.0f} % too fast" in readme
+
+
+def test_zero3_over_prediction_is_what_the_note_says() -> None:
+    """napkin is optimistic on every ZeRO-3 row of Narayanan Table 2; the note a ZeRO-3 result carries quotes
+    the range, and the measured steps' fixed part (time at b sequences per GPU = a + c·b) is as the README says."""
+    ratios = table_2_zero3_ratios()
+    assert all(r > 1 for r in ratios)
+    assert f"measured {min(ratios):.1f}-{max(ratios):.1f}× slower" in sources.ZERO3_MEASURED
+    for rows, fixed in ((TABLE_2_ZERO3[:3], 60), (TABLE_2_ZERO3[3:], 170)):
+        seconds = {row.micro_batch: eq3_flops(row) / (row.gpus * row.teraflops * 1e12) for row in rows}
+        per_sequence = (seconds[4] - seconds[1]) / 3
+        assert seconds[1] - per_sequence == pytest.approx(fixed, rel=0.1)
+    result = api.step(model="gpt3-175b", gpus=512, tensor_parallel=8, global_batch=512, cluster="dgx-a100")
+    assert result.notes == [sources.ZERO3_MEASURED]
+    assert api.step(model="llama3-8b", gpus=8, global_batch=16, cluster="dgx-h100").notes == []
 
 
 def test_the_readme_compares_the_same_1t_layout_in_2021_and_2022() -> None:
