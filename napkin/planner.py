@@ -170,9 +170,10 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     scored: list[tuple[float, Knobs, Terms]] = []
     all_knobs = candidates(sm, gpus)
     for k in all_knobs:
-        if sm.memory_bytes(k) > capacity:
+        memory = sm.memory_bytes(k)
+        if memory > capacity:
             continue
-        terms = sm.evaluate(k)
+        terms = sm.evaluate(k, memory)
         scored.append((terms[0], k, terms))
     scored.sort(key=lambda x: x[0])
     results = []

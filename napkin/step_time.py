@@ -222,6 +222,7 @@ class StepModel:
         self.grad_bytes = self.bpp.breakdown["gradients"]
         self.param_bytes = self.bpp.breakdown["params"]
         self._layer: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
+        self._collectives: dict[tuple[str, float, int, int | None], float] = {}
 
     # --- pieces -------------------------------------------------------------------------------
     def gemm(self, m: float, k: float, n: float, count: float = 1.0, *, rate16: bool = False) -> float:
@@ -283,9 +284,15 @@ class StepModel:
         return result
 
     def collective(self, op: str, nbytes: float, n: int, ranks_per_domain: int | None = None) -> float:
+        """``napkin.comm.collective_seconds`` on this machine's fabric, memoised (layouts repeat collectives)."""
         if n < 2 or nbytes <= 0:
             return 0.0
-        return collective_seconds(op, nbytes, n, self.hw.fabric, ranks_per_domain=ranks_per_domain)
+        key = (op, nbytes, n, ranks_per_domain)
+        found = self._collectives.get(key)
+        if found is None:
+            found = self._collectives[key] = collective_seconds(op, nbytes, n, self.hw.fabric,
+                                                                ranks_per_domain=ranks_per_domain)  # fmt: skip
+        return found
 
     def memory_bytes(self, k: Knobs) -> float:
         """Per-GPU bytes of the most loaded pipeline stage: ``napkin.training_memory``'s own fast path
@@ -298,8 +305,9 @@ class StepModel:
         return per_gpu_bytes(self.params, optimizer=self.optimizer, precision=self.precision, gpus=layout.gpus,
                              layout=layout, activations=acts)  # fmt: skip
 
-    def evaluate(self, k: Knobs) -> Terms:
-        """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes)."""
+    def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
+        """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
+        ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
         t, p, d, c, e, v, b = k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave, k.micro_batch
         m = self.batch // (b * d)
         dom = self.hw.fabric.domain_size
@@ -377,7 +385,8 @@ class StepModel:
         states = sum(v / d if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
         optimizer = self.stream(2 * local_params * states)
         total = compute + tp + bubble + dp + optimizer + other
-        return total, compute, tp, bubble, dp, optimizer, other, self.memory_bytes(k)
+        memory = self.memory_bytes(k) if per_gpu_bytes is None else per_gpu_bytes
+        return total, compute, tp, bubble, dp, optimizer, other, memory
 
     # --- FLOPs --------------------------------------------------------------------------------
     def model_flops_per_token(self) -> float:
