@@ -5,10 +5,11 @@ Pure functions; no printing, no files. The hot path (``StepModel.evaluate``) wor
 planner (``napkin.planner``) can score thousands of layouts a second; ``step()`` wraps it in a ``StepResult``
 with the derivation. One model of the hardware, the same for every model and layout:
 
-* **Matmuls**: time = (FLOPs / (R·η_size) + bytes / (B·η_mem)) / q. R is the device's achievable matmul
+* **Matmuls**: time = FLOPs / (R·η_size·q) + bytes / (B·η_mem). R is the device's achievable matmul
   rate (a saved ``napkin bench matmul --save`` measurement, else the published Maximum Achievable Matmul
   FLOPS, else 80 % of the datasheet peak), η_size Calculon's efficiency by the size of the call, B the HBM
-  bandwidth, q the tile-quantization efficiency of the output (m·n padded to 128×128 tiles). The math and
+  bandwidth, q the tile-quantization efficiency of the output (m and n padded to whole tiles of 128, or of
+  the smallest power of two from 16 that holds a smaller dimension). The math and
   the memory traffic of a kernel are added, not overlapped: Calculon's ``no_overlap`` processing mode, the
   one its A100 and H100 system files use and the one its validation against Megatron-LM's measured
   iteration times (Korthikanti et al. 2022 Table 5) was run with. A pure roofline (the max of the two)
@@ -79,8 +80,20 @@ MEMORY_EFFICIENCY: Final = ((100e6, 0.90), (10e6, 0.75), (1e6, 0.60), (0.0, 0.30
 #: divided by its top entry so that the largest matmuls run at R.
 SIZE_EFFICIENCY: Final = ((128e9, 0.95 / 0.95), (16e9, 0.9 / 0.95), (1e9, 0.6 / 0.95), (0.0, 0.1 / 0.95))
 #: Output tile of a tensor-core GEMM: cuBLAS pads m and n to whole tiles (NVIDIA Deep Learning Performance
-#: Guide, "Matrix Multiplication Background": tile quantization). 128×128 is its largest common tile.
+#: Guide, "Matrix Multiplication Background": tile quantization). 128×128 is its largest common tile; a smaller
+#: dimension gets the smallest tile that holds it, down to 16 (the m of a tensor-core MMA instruction).
 TILE: Final = 128
+SMALLEST_TILE: Final = 16
+
+
+def _padded(dim: float) -> float:
+    """``dim`` rounded up to whole tiles of the size cuBLAS would pick for it."""
+    tile = SMALLEST_TILE
+    while tile < dim and tile < TILE:
+        tile *= 2
+    return math.ceil(dim / tile) * tile
+
+
 ACT_BYTES: Final = 2.0  # activations, TP/PP/EP payloads: 16-bit
 
 
@@ -231,11 +244,11 @@ class StepModel:
         if m <= 0 or k <= 0 or n <= 0:
             return 0.0
         flops = 2.0 * m * k * n
-        q = (m * n) / (math.ceil(m / TILE) * math.ceil(n / TILE) * TILE * TILE)
+        q = (m * n) / (_padded(m) * _padded(n))  # padded tiles waste math, not memory traffic
         nbytes = ACT_BYTES * (m * k + k * n + m * n)
         peak_rate = self.hw.rate16 if rate16 else self.hw.rate
-        rate = peak_rate * _step_table(SIZE_EFFICIENCY, flops * count)  # one (batched) call
-        return count * (flops / rate + nbytes / (self.hw.hbm * _mem_eff(nbytes))) / q
+        rate = peak_rate * _step_table(SIZE_EFFICIENCY, flops * count / q)  # one (batched) call, padded
+        return count * (flops / (rate * q) + nbytes / (self.hw.hbm * _mem_eff(nbytes)))
 
     def stream(self, nbytes: float, count: float = 1.0) -> float:
         """Seconds to move ``count`` kernels of ``nbytes`` through HBM."""
@@ -478,7 +491,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
                 else ""),
              f"{format_rate(hw.rate)} ({format_percent(hw.rate / hw.peak)} of peak)",
              hw.rate_source + (f"; {sources.TE_FP8_SCOPE}" if hw.rate16 != hw.rate else "")),
-        step("matmul time", "(2mkn / (R·η_size) + bytes / (B·η_mem)) / q, q = m·n / (⌈m/128⌉⌈n/128⌉·128²)",
+        step("matmul time", "2mkn / (R·η_size·q) + bytes / (B·η_mem), q = m·n / (m, n padded to tiles ≤ 128)",
              f"R = {format_rate(hw.rate)}, B = {format_bandwidth(hw.hbm)}, η_size = "
              + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "per GEMM",
              f"{sources.NO_OVERLAP}; {sources.TILE_QUANTIZATION}; {sources.MATMUL_SIZE}"),
