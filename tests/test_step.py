@@ -228,7 +228,7 @@ def test_compute_grows_with_the_sequence_even_for_tiny_matmuls() -> None:
     k = Knobs(4, 1, 128, 1, 1, 1, 1, False, Recompute.none, Sharding.zero1)
     computes = [StepModel(model, seq, 512, hw).evaluate(k)[1] for seq in (1, 2, 16, 64, 128, 1024, 8192)]
     assert computes == sorted(computes)
-    assert computes[0] == pytest.approx(computes[1], rel=1e-3)  # both padded to 16-row tiles
+    assert computes[0] == pytest.approx(computes[1], rel=0.01)  # both padded to 16-row tiles
 
 
 def test_tensor_parallel_comm_is_zero_without_tp_and_grows_across_nodes() -> None:
