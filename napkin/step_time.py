@@ -161,7 +161,10 @@ def pipeline_bubble(p: int, v: int, stage: float) -> float:
 
 
 def _near(group: int, domain: int, stride: int) -> int:
-    """Ranks of a group ``stride`` apart that share one scale-up domain (Megatron's tp-cp-dp-pp order)."""
+    """Ranks of a group ``stride`` apart that share one scale-up domain (Megatron's tp-cp-dp-pp order): all of
+    them when the group's span fits in a domain (a TPU slice is one domain of thousands of chips)."""
+    if group * stride <= domain:
+        return group
     return math.gcd(group, max(1, domain // stride))
 
 

@@ -401,6 +401,13 @@ def test_plan_plot_without_matplotlib_says_which_extra(napkin: Run, tmp_path: Pa
     assert r.exit_code == 2 and "pip install matplotlib" in r.stderr and not (tmp_path / "p.svg").exists()
 
 
+def test_a_tpu_slice_is_one_domain_at_any_size_it_holds() -> None:
+    """tpu-v5p-slice: 8,960 chips in one ICI domain, no scale-out network; groups of any size fit in it."""
+    for gpus in (512, 576, 4096):
+        result = api.plan(model="llama3-70b", gpus=gpus, global_batch=4608, cluster="tpu-v5p-slice", top=1)
+        assert result.layouts and result.layouts[0].fits, gpus
+
+
 def test_plan_with_no_layout_that_fits_exits_1_with_the_reason(napkin: Run) -> None:
     r = napkin("plan", "--model", "llama3-70b", "--gpus", "7", "--global-batch-tokens", "4M", "--cluster", "dgx-h100")
     assert r.exit_code == 1
