@@ -44,6 +44,8 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
     out: list[Knobs] = []
     tps = [t for t in _powers(dom) if model.heads is None or model.heads % t == 0]
     cps = [c for c in _powers(16) if c == 1 or (sm.seq % (2 * c) == 0 and sm.seq // c >= MIN_CONTEXT_CHUNK)]
+    # with FlashAttention there are no scores to keep, so selective recomputation is no recomputation
+    recomputes = [r for r in RECOMPUTE if not (sm.flash and r is Recompute.selective)]
     for t in tps:
         for c in cps:
             for p in _divisors(model.layers):
@@ -60,7 +62,7 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                                              if v == 1 or m % p == 0]  # fmt: skip
                     for e in eps:
                         for v in vs:
-                            for r in RECOMPUTE:
+                            for r in recomputes:
                                 for z in SHARDING if d > 1 else (Sharding.none,):
                                     out.append(Knobs(t, p, d, c, e, v, b, t > 1, r, z))
     return out
@@ -124,6 +126,8 @@ def _short(r: StepResult) -> str:
     if lay.expert > 1:
         parts.append(f"EP{lay.expert}")
     parts.append(f"DP{lay.data}")
+    if lay.sequence_parallel:
+        parts.append("SP")
     parts.append(str(lay.sharding))
     if lay.recompute is not Recompute.none:
         parts.append(str(lay.recompute))

@@ -524,6 +524,11 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     ]  # fmt: skip
 
 
+def _spans_nodes(k: Knobs, hw: Machine) -> bool:
+    """Whether the data-parallel group leaves the scale-up domain (Megatron order: TP, CP, then DP)."""
+    return k.data > 1 and k.tensor * k.context * k.data > hw.fabric.domain_size
+
+
 def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None) -> StepResult:
     """A ``StepResult`` for one layout; memory from ``napkin.training_memory.memory`` itself."""
     terms = terms or sm.evaluate(k)
@@ -555,7 +560,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         peak_flops=sm.hw.peak, matmul_flops=sm.hw.rate, matmul_source=sm.hw.rate_source,
         per_gpu_bytes=mem.per_gpu_bytes, memory_bytes=mem.memory_bytes, fits=mem.fits, steps=steps,
         warnings=list(mem.warnings),
-        notes=[sources.ZERO3_MEASURED] if k.sharding in SHARDED_PARAMS and gpus > sm.hw.fabric.domain_size else [],
+        notes=[sources.ZERO3_MEASURED] if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) else [],
     )  # fmt: skip
 
 
@@ -580,9 +585,15 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int) -> K
             f"({sm.hw.fabric.domain_size} devices)", field="tensor_parallel",
         )  # fmt: skip
     try:
-        Workload(seq=sm.seq, micro_batch=micro_batch, global_batch=sm.batch).microbatches(resolved.dp)
+        m = Workload(seq=sm.seq, micro_batch=micro_batch, global_batch=sm.batch).microbatches(resolved.dp)
     except ValueError as exc:
         raise UsageError(str(exc), field="global_batch") from None
+    if resolved.interleave > 1 and m % resolved.pipeline:
+        raise UsageError(
+            f"interleave: the interleaved schedule needs a number of micro-batches per replica ({m}) that is a "
+            f"multiple of pipeline ({resolved.pipeline}), as Megatron-LM requires; change global_batch or micro_batch",
+            field="interleave", also=("pipeline", "global_batch", "micro_batch"),
+        )  # fmt: skip
     return Knobs.of(resolved, micro_batch)
 
 

@@ -401,6 +401,25 @@ def test_plan_plot_without_matplotlib_says_which_extra(napkin: Run, tmp_path: Pa
     assert r.exit_code == 2 and "pip install matplotlib" in r.stderr and not (tmp_path / "p.svg").exists()
 
 
+def test_interleaving_needs_micro_batches_in_multiples_of_the_stages(napkin: Run) -> None:
+    args = ("step", "--model", "gpt3-175b", "--gpus", "64", "-t", "8", "--pipeline-parallel", "8", "--interleave",
+            "2", "--hardware", "a100")  # fmt: skip
+    bad = napkin(*args, "--global-batch", "12")
+    assert bad.exit_code == 2 and bad.stderr.startswith("napkin: error: --interleave: the interleaved schedule needs")
+    assert "(12) that is a multiple of --pipeline-parallel (8)" in bad.stderr
+    assert napkin(*args, "--global-batch", "16").exit_code == 0
+
+
+def test_plan_rows_are_distinct_and_show_sequence_parallelism() -> None:
+    """With FlashAttention, selective recomputation recomputes nothing: the plan does not list it twice."""
+    result = api.plan(model="llama3-70b", gpus=512, global_batch_tokens="4M", cluster="dgx-h100", top=10,
+                      flash_attention=True, causal=True)  # fmt: skip
+    rows = [tuple(row) for row in result.body()]
+    assert len({row[1:] for row in rows}) == len(rows)
+    assert all(r.layout.recompute is not Recompute.selective for r in result.layouts)
+    assert all(("SP" in row[1]) == r.layout.sequence_parallel for row, r in zip(rows, result.layouts, strict=True))
+
+
 def test_a_tpu_slice_is_one_domain_at_any_size_it_holds() -> None:
     """tpu-v5p-slice: 8,960 chips in one ICI domain, no scale-out network; groups of any size fit in it."""
     for gpus in (512, 576, 4096):
