@@ -337,11 +337,13 @@ def train_time(
     cluster: str | Any | None = None,
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
+    flash_attention: bool = False,
     **shape: Any,
 ) -> Any:
     """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
     params/tokens/gpus/duration and the fourth is solved. ``mfu="predicted"`` takes the MFU of the fastest
-    layout ``plan`` finds for the model on ``gpus`` of ``cluster`` (global batch default 4M tokens)."""
+    layout ``plan`` finds for the model on ``gpus`` of ``cluster`` (global batch default 4M tokens), and with
+    it that layout's recomputation."""
     from napkin.compute import Money, Throughput, TrainQuery
     from napkin.compute import train_time as engine
 
@@ -349,12 +351,17 @@ def train_time(
     n = _params(params, arch, active=False, required=False, named=_named(model, model_config))
     best = None
     if isinstance(mfu, str) and mfu.strip().lower() == "predicted":
+        if achieved is not None:
+            raise UsageError("achieved: give it or mfu predicted, not both", field="achieved", also=("mfu",))
+        if choice(Recompute, recompute, "recompute") is not Recompute.none:
+            raise UsageError("recompute: with mfu predicted the planner chooses the recomputation", field="recompute",
+                             also=("mfu",))  # fmt: skip
         best = _predicted(model, model_config, seq, gpus, cluster, hardware, hardware_file, dtype, global_batch,
-                          global_batch_tokens, shape)  # fmt: skip
+                          global_batch_tokens, flash_attention, causal, shape)  # fmt: skip
         mfu, recompute = best.mfu, best.layout.recompute
-    elif global_batch is not None or global_batch_tokens is not None:
-        raise UsageError("global_batch, global_batch_tokens: used only with mfu predicted", field="global_batch",
-                         also=("global_batch_tokens", "mfu"))  # fmt: skip
+    elif global_batch is not None or global_batch_tokens is not None or flash_attention:
+        raise UsageError("global_batch, global_batch_tokens, flash_attention: used only with mfu predicted",
+                         field="global_batch", also=("global_batch_tokens", "flash_attention", "mfu"))  # fmt: skip
     profile = get_cluster(cluster, hardware, hardware_file)[1] if cluster is not None else (
         get_hardware(hardware, hardware_file))  # fmt: skip
     kind = choice(Dtype, dtype, "dtype")
@@ -397,6 +404,8 @@ def _predicted(
     dtype: str | Dtype,
     global_batch: Number | None,
     global_batch_tokens: Number | None,
+    flash_attention: bool,
+    causal: bool,
     shape: dict[str, Any],
 ) -> Any:
     """The fastest fitting layout's result (``plan``), for ``train_time(mfu="predicted")``."""
@@ -407,7 +416,8 @@ def _predicted(
         global_batch_tokens = "4M"
     found = plan(model=model, model_config=model_config, seq=seq, gpus=gpus, cluster=cluster, hardware=hardware,
                  hardware_file=hardware_file, dtype=dtype, global_batch=global_batch,
-                 global_batch_tokens=global_batch_tokens, top=1, **shape)  # fmt: skip
+                 global_batch_tokens=global_batch_tokens, flash_attention=flash_attention, causal=causal, top=1,
+                 **shape)  # fmt: skip
     if not found.layouts:
         raise UsageError(f"mfu: predicted, but no layout of this model fits on {gpus} GPUs of {found.cluster}",
                          field="mfu", also=("gpus",))  # fmt: skip

@@ -366,6 +366,18 @@ def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) ->
     assert "predicted for TP" in text
     bad = napkin("train-time", "--params", "70B", "--tokens", "15T", "--gpus", "1024", "--mfu", "predicted")
     assert bad.exit_code == 2 and "predicted needs" in bad.stderr
+    base = ("train-time", "--model", "llama3-70b", "--tokens", "15T", "--gpus", "1024", "--cluster", "dgx-h100")
+    for extra, message in (
+        (("--achieved", "400e12"), "--achieved: give it or --mfu predicted, not both"),
+        (("--recompute", "full"), "--recompute: with --mfu predicted the planner chooses"),
+    ):
+        bad = napkin(*base, "--mfu", "predicted", *extra)
+        assert bad.exit_code == 2 and bad.stderr.startswith("napkin: error: " + message), bad.stderr
+    flash = json.loads(napkin(*base, "--mfu", "predicted", "--flash-attention", "--causal", "--json").stdout)
+    fast = api.plan(model="llama3-70b", gpus=1024, global_batch_tokens="4M", cluster="dgx-h100", top=1,
+                    flash_attention=True, causal=True).layouts[0]  # fmt: skip
+    assert flash["mfu"] == pytest.approx(fast.mfu) and fast.mfu > best.mfu
+    assert napkin(*base, "--flash-attention").exit_code == 2  # meaningful only for a predicted MFU
 
 
 def test_plan_benchmark_example_runs() -> None:

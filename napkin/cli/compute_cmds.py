@@ -19,6 +19,7 @@ from napkin.cli.options import (
     PARAMS,
     RECOMPUTE,
     TOKENS,
+    _flag,
     _text,
     command,
 )
@@ -35,6 +36,7 @@ TRAIN = [
     ),
     _text("cluster", "Cluster for --mfu predicted (and its device); see 'napkin cluster list'.", "NAME"),
     _text("global_batch_tokens", "Global batch for --mfu predicted, tokens (default 4M = 4·2^20).", "TOKENS"),
+    _flag("flash_attention", "With --mfu predicted: the layouts use FlashAttention."),
     _text("achieved", "Sustained hardware FLOP/s per GPU (replaces peak × MFU).", "FLOP/S"),
     _text(
         "peak", "datasheet, or measured (your saved 'napkin bench matmul').", "datasheet|measured", default="datasheet"
