@@ -890,8 +890,22 @@ def _global_batch(global_batch: Number | None, global_batch_tokens: Number | Non
     if global_batch_tokens is not None:
         # binary k/M as batch sizes are quoted: Llama 3's "4M tokens" is 512 sequences of 8,192 (4·2^20)
         tokens = parse(units.parse_length, global_batch_tokens, "global_batch_tokens")
-        return max(1, round(tokens / seq))
+        if tokens < seq:
+            raise UsageError(f"global_batch_tokens: {tokens:,} tokens is less than one sequence of {seq:,}",
+                             field="global_batch_tokens", also=("seq",))  # fmt: skip
+        return round(tokens / seq)
     return optional(units.parse_int, global_batch, "global_batch")
+
+
+def _batch_note(global_batch_tokens: Number | None, result: Any) -> None:
+    """Say so on ``result`` when ``global_batch_tokens`` was not a whole number of sequences."""
+    if global_batch_tokens is None:
+        return
+    tokens = parse(units.parse_length, global_batch_tokens, "global_batch_tokens")
+    sequences = result.global_batch
+    if tokens != sequences * result.seq:
+        result.notes.append(f"global batch: {tokens:,} tokens is {tokens / result.seq:,.1f} sequences of "
+                            f"{result.seq:,}; using {sequences:,} ({sequences * result.seq:,} tokens)")  # fmt: skip
 
 
 def _step_model(
@@ -910,7 +924,6 @@ def _step_model(
     flash_attention: bool,
     causal: bool,
     shape: dict[str, Any],
-    default_batch: int | None = None,
     overlap_grad_reduce: bool = True,
 ) -> tuple[Any, str]:
     from napkin.step_time import StepModel, machine
@@ -922,7 +935,7 @@ def _step_model(
     length = _seq(seq, preset_seq)
     if length is None:
         raise UsageError("seq is required (this model has no default sequence length)", field="seq")
-    batch = _global_batch(global_batch, global_batch_tokens, length) or default_batch
+    batch = _global_batch(global_batch, global_batch_tokens, length)
     if batch is None:
         raise UsageError("global_batch (sequences) or global_batch_tokens (e.g. 4M) is required",
                          field="global_batch", also=("global_batch_tokens",))  # fmt: skip
@@ -969,11 +982,12 @@ def step(
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
     g = parse(units.parse_int, gpus, "gpus")
     b = parse(units.parse_int, micro_batch, "micro_batch")
-    resolved = lay.resolve(g)
     sm, name = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
                            hardware_file, dtype, optimizer, precision, reserve, flash_attention, causal, shape,
-                           default_batch=b * resolved.dp, overlap_grad_reduce=overlap_grad_reduce)  # fmt: skip
-    return build_result(sm, check_knobs(sm, lay, b, g), name)
+                           overlap_grad_reduce=overlap_grad_reduce)  # fmt: skip
+    result = build_result(sm, check_knobs(sm, lay, b, g), name)
+    _batch_note(global_batch_tokens, result)
+    return result
 
 
 @keywords(SHAPE_FIELDS)
@@ -1007,7 +1021,9 @@ def plan(
         model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware, hardware_file, dtype,
         optimizer, precision, reserve, flash_attention, causal, shape, overlap_grad_reduce=overlap_grad_reduce,
     )  # fmt: skip
-    return engine(sm, g, name, n)
+    result = engine(sm, g, name, n)
+    _batch_note(global_batch_tokens, result)
+    return result
 
 
 def collective(

@@ -587,7 +587,7 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int) -> K
     try:
         m = Workload(seq=sm.seq, micro_batch=micro_batch, global_batch=sm.batch).microbatches(resolved.dp)
     except ValueError as exc:
-        raise UsageError(str(exc), field="global_batch") from None
+        raise UsageError(str(exc), field="global_batch", also=("micro_batch",)) from None
     if resolved.interleave > 1 and m % resolved.pipeline:
         raise UsageError(
             f"interleave: the interleaved schedule needs a number of micro-batches per replica ({m}) that is a "

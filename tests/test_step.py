@@ -413,6 +413,24 @@ def test_plan_plot_without_matplotlib_says_which_extra(napkin: Run, tmp_path: Pa
     assert r.exit_code == 2 and "pip install matplotlib" in r.stderr and not (tmp_path / "p.svg").exists()
 
 
+def test_the_global_batch_is_required_and_never_silently_rounded(napkin: Run) -> None:
+    base = ("step", "--model", "llama3-70b", "--gpus", "64", "-t", "8", "--cluster", "dgx-h100")
+    missing = napkin(*base)
+    assert missing.exit_code == 2 and "--global-batch (sequences) or --global-batch-tokens (e.g. 4M) is required" in (
+        missing.stderr
+    )
+    short = napkin(*base, "--global-batch-tokens", "3")
+    assert short.exit_code == 2 and "3 tokens is less than one sequence of 8,192" in short.stderr
+    rounded = napkin(*base, "--global-batch-tokens", "4000000", "--json")
+    assert json.loads(rounded.stdout)["global_batch"] == 488
+    assert "4,000,000 tokens is 488.3 sequences of 8,192; using 488 (3,997,696 tokens)" in rounded.stderr
+    exact = napkin(*base, "--global-batch-tokens", "4M")
+    assert exact.exit_code == 0 and "sequences of" not in exact.stderr  # 4·2^20 = 512 × 8,192 exactly
+    uneven = napkin("step", "--model", "llama3-70b", "--gpus", "512", "-t", "4", "--cluster", "dgx-h100",
+                    "--global-batch", "488")  # fmt: skip
+    assert uneven.exit_code == 2 and "multiple of --micro-batch × data parallel (1 × 128 = 128)" in uneven.stderr
+
+
 def test_interleaving_needs_micro_batches_in_multiples_of_the_stages(napkin: Run) -> None:
     args = ("step", "--model", "gpt3-175b", "--gpus", "64", "-t", "8", "--pipeline-parallel", "8", "--interleave",
             "2", "--hardware", "a100")  # fmt: skip
