@@ -144,8 +144,8 @@ def _families(sm: StepModel, gpus: int) -> list[tuple[str, list[Knobs]]]:
     """The layouts people try first: ZeRO-3 data parallelism alone, TP within the node, TP across nodes."""
     dom, heads = sm.hw.fabric.domain_size, sm.model.heads or 1
     everything = candidates(sm, gpus)
-    out = [("ZeRO-3 data parallel", [k for k in everything if k.tensor == k.pipeline == k.context == 1
-                                      and k.sharding is Sharding.zero3])]  # fmt: skip
+    out = [("ZeRO-3 alone (TP 1, PP 1)", [k for k in everything if k.tensor == k.pipeline == k.context == 1
+                                           and k.sharding is Sharding.zero3])]  # fmt: skip
     t = max(k for k in _powers(dom) if heads % k == 0)
     if t > 1:
         out.append((f"TP {t} + DP", [k for k in everything if k.tensor == t and k.pipeline == k.context == 1]))
@@ -165,7 +165,12 @@ def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms]) -> str:
     why = TERM_NAMES[name]
     if name == "compute" and other[0].recompute is not best[0].recompute:
         why += f": {other[0].recompute} recompute, micro-batch {other[0].micro_batch}"
-    return f"{other[1][0] / best[1][0] - 1:.0%} slower (+{why})"
+    change = other[1][0] / best[1][0] - 1
+    if change < -0.005:  # only a family the ranking leaves out (TP across nodes) can beat the winner
+        return f"{-change:.0%} faster by this model, but napkin keeps TP inside the scale-up domain"
+    if change < 0.005:
+        return "as fast"
+    return f"{change:.0%} slower (+{why})"
 
 
 def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
@@ -207,7 +212,9 @@ def _explain(sm: StepModel, gpus: int, scored: list[tuple[float, Knobs, Terms]],
         return "Nothing fits."
     best = scored[0][1], scored[0][2]
     worst_name, worst_share = _worst(best[1])
-    lines = [f"#1 wins with MFU {top[0].mfu:.3f}; its largest overhead is {worst_name} ({worst_share:.0%})."]
+    overhead = f"its largest overhead is {worst_name} ({worst_share:.0%})" if worst_share >= 0.005 else (
+        "it has no overhead above 0.5 %")  # fmt: skip
+    lines = [f"#1 wins with MFU {top[0].mfu:.3f}; {overhead}."]
     capacity = sm.hw.capacity - sm.reserve
     for label, family in _families(sm, gpus):
         fitting = [k for k in family if sm.memory_bytes(k) <= capacity]

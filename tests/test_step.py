@@ -257,7 +257,7 @@ def test_plan_layouts_all_fit_by_the_memory_engine_and_are_ranked() -> None:
     for r in result.layouts:
         assert r.fits and r.per_gpu_bytes <= 80e9
         assert r.layout.tensor <= 8  # TP stays inside the NVLink domain
-    assert "ZeRO-3 data parallel" in result.explanation and "TP 16 across nodes" in result.explanation
+    assert "ZeRO-3 alone (TP 1, PP 1)" in result.explanation and "TP 16 across nodes" in result.explanation
 
 
 def test_candidates_respect_divisibility() -> None:
@@ -438,6 +438,14 @@ def test_interleaving_needs_micro_batches_in_multiples_of_the_stages(napkin: Run
     assert bad.exit_code == 2 and bad.stderr.startswith("napkin: error: --interleave: the interleaved schedule needs")
     assert "(12) that is a multiple of --pipeline-parallel (8)" in bad.stderr
     assert napkin(*args, "--global-batch", "16").exit_code == 0
+
+
+def test_plan_verdict_never_calls_a_faster_layout_slower() -> None:
+    """405B on 16,384 H100s: TP 16 across nodes would be faster by the model, but the ranking keeps TP inside the
+    node (the issue's rule), and the verdict says so rather than '-22% slower'."""
+    result = api.plan(model="llama3.1-405b", gpus=16384, global_batch_tokens="16M", cluster="dgx-h100", top=1)
+    assert "TP 16 across nodes:" in result.explanation and "faster by this model" in result.explanation
+    assert "-" not in result.explanation.replace("ZeRO-3", "")
 
 
 def test_plan_rows_are_distinct_and_show_sequence_parallelism() -> None:
