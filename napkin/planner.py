@@ -93,7 +93,7 @@ class PlanResult(TableResult):
     )
 
     def heading(self) -> str:
-        return f"Fastest layouts: {self.model} on {self.gpus:,} GPUs"
+        return f"Fastest layouts: {self.model} on {self.gpus:,} GPU{'s' if self.gpus != 1 else ''}"
 
     def header(self) -> list[str]:
         return ["#", "layout", "b", "step", "MFU", "mem/GPU"]
@@ -202,7 +202,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     return PlanResult(
         model=name, cluster=sm.hw.cluster, gpus=gpus, global_batch=sm.batch, seq=sm.seq,
         considered=len(all_knobs), fitting=len(scored), explanation=explanation, layouts=results, warnings=warnings,
-        notes=results[0].notes if results else [],
+        notes=results[0].notes if results else [], steps=results[0].steps if results else [],
         memory_limit=capacity, points=[(terms[7], terms[0]) for _, _, terms in scored],
     )  # fmt: skip
 

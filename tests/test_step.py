@@ -410,7 +410,7 @@ def test_plan_plot_without_matplotlib_says_which_extra(napkin: Run, tmp_path: Pa
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = napkin("plan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--plot", str(tmp_path / "p.svg"))
-    assert r.exit_code == 2 and "pip install matplotlib" in r.stderr and not (tmp_path / "p.svg").exists()
+    assert r.exit_code == 2 and "pip install 'napkin-math[plot]'" in r.stderr and not (tmp_path / "p.svg").exists()
 
 
 def test_the_global_batch_is_required_and_never_silently_rounded(napkin: Run) -> None:

@@ -37,10 +37,13 @@ BATCH = [
 MICRO_BATCH = [_text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b",
                      default="1")]  # fmt: skip
 STATE = training_state(Precision.mixed)
+#: The layout flags but --offload: the step model has no CPU offload (napkin memory does)
+STEP_LAYOUT = [option for option in LAYOUT if option.name != "offload"]
 OVERLAP = [
     _opt("overlap_grad_reduce", bool, True, "--overlap-grad-reduce/--no-overlap-grad-reduce",
          help="Overlap the data-parallel gradient reduction with the last backward pass (Megatron-LM's "
-              "--overlap-grad-reduce); without it the whole collective is exposed."),
+              "--overlap-grad-reduce); without it the whole collective is exposed. DDP and ZeRO-1/2 only: "
+              "ZeRO-3 moves its traffic every micro-batch, under that micro-batch's compute."),
 ]  # fmt: skip
 TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
 PLOT = [
@@ -51,7 +54,7 @@ PLOT = [
 
 
 @app.command("step")
-@command(MODEL, GPUS, LAYOUT, MICRO_BATCH, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OVERLAP, OUTPUT)
+@command(MODEL, GPUS, STEP_LAYOUT, MICRO_BATCH, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OVERLAP, OUTPUT)
 def step_command(**options: Any) -> None:
     """One training step: time with its breakdown, tokens/s, predicted MFU and HFU, memory per GPU.
 
