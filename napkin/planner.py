@@ -106,8 +106,9 @@ class PlanResult(TableResult):
                  format_bytes_si(r.per_gpu_bytes)] for i, r in enumerate(self.layouts, 1)]  # fmt: skip
 
     def caption(self) -> str:
-        return (f"{self.cluster}, {self.global_batch:,} × {self.seq:,} tokens per step. {self.considered:,} layouts "
-                f"considered, {self.fitting:,} fit. {self.explanation}")  # fmt: skip
+        dtype = f" ({self.layouts[0].dtype})" if self.layouts else ""
+        return (f"{self.cluster}{dtype}, {self.global_batch:,} × {self.seq:,} tokens per step. {self.considered:,} "
+                f"layouts considered, {self.fitting:,} fit. {self.explanation}")  # fmt: skip
 
     def to_json(self, explain: bool = False) -> Any:
         return {

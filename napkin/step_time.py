@@ -121,6 +121,7 @@ class Machine:
     capacity: float  # bytes
     fabric: Fabric
     rate16: float  # R of the work kept in 16 bits when ``rate`` is an 8-bit-or-less rate: attention, output layer
+    dtype: str = "bf16"  # the number format of ``peak`` and ``rate``
 
 
 #: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
@@ -145,7 +146,7 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
     if dtype in LOW_PRECISION and hardware.peak_if_known("bf16"):
         rate16 = min(rate, machine(cluster, hardware, "bf16").rate)
     return Machine(hardware.name, cluster.name, peak, rate, source, hardware.memory_bandwidth, hardware.memory,
-                   cluster.fabric(), rate16)  # fmt: skip
+                   cluster.fabric(), rate16, dtype)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ the hot path
@@ -433,6 +434,7 @@ class StepResult(Result):
     model: str
     cluster: str
     hardware: str
+    dtype: str = Field(description="number format of the matmuls; MFU is against its dense peak")
     gpus: int
     layout: Layout
     layout_text: str
@@ -456,7 +458,7 @@ class StepResult(Result):
     fits: bool
 
     def heading(self) -> str:
-        return f"Training step: {self.model} on {self.gpus:,} × {self.hardware} ({self.cluster})"
+        return f"Training step: {self.model} on {self.gpus:,} × {self.hardware} ({self.cluster}, {self.dtype})"
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [
@@ -557,7 +559,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         breakdown=dict(zip(BREAKDOWN, (compute, tp, bubble, dp, opt, other), strict=True)),
         tokens_per_second=tokens / total, mfu=tokens * fpt / peak_total, hfu=tokens * hfpt / peak_total,
         flops_per_token=fpt, hardware_flops_per_token=hfpt, achieved_flops_per_gpu=tokens * hfpt / (gpus * total),
-        peak_flops=sm.hw.peak, matmul_flops=sm.hw.rate, matmul_source=sm.hw.rate_source,
+        peak_flops=sm.hw.peak, matmul_flops=sm.hw.rate, matmul_source=sm.hw.rate_source, dtype=sm.hw.dtype,
         per_gpu_bytes=mem.per_gpu_bytes, memory_bytes=mem.memory_bytes, fits=mem.fits, steps=steps,
         warnings=list(mem.warnings),
         notes=[sources.ZERO3_MEASURED] if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) else [],
