@@ -897,6 +897,12 @@ def _global_batch(global_batch: Number | None, global_batch_tokens: Number | Non
     return optional(units.parse_int, global_batch, "global_batch")
 
 
+def _context_note(model: Model, result: Any) -> None:
+    """Say so on ``result`` when the sequence is longer than the context the model was built for."""
+    if model.context is not None and result.seq > model.context:
+        result.notes.append(f"seq {result.seq:,} is longer than the model's context of {model.context:,} tokens")
+
+
 def _batch_note(global_batch_tokens: Number | None, result: Any) -> None:
     """Say so on ``result`` when ``global_batch_tokens`` was not a whole number of sequences."""
     if global_batch_tokens is None:
@@ -942,6 +948,8 @@ def _step_model(
     found, profile = get_cluster(cluster, hardware, hardware_file)
     hw = machine(found, profile, str(choice(Dtype, dtype, "dtype")))
     name = model if isinstance(model, str) else ("custom" if model_config is None else str(model_config))
+    if isinstance(model, str) and any(v is not None for v in shape.values()):
+        name += " (modified)"  # a preset with shape keywords on top is not that preset any more
     sm = StepModel(
         arch, length, batch, hw, optimizer=choice(Optimizer, optimizer, "optimizer"),
         precision=choice(Precision, precision, "precision"), flash_attention=flash_attention, causal=causal,
@@ -987,6 +995,7 @@ def step(
                            overlap_grad_reduce=overlap_grad_reduce)  # fmt: skip
     result = build_result(sm, check_knobs(sm, lay, b, g), name)
     _batch_note(global_batch_tokens, result)
+    _context_note(sm.model, result)
     return result
 
 
@@ -1023,6 +1032,7 @@ def plan(
     )  # fmt: skip
     result = engine(sm, g, name, n)
     _batch_note(global_batch_tokens, result)
+    _context_note(sm.model, result)
     return result
 
 

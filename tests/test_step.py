@@ -431,6 +431,15 @@ def test_the_global_batch_is_required_and_never_silently_rounded(napkin: Run) ->
     assert uneven.exit_code == 2 and "multiple of --micro-batch × data parallel (1 × 128 = 128)" in uneven.stderr
 
 
+def test_a_changed_preset_and_a_longer_sequence_are_said() -> None:
+    plain = api.step(model="llama3-70b", gpus=64, tensor_parallel=8, global_batch=64, cluster="dgx-h100")
+    assert plain.model == "llama3-70b" and not any("context" in n for n in plain.notes)
+    changed = api.step(model="llama3-70b", gpus=64, tensor_parallel=8, global_batch=64, cluster="dgx-h100",
+                       seq="16k", hidden=4096)  # fmt: skip
+    assert changed.model == "llama3-70b (modified)"
+    assert "seq 16,384 is longer than the model's context of 8,192 tokens" in changed.notes
+
+
 def test_interleaving_needs_micro_batches_in_multiples_of_the_stages(napkin: Run) -> None:
     args = ("step", "--model", "gpt3-175b", "--gpus", "64", "-t", "8", "--pipeline-parallel", "8", "--interleave",
             "2", "--hardware", "a100")  # fmt: skip
