@@ -72,7 +72,7 @@ class PlanResult(TableResult):
     """``napkin plan``: the fastest layouts that fit, with their step time, MFU and memory."""
 
     title: ClassVar[str] = "Layouts"
-    headline: ClassVar[tuple[str, ...]] = ("considered", "fitting")
+    headline: ClassVar[tuple[str, ...]] = ("best", "considered", "fitting")
 
     model: str
     cluster: str
@@ -81,6 +81,11 @@ class PlanResult(TableResult):
     seq: int
     considered: int = Field(description="valid layouts enumerated")
     fitting: int = Field(description="of those, the ones that fit in memory")
+
+    @property
+    def best(self) -> str | None:
+        """The winner in the plan table's words (``TP4 PP1 DP128 SP zero3 selective b1``), None if nothing fits."""
+        return f"{_short(self.layouts[0])} b{self.layouts[0].micro_batch}" if self.layouts else None
 
     def exit_code(self) -> int:
         return 0 if self.fitting else 1  # no layout fits: the answer is "none", and the warning says why

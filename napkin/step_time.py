@@ -429,7 +429,7 @@ class StepResult(Result):
     """One training step: seconds with the breakdown, throughput, predicted MFU/HFU, memory."""
 
     title: ClassVar[str] = "Training step"
-    headline: ClassVar[tuple[str, ...]] = ("step_seconds", "mfu", "fits")
+    headline: ClassVar[tuple[str, ...]] = ("layout_text", "step_seconds", "mfu", "fits")
 
     model: str
     cluster: str

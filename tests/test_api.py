@@ -36,6 +36,10 @@ def test_the_issue_example_is_143_9_days_and_renders_in_a_notebook() -> None:
     html = run._repr_html_()
     assert "<pre" in html and "143.9 days" in html and "Training time" in html
     assert repr(run) == "TrainTimeResult(days=143.9, gpus=1024, mfu=0.5, hardware='h100-sxm')"
+    plan = napkin.plan(model="llama3-8b", gpus=8, global_batch=16, hardware="h100", top=1)
+    assert repr(plan).startswith(f"PlanResult(best='{plan.best}', considered=")
+    assert plan.best is not None and plan.best.endswith(f" b{plan.layouts[0].micro_batch}")
+    assert repr(plan.layouts[0]).startswith("StepResult(layout_text='TP ")
     assert "C = 6·N·D" in run.explain()
 
 
