@@ -223,6 +223,7 @@ class StepModel:
         self.overlap_grad_reduce = overlap_grad_reduce
         m = model
         self.params = float(m.params())
+        self.expert_params = float(m.expert_params()) if m.is_moe else 0.0
         self.d = float(m.hidden)
         self.heads = float(m.n_heads)
         self.d_attn = float(m.d_attn)
@@ -377,30 +378,39 @@ class StepModel:
             cp = self.collective("all-gather", kv, c, near) * (2 if k.recompute is Recompute.full else 1)
             cp += self.collective("reduce-scatter", kv, c, near)
             other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
-        # data parallel
-        local_params = self.params / (t * p)
+        # data parallel: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP ranks
+        # that hold the same experts (Megatron's expert data parallelism)
+        dense_local = (self.params - self.expert_params) / (t * p)
+        expert_local = self.expert_params / (t * p * e)
+        groups = [(dense_local, d, _near(d, dom, t * c))]
+        if expert_local:
+            edp = max(1, d * c // e)
+            groups.append((expert_local, edp, _near(edp, dom, t * e)))
         dp = 0.0
-        if d > 1:
-            near = _near(d, dom, t * c)
-            grads = local_params * self.grad_bytes
-            if k.sharding in SHARDED_PARAMS:
-                # one all-gather and one reduce-scatter per layer (FSDP wraps each block; ZeRO-3 fetches each
-                # module's parameters), so every layer pays the collective's latency
-                units = max(1.0, n_dense + n_moe)
-                gather = units * self.collective("all-gather", local_params * self.param_bytes / units, d, near)
-                reduce = units * self.collective("reduce-scatter", grads / units, d, near)
-                passes = 3 if k.recompute is Recompute.full else 2
-                dp = m * max(0.0, passes * gather + reduce - stage_mb)
-            else:
+        if k.sharding in SHARDED_PARAMS:
+            # one all-gather and one reduce-scatter per layer (FSDP wraps each block; ZeRO-3 fetches each module's
+            # parameters), so every layer pays the collective's latency
+            units = max(1.0, n_dense + n_moe)
+            gather = reduce = 0.0
+            for params, n, near in groups:
+                gather += units * self.collective("all-gather", params * self.param_bytes / units, n, near)
+                reduce += units * self.collective("reduce-scatter", params * self.grad_bytes / units, n, near)
+            passes = 3 if k.recompute is Recompute.full else 2
+            dp = m * max(0.0, passes * gather + reduce - stage_mb)
+        else:
+            sync = 0.0
+            for params, n, near in groups:
                 if k.sharding is Sharding.none:
-                    sync = self.collective("all-reduce", grads, d, near)
+                    sync += self.collective("all-reduce", params * self.grad_bytes, n, near)
                 else:
-                    sync = self.collective("reduce-scatter", grads, d, near)
-                    sync += self.collective("all-gather", local_params * self.param_bytes, d, near)
-                dp = max(0.0, sync - 2 * fwd) if self.overlap_grad_reduce else sync
-        # optimizer: read and write every local state byte once
-        states = sum(v / d if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
-        optimizer = self.stream(2 * local_params * states)
+                    sync += self.collective("reduce-scatter", params * self.grad_bytes, n, near)
+                    sync += self.collective("all-gather", params * self.param_bytes, n, near)
+            dp = max(0.0, sync - 2 * fwd) if self.overlap_grad_reduce else sync
+        # optimizer: read and write every local state byte once (sharded states over their group)
+        optimizer = 0.0
+        for params, n, _ in groups:
+            states = sum(v / n if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
+            optimizer += self.stream(2 * params * states)
         total = compute + tp + bubble + dp + optimizer + other
         memory = self.memory_bytes(k) if per_gpu_bytes is None else per_gpu_bytes
         return total, compute, tp, bubble, dp, optimizer, other, memory

@@ -231,6 +231,21 @@ def test_compute_grows_with_the_sequence_even_for_tiny_matmuls() -> None:
     assert computes[0] == pytest.approx(computes[1], rel=0.01)  # both padded to 16-row tiles
 
 
+def test_routed_experts_sync_over_their_own_data_parallel_group() -> None:
+    """Mixtral 8×7B, TP 1 · DP 64 · EP 8 on DGX H100, DDP without overlap: the dense weights all-reduce over the
+    64 DP ranks, each GPU's 1/8 of the experts over the 8 ranks that hold the same experts."""
+    cluster = find("dgx-h100").cluster
+    preset = get_preset("mixtral-8x7b")
+    sm = StepModel(preset.model, 4096, 512, machine(cluster, resolve(cluster.device).profile),
+                   overlap_grad_reduce=False)  # fmt: skip
+    experts = float(preset.model.expert_params())
+    assert 0.9 < experts / sm.params < 1  # nearly all of Mixtral is experts
+    k = Knobs(1, 1, 64, 1, 8, 1, 1, False, Recompute.full, Sharding.none)
+    dense = sm.collective("all-reduce", (sm.params - experts) * sm.grad_bytes, 64, 8)
+    routed = sm.collective("all-reduce", experts / 8 * sm.grad_bytes, 8, 1)  # EP ranks fill the node
+    assert sm.evaluate(k)[4] == pytest.approx(dense + routed, rel=1e-9)
+
+
 def test_tensor_parallel_comm_is_zero_without_tp_and_grows_across_nodes() -> None:
     sm = _llama()
     assert sm.evaluate(Knobs(1, 8, 64, 1, 1, 1, 1, False, Recompute.full, Sharding.zero1))[2] == 0
