@@ -82,6 +82,13 @@ class PlanResult(TableResult):
     considered: int = Field(description="valid layouts enumerated")
     fitting: int = Field(description="of those, the ones that fit in memory")
 
+    def renderables(self) -> list[Any]:
+        if self.layouts:
+            return super().renderables()
+        from napkin import render  # nothing to rank: the heading and why, no empty table
+
+        return [render.key_values(self.heading(), [], caption=self.caption())]
+
     @property
     def best(self) -> str | None:
         """The winner in the plan table's words (``TP4 PP1 DP128 SP zero3 selective b1``), None if nothing fits."""
@@ -111,6 +118,8 @@ class PlanResult(TableResult):
                  format_bytes_si(r.per_gpu_bytes)] for i, r in enumerate(self.layouts, 1)]  # fmt: skip
 
     def caption(self) -> str:
+        if not self.considered:
+            return f"{self.cluster}, {self.global_batch:,} × {self.seq:,} tokens per step: no valid layout."
         dtype = f" ({self.layouts[0].dtype})" if self.layouts else ""
         return (f"{self.cluster}{dtype}, {self.global_batch:,} × {self.seq:,} tokens per step. {self.considered:,} "
                 f"layouts considered, {self.fitting:,} fit. {self.explanation}")  # fmt: skip
@@ -201,8 +210,10 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     explanation = _explain(sm, gpus, scored, results)
     warnings = []
     if not all_knobs:
-        warnings.append(f"no valid layout: gpus ({gpus}) must be a multiple of TP × PP × CP and global_batch "
-                        f"({sm.batch}) a multiple of micro-batch × DP")  # fmt: skip
+        domain = sm.hw.fabric.domain_size
+        warnings.append(f"no valid layout: {gpus:,} GPUs must split into TP × PP × CP × DP and the global batch of "
+                        f"{sm.batch:,} sequences into micro-batch × DP × micro-batches, with TP within one "
+                        f"{domain}-device domain and PP dividing {sm.model.layers} layers")  # fmt: skip
     elif not results:
         warnings.append("no layout fits in memory: add GPUs or use a device with more memory")
     return PlanResult(

@@ -492,4 +492,9 @@ def test_a_tpu_slice_is_one_domain_at_any_size_it_holds() -> None:
 def test_plan_with_no_layout_that_fits_exits_1_with_the_reason(napkin: Run) -> None:
     r = napkin("plan", "--model", "llama3-70b", "--gpus", "7", "--global-batch-tokens", "4M", "--cluster", "dgx-h100")
     assert r.exit_code == 1
-    assert "no valid layout" in r.stderr and "0 fit." in r.stdout
+    assert "no valid layout: 7 GPUs must split into TP × PP × CP × DP" in r.stderr
+    assert r.stdout.endswith("dgx-h100, 512 × 8,192 tokens per step: no valid layout.\n")
+    assert "#   layout" not in r.stdout  # no empty table
+    tight = napkin("plan", "--model", "llama3.1-405b", "--gpus", "8", "--global-batch", "8", "--cluster", "dgx-h100")
+    assert tight.exit_code == 1 and "0 fit. Nothing fits." in " ".join(tight.stdout.split())
+    assert "no layout fits in memory" in tight.stderr
