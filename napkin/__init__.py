@@ -103,6 +103,10 @@ __all__ = [
 ]  # fmt: skip
 
 
+#: Module-level names that are tooling, not napkin's API.
+_NOT_API = frozenset({"Any", "TYPE_CHECKING", "annotations", "import_module"})
+
+
 def __dir__() -> list[str]:
     """The lazy names too, so ``dir(napkin)`` and a notebook's completion list every question."""
-    return sorted({*globals(), *_LAZY})
+    return sorted(name for name in {*globals(), *_LAZY} if not name.startswith("_") and name not in _NOT_API)

@@ -993,7 +993,16 @@ def step(
     sm, name = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
                            hardware_file, dtype, optimizer, precision, reserve, flash_attention, causal, shape,
                            overlap_grad_reduce=overlap_grad_reduce)  # fmt: skip
-    result = build_result(sm, check_knobs(sm, lay, b, g), name)
+    try:
+        knobs = check_knobs(sm, lay, b, g)
+    except UsageError as exc:
+        if exc.field != "global_batch" or global_batch_tokens is None:
+            raise
+        tokens = parse(units.parse_length, global_batch_tokens, "global_batch_tokens")
+        rule = str(exc).split("must be ", 1)[-1]
+        raise UsageError(f"global_batch_tokens: {tokens:,} tokens make {sm.batch:,} sequences of {sm.seq:,}, which "
+                         f"must be {rule}", field="global_batch_tokens", also=("micro_batch",)) from None  # fmt: skip
+    result = build_result(sm, knobs, name)
     _batch_note(global_batch_tokens, result)
     _context_note(sm.model, result)
     return result

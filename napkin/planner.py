@@ -226,7 +226,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
 
 def _explain(sm: StepModel, gpus: int, scored: list[tuple[float, Knobs, Terms]], top: list[StepResult]) -> str:
     if not top:
-        return "Nothing fits."
+        return "Nothing fits." if scored or candidates(sm, gpus) else "No valid layout."
     best = scored[0][1], scored[0][2]
     worst_name, worst_share = _worst(best[1])
     overhead = f"its largest overhead is {worst_name} ({worst_share:.0%})" if worst_share >= 0.005 else (

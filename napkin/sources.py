@@ -104,8 +104,8 @@ SCATTER_GATHER: Final = (
     "receiving stage all-gathers it over NVLink)"
 )
 ZERO3_MEASURED: Final = (
-    "ZeRO-3 across nodes: napkin assumes per-layer gathers at NCCL bus bandwidth, hidden behind compute; "
-    "DeepSpeed's ZeRO-3 measured 1.6-5.0× slower than that on 384-2,240 A100s (Narayanan et al. 2021, Table 2)"
+    "ZeRO-3 across nodes is modelled at NCCL speed, overlapped; DeepSpeed's measured 1.6-5.0× slower "
+    "(Narayanan et al. 2021, Table 2)"
 )
 TE_FP8_SCOPE: Final = (
     "NVIDIA TransformerEngine transformer_engine/common/recipe/__init__.py (fp8_dpa = False: attention stays "

@@ -600,6 +600,19 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int) -> K
         m = Workload(seq=sm.seq, micro_batch=micro_batch, global_batch=sm.batch).microbatches(resolved.dp)
     except ValueError as exc:
         raise UsageError(str(exc), field="global_batch", also=("micro_batch",)) from None
+    if resolved.context > 1 and sm.seq % (2 * resolved.context):
+        raise UsageError(
+            f"context_parallel: seq ({sm.seq:,}) must split into 2 × {resolved.context} equal chunks (Megatron-LM's "
+            "load-balanced causal context parallelism)", field="context_parallel", also=("seq",),
+        )  # fmt: skip
+    tokens = micro_batch * sm.seq // resolved.context
+    if resolved.sequence_parallel and tokens % resolved.tensor:
+        raise UsageError(
+            f"sequence_parallel: a micro-batch's {tokens:,} token{'s' if tokens != 1 else ''} must split evenly over "
+            f"tensor_parallel ({resolved.tensor})", field="sequence_parallel", also=("tensor_parallel", "seq"),
+        )  # fmt: skip
+    if resolved.dp == 1 and resolved.sharding is not Sharding.none:
+        resolved = resolved.model_copy(update={"sharding": Sharding.none})  # one replica: nothing to shard over
     if resolved.interleave > 1 and m % resolved.pipeline:
         raise UsageError(
             f"interleave: the interleaved schedule needs a number of micro-batches per replica ({m}) that is a "

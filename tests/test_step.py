@@ -446,6 +446,20 @@ def test_the_global_batch_is_required_and_never_silently_rounded(napkin: Run) ->
     assert uneven.exit_code == 2 and "multiple of --micro-batch × data parallel (1 × 128 = 128)" in uneven.stderr
 
 
+def test_impossible_splits_of_a_sequence_are_refused(napkin: Run) -> None:
+    base = ("step", "--model", "llama3-70b", "--gpus", "512", "-t", "4", "--cluster", "dgx-h100")
+    cp = napkin(*base, "--global-batch", "512", "--seq", "3", "--context-parallel", "2")
+    assert cp.exit_code == 2 and "--context-parallel: --seq (3) must split into 2 × 2 equal chunks" in cp.stderr
+    sp = napkin(*base, "--global-batch", "512", "--seq", "1", "--sequence-parallel")
+    assert sp.exit_code == 2 and "a micro-batch's 1 token must split evenly over --tensor-parallel (4)" in sp.stderr
+    tokens = napkin(*base, "--global-batch-tokens", "4000000")
+    assert tokens.exit_code == 2 and tokens.stderr.startswith(
+        "napkin: error: --global-batch-tokens: 4,000,000 tokens make 488 sequences of 8,192, which must be a multiple"
+    )
+    one = api.step(model="gpt3-175b", gpus=64, tensor_parallel=8, pipeline_parallel=8, global_batch=64, hardware="a100")
+    assert one.layout.sharding is Sharding.none and "DP 1 · none" in one.layout_text  # one replica shards nothing
+
+
 def test_a_changed_preset_and_a_longer_sequence_are_said() -> None:
     plain = api.step(model="llama3-70b", gpus=64, tensor_parallel=8, global_batch=64, cluster="dgx-h100")
     assert plain.model == "llama3-70b" and not any("context" in n for n in plain.notes)
@@ -495,6 +509,23 @@ def test_plan_with_no_layout_that_fits_exits_1_with_the_reason(napkin: Run) -> N
     assert "no valid layout: 7 GPUs must split into TP × PP × CP × DP" in r.stderr
     assert r.stdout.endswith("dgx-h100, 512 × 8,192 tokens per step: no valid layout.\n")
     assert "#   layout" not in r.stdout  # no empty table
+    assert (
+        json.loads(
+            napkin(
+                "plan",
+                "--model",
+                "llama3-70b",
+                "--gpus",
+                "7",
+                "--global-batch-tokens",
+                "4M",
+                "--cluster",
+                "dgx-h100",
+                "--json",
+            ).stdout
+        )["explanation"]
+        == "No valid layout."
+    )
     tight = napkin("plan", "--model", "llama3.1-405b", "--gpus", "8", "--global-batch", "8", "--cluster", "dgx-h100")
     assert tight.exit_code == 1 and "0 fit. Nothing fits." in " ".join(tight.stdout.split())
     assert "no layout fits in memory" in tight.stderr
