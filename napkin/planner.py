@@ -85,9 +85,9 @@ class PlanResult(TableResult):
     def renderables(self) -> list[Any]:
         if self.layouts:
             return super().renderables()
-        from napkin import render  # nothing to rank: the heading and why, no empty table
+        from rich.text import Text  # nothing to rank: the heading and why, no empty table
 
-        return [render.key_values(self.heading(), [], caption=self.caption())]
+        return [Text(self.heading(), style="italic"), Text(""), Text(self.caption())]
 
     @property
     def best(self) -> str | None:
