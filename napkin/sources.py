@@ -107,6 +107,12 @@ ZERO3_MEASURED: Final = (
     "ZeRO-3 across nodes is modelled at NCCL speed, overlapped; DeepSpeed's measured 1.6-5.0× slower "
     "(Narayanan et al. 2021, Table 2)"
 )
+FLASH_EFFICIENCY: Final = (
+    "FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608), BF16 on H100: up to 740 TFLOP/s forward (75 % of the "
+    "peak) and 561 TFLOP/s backward (head dim 128, 16k), the backward counted as 2.5× the forward's FLOPs (QKᵀ "
+    "recomputed), as the FlashAttention benchmarks count it; FlashAttention-2 (Dao 2023, arXiv:2307.08691) reaches "
+    "50-73 % of the A100's peak forward"
+)
 TE_FP8_SCOPE: Final = (
     "NVIDIA TransformerEngine transformer_engine/common/recipe/__init__.py (fp8_dpa = False: attention stays "
     "16-bit); Megatron-LM megatron/core/models/gpt/gpt_model.py (the output layer is a 16-bit "

@@ -95,6 +95,11 @@ def _padded(dim: float) -> float:
 
 
 ACT_BYTES: Final = 2.0  # activations, TP/PP/EP payloads: 16-bit
+#: FlashAttention's share of the 16-bit dense peak, forward and backward, and the backward's FLOPs over the
+#: forward's (sources.FLASH_EFFICIENCY).
+FLASH_FORWARD: Final = 0.75
+FLASH_BACKWARD: Final = 561 / 989.5
+FLASH_BACKWARD_FLOPS: Final = 2.5
 
 
 def _step_table(table: tuple[tuple[float, float], ...], size: float) -> float:
@@ -122,6 +127,7 @@ class Machine:
     fabric: Fabric
     rate16: float  # R of the work kept in 16 bits when ``rate`` is an 8-bit-or-less rate: attention, output layer
     dtype: str = "bf16"  # the number format of ``peak`` and ``rate``
+    peak16: float = 0.0  # 16-bit dense peak (FlashAttention's efficiency is quoted against it); 0: ``peak``
 
 
 #: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
@@ -145,8 +151,9 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
     rate16 = rate
     if dtype in LOW_PRECISION and hardware.peak_if_known("bf16"):
         rate16 = min(rate, machine(cluster, hardware, "bf16").rate)
+    peak16 = hardware.peak_if_known("bf16") or peak
     return Machine(hardware.name, cluster.name, peak, rate, source, hardware.memory_bandwidth, hardware.memory,
-                   cluster.fabric(), rate16, dtype)  # fmt: skip
+                   cluster.fabric(), rate16, dtype, peak16)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ the hot path
@@ -287,7 +294,14 @@ class StepModel:
         heads = self.heads / t * b
         s_q, s_k, d_h = self.seq / c, self.attended, self.d_attn / self.heads
         if self.flash:
-            scores = 2 * 2.0 * heads * s_q * s_k * d_h / self.hw.rate16
+            # FlashAttention: the forward at FLASH_FORWARD of the 16-bit peak; the backward does 2.5× the forward's
+            # FLOPs (it recomputes QKᵀ) at FLASH_BACKWARD. The term holds a third of forward + backward, since the
+            # step counts each layer's forward three times (forward, and backward as two).
+            flops = 2 * 2.0 * heads * s_q * s_k * d_h
+            peak16 = self.hw.peak16 or self.hw.peak
+            forward = flops / min(self.hw.rate16, FLASH_FORWARD * peak16)
+            backward = FLASH_BACKWARD_FLOPS * flops / min(self.hw.rate16, FLASH_BACKWARD * peak16)
+            scores = (forward + backward) / 3
             score_stream = 0.0
         else:
             scores = self.gemm(s_q, d_h, s_k, heads, rate16=True) + self.gemm(s_q, s_k, d_h, heads, rate16=True)
@@ -513,6 +527,10 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
         step("memory-bound work", "bytes / (B·η_mem(size)); norms, residuals, softmax, activation fn, CE, optimizer",
              f"η_mem = {', '.join(f'{e:g} ≥ {s / 1e6:g} MB' for s, e in MEMORY_EFFICIENCY)}", "per kernel",
              f"{sources.HBM_EFFICIENCY}; {sources.ELEMENTWISE}"),
+        *([step("attention (FlashAttention)", "forward FLOPs / (η_f × 16-bit peak) + 2.5 × forward FLOPs / "
+                "(η_b × 16-bit peak), no s×s scores in HBM", f"η_f = {FLASH_FORWARD:.2f}, η_b = {FLASH_BACKWARD:.3f}, "
+                f"16-bit peak {format_rate(hw.peak16 or hw.peak)}", "per layer", sources.FLASH_EFFICIENCY)]
+          if sm.flash else []),
         step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage",
              f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}", format_duration(compute),
              f"{sources.NARAYANAN_RECOMPUTE}; {sources.NO_OVERLAP}"),

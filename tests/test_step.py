@@ -81,13 +81,14 @@ def test_mean_errors_and_readme_tables() -> None:
 
 def test_fp8_on_h100_is_over_predicted_as_the_readme_says() -> None:
     """Megatron-Bridge performance summary (25.11, DGX-H100): Llama 3 70B, FP8, 64 GPUs, GBS 128, MBS 1,
-    sequence 8192, TP 4, PP 8, VP 5: 1,602 tokens/s per GPU. napkin runs the blocks' linear layers at the fp8
-    rate and the attention core and output layer at bf16, as Transformer Engine does, without its casts."""
+    sequence 8192, TP 4, PP 8, VP 5: 1,602 tokens/s per GPU (napkin: +2 %). napkin runs the blocks' linear
+    layers at the fp8 rate and the attention core and output layer at bf16, as Transformer Engine does, without
+    its casts."""
     r = api.step(model="llama3-70b", gpus=64, tensor_parallel=4, pipeline_parallel=8, interleave=5, global_batch=128,
                  seq=8192, cluster="dgx-h100", flash_attention=True, causal=True, sharding="zero1",
                  sequence_parallel=True, recompute="none", dtype="fp8")  # fmt: skip
     per_gpu = r.tokens_per_second / 64
-    assert 1.0 < per_gpu / 1602 < 1.10
+    assert 1.0 < per_gpu / 1602 < 1.05
     readme = README.read_text(encoding="utf-8").replace("\n", " ")
     assert f"napkin predicts {per_gpu:,.0f}, {(per_gpu / 1602 - 1) * 100:.0f} % too fast" in readme
 
