@@ -497,6 +497,13 @@ def test_plan_rows_are_distinct_and_show_sequence_parallelism() -> None:
     assert all(("SP" in row[1]) == r.layout.sequence_parallel for row, r in zip(rows, result.layouts, strict=True))
 
 
+def test_the_readme_gives_the_flash_attention_mfu_of_its_plan() -> None:
+    result = api.plan(model="llama3-70b", gpus=512, global_batch_tokens="4M", cluster="dgx-h100", top=1,
+                      flash_attention=True, causal=True)  # fmt: skip
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert f"with `--flash-attention --causal` the same plan predicts MFU {result.layouts[0].mfu:.2f}," in text
+
+
 def test_a_tpu_slice_is_one_domain_at_any_size_it_holds() -> None:
     """tpu-v5p-slice: 8,960 chips in one ICI domain, no scale-out network; groups of any size fit in it."""
     for gpus in (512, 576, 4096):
