@@ -224,16 +224,27 @@ def number(x: float | None) -> str:
     return f"{mantissa}e{int(exponent)}" if exponent else mantissa
 
 
-def explanation(steps: Sequence[Step]) -> Text:
-    """The napkin derivation, as a lecture writes it: formula, numbers put in, result, then the source."""
+def _hanging(prefix: str, body: str, columns: int) -> str:
+    """``prefix + body`` wrapped at word breaks, the continuation lines indented under the body."""
+    import textwrap
+
+    lines = textwrap.wrap(body, width=max(40, columns), initial_indent=prefix, subsequent_indent=" " * len(prefix),
+                          break_long_words=False, break_on_hyphens=False)  # fmt: skip
+    return "\n".join(lines or [prefix.rstrip()]) + "\n"
+
+
+def explanation(steps: Sequence[Step], columns: int | None = None) -> Text:
+    """The napkin derivation, as a lecture writes it: formula, numbers put in, result, then the source; long
+    lines wrap under their own indent (``columns``: the terminal's width by default)."""
+    cols = columns if columns is not None else width()
     text = Text("Derivation\n", style="bold")
     for n, s in enumerate(steps, 1):
-        text.append(f"{n:>2}. {s.quantity}\n", style="bold")
-        text.append(f"    {s.formula}\n")
+        text.append(_hanging(f"{n:>2}. ", s.quantity, cols), style="bold")
+        text.append(_hanging("    ", s.formula, cols))
         if s.substituted:  # numbers put in; "with" when they are themselves assignments
-            text.append(f"      {'with' if '=' in s.substituted else '='} {s.substituted}\n")
-        text.append(f"      {'→' if '=' in s.result else '='} {s.result}\n")
-        text.append(f"    source: {s.source}\n", style="dim")
+            text.append(_hanging(f"      {'with' if '=' in s.substituted else '='} ", s.substituted, cols))
+        text.append(_hanging(f"      {'→' if '=' in s.result else '='} ", s.result, cols))
+        text.append(_hanging("    source: ", s.source, cols), style="dim")
     return text
 
 

@@ -63,7 +63,7 @@ class Result(Record):
         """The derivation as plain text: each formula, the numbers put in, the result and its source."""
         from napkin import render
 
-        return render.plain(render.explanation(self.steps))
+        return render.plain(render.explanation(self.steps, columns=100))
 
     def _repr_html_(self) -> str:
         from napkin import render

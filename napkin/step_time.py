@@ -522,14 +522,15 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
              hw.rate_source + (f"; {sources.TE_FP8_SCOPE}" if hw.rate16 != hw.rate else "")),
         step("matmul time", "2mkn / (R·η_size·q) + bytes / (B·η_mem), q = m·n / (m, n padded to tiles ≤ 128)",
              f"R = {format_rate(hw.rate)}, B = {format_bandwidth(hw.hbm)}, η_size = "
-             + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "per GEMM",
+             + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "each GEMM's time",
              f"{sources.NO_OVERLAP}; {sources.TILE_QUANTIZATION}; {sources.MATMUL_SIZE}"),
         step("memory-bound work", "bytes / (B·η_mem(size)); norms, residuals, softmax, activation fn, CE, optimizer",
-             f"η_mem = {', '.join(f'{e:g} ≥ {s / 1e6:g} MB' for s, e in MEMORY_EFFICIENCY)}", "per kernel",
+             f"η_mem = {', '.join(f'{e:g} ≥ {s / 1e6:g} MB' for s, e in MEMORY_EFFICIENCY)}", "each kernel's time",
              f"{sources.HBM_EFFICIENCY}; {sources.ELEMENTWISE}"),
         *([step("attention (FlashAttention)", "forward FLOPs / (η_f × 16-bit peak) + 2.5 × forward FLOPs / "
                 "(η_b × 16-bit peak), no s×s scores in HBM", f"η_f = {FLASH_FORWARD:.2f}, η_b = {FLASH_BACKWARD:.3f}, "
-                f"16-bit peak {format_rate(hw.peak16 or hw.peak)}", "per layer", sources.FLASH_EFFICIENCY)]
+                f"16-bit peak {format_rate(hw.peak16 or hw.peak)}", "each layer's attention time",
+                sources.FLASH_EFFICIENCY)]
           if sm.flash else []),
         step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage",
              f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}", format_duration(compute),
