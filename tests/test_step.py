@@ -3,6 +3,7 @@ pipeline schedule, invariants, the memory fast path, the CLI."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -324,6 +325,17 @@ def test_the_1t_row_from_the_command_line(napkin: Run) -> None:
     assert data["step_seconds"] == pytest.approx(
         eq3_flops(TABLE_1[-1]) / (3072 * predict(TABLE_1[-1]) * 1e12), rel=0.01
     )
+
+
+def test_explain_wraps_under_its_own_indent() -> None:
+    from napkin import render
+
+    result = api.step(model="llama3-8b", gpus=8, global_batch=16, hardware="h100", flash_attention=True)
+    lines = render.plain(render.explanation(result.steps, columns=80), width=80).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    for before, line in itertools.pairwise(lines):
+        if before.startswith("    source: ") and line.strip() and not line.lstrip()[0].isdigit():
+            assert line.startswith(" " * len("    source: ")), line  # a source's second line sits under its first
 
 
 def test_step_explain_shows_every_term(napkin: Run) -> None:
