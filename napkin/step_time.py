@@ -479,6 +479,7 @@ class StepResult(Result):
     matmul_source: str
     per_gpu_bytes: float
     memory_bytes: float
+    reserve_bytes: float = Field(default=0.0, description="memory kept free per GPU (--reserve)")
     fits: bool
 
     def heading(self) -> str:
@@ -500,8 +501,9 @@ class StepResult(Result):
             ("MFU", f"{self.mfu:.3f} predicted (HFU {self.hfu:.3f})"),
             ("FLOP/s per GPU", f"{format_rate(self.achieved_flops_per_gpu)} hardware; matmul rate "
                                f"{format_rate(self.matmul_flops)}"),
-            ("memory per GPU", f"{format_bytes(self.per_gpu_bytes)} of {format_bytes(self.memory_bytes)}: "
-                               + ("fits" if self.fits else "does NOT fit")),
+            ("memory per GPU", f"{format_bytes(self.per_gpu_bytes)} of {format_bytes(self.memory_bytes)}"
+                               + (f" less {format_bytes(self.reserve_bytes)} reserved" if self.reserve_bytes else "")
+                               + (": fits" if self.fits else ": does NOT fit")),
         ]  # fmt: skip
         return rows
 
@@ -589,7 +591,8 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         tokens_per_second=tokens / total, mfu=tokens * fpt / peak_total, hfu=tokens * hfpt / peak_total,
         flops_per_token=fpt, hardware_flops_per_token=hfpt, achieved_flops_per_gpu=tokens * hfpt / (gpus * total),
         peak_flops=sm.hw.peak, matmul_flops=sm.hw.rate, matmul_source=sm.hw.rate_source, dtype=sm.hw.dtype,
-        per_gpu_bytes=mem.per_gpu_bytes, memory_bytes=mem.memory_bytes, fits=mem.fits, steps=steps,
+        per_gpu_bytes=mem.per_gpu_bytes, memory_bytes=mem.memory_bytes, reserve_bytes=sm.reserve, fits=mem.fits,
+        steps=steps,
         warnings=list(mem.warnings),
         notes=[sources.ZERO3_MEASURED] if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) else [],
     )  # fmt: skip

@@ -473,6 +473,15 @@ def test_impossible_splits_of_a_sequence_are_refused(napkin: Run) -> None:
     assert one.layout.sharding is Sharding.none and "DP 1 · none" in one.layout_text  # one replica shards nothing
 
 
+def test_the_reserve_is_shown_where_the_verdict_is(napkin: Run) -> None:
+    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--hardware", "h100",
+               "--reserve", "4GB")  # fmt: skip
+    assert r.exit_code == 0 and "less 4 GB (3.73 GiB) reserved: " in r.stdout
+    data = json.loads(napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--hardware",
+                             "h100", "--reserve", "4GB", "--json").stdout)  # fmt: skip
+    assert data["reserve_bytes"] == 4e9
+
+
 def test_a_changed_preset_and_a_longer_sequence_are_said() -> None:
     plain = api.step(model="llama3-70b", gpus=64, tensor_parallel=8, global_batch=64, cluster="dgx-h100")
     assert plain.model == "llama3-70b" and not any("context" in n for n in plain.notes)
