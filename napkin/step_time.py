@@ -126,8 +126,8 @@ class Machine:
     capacity: float  # bytes
     fabric: Fabric
     rate16: float  # R of the work kept in 16 bits when ``rate`` is an 8-bit-or-less rate: attention, output layer
-    dtype: str = "bf16"  # the number format of ``peak`` and ``rate``
-    peak16: float = 0.0  # 16-bit dense peak (FlashAttention's efficiency is quoted against it); 0: ``peak``
+    dtype: str  # the number format of ``peak`` and ``rate``
+    peak16: float  # 16-bit dense peak (FlashAttention's efficiency is quoted against it)
 
 
 #: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
@@ -298,9 +298,8 @@ class StepModel:
             # FLOPs (it recomputes QKᵀ) at FLASH_BACKWARD. The term holds a third of forward + backward, since the
             # step counts each layer's forward three times (forward, and backward as two).
             flops = 2 * 2.0 * heads * s_q * s_k * d_h
-            peak16 = self.hw.peak16 or self.hw.peak
-            forward = flops / min(self.hw.rate16, FLASH_FORWARD * peak16)
-            backward = FLASH_BACKWARD_FLOPS * flops / min(self.hw.rate16, FLASH_BACKWARD * peak16)
+            forward = flops / min(self.hw.rate16, FLASH_FORWARD * self.hw.peak16)
+            backward = FLASH_BACKWARD_FLOPS * flops / min(self.hw.rate16, FLASH_BACKWARD * self.hw.peak16)
             scores = (forward + backward) / 3
             score_stream = 0.0
         else:
@@ -531,7 +530,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
              f"{sources.HBM_EFFICIENCY}; {sources.ELEMENTWISE}"),
         *([step("attention (FlashAttention)", "forward FLOPs / (η_f × 16-bit peak) + 2.5 × forward FLOPs / "
                 "(η_b × 16-bit peak), no s×s scores in HBM", f"η_f = {FLASH_FORWARD:.2f}, η_b = {FLASH_BACKWARD:.3f}, "
-                f"16-bit peak {format_rate(hw.peak16 or hw.peak)}", "each layer's attention time",
+                f"16-bit peak {format_rate(hw.peak16)}", "each layer's attention time",
                 sources.FLASH_EFFICIENCY)]
           if sm.flash else []),
         step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage",
