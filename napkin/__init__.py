@@ -103,10 +103,6 @@ __all__ = [
 ]  # fmt: skip
 
 
-#: Module-level names that are tooling, not napkin's API.
-_NOT_API = frozenset({"Any", "TYPE_CHECKING", "annotations", "import_module"})
-
-
 def __dir__() -> list[str]:
-    """The lazy names too, so ``dir(napkin)`` and a notebook's completion list every question."""
-    return sorted(name for name in {*globals(), *_LAZY} if not name.startswith("_") and name not in _NOT_API)
+    """The API, lazy names included, so ``dir(napkin)`` and a notebook's completion list every question."""
+    return sorted(__all__)

@@ -115,6 +115,7 @@ def test_every_question_in_the_readme_list_is_a_callable_of_the_package() -> Non
     for name in names:
         assert callable(getattr(napkin, name)), name
         assert name in dir(napkin)
+    assert set(napkin._LAZY) <= set(dir(napkin)) == set(napkin.__all__)  # the API and nothing else
 
 
 def test_no_question_shares_its_name_with_a_module() -> None:
