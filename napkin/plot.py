@@ -18,8 +18,8 @@ def plan_svg(result: PlanResult) -> str:
         matplotlib.use("svg")
         import matplotlib.pyplot as plt
     except ImportError:
-        extra = "drawing needs matplotlib, in napkin's plot extra: pip install 'napkin-math[plot]'"
-        raise UsageError(f"plot: {extra}", field="plot", cli_message=f"--plot: {extra}") from None
+        raise UsageError("plot: drawing needs matplotlib, in napkin's 'plot' extra: pip install 'napkin-math[plot]'",
+                         field="plot") from None  # fmt: skip
     fig, ax = plt.subplots(figsize=(7, 4.5))
     try:
         if result.points:

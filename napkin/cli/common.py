@@ -141,8 +141,8 @@ def _for_cli(exc: NapkinError) -> str:
     if getattr(exc, "cli_message", None):
         return str(exc.cli_message)  # type: ignore[attr-defined]
     message = str(exc)
-    for field in getattr(exc, "fields", ()):
-        message = re.sub(rf"(?<![\w-]){re.escape(field)}(?![\w-])", flag(field), message)
+    for field in getattr(exc, "fields", ()):  # not inside quotes or brackets: 'napkin cluster list', pkg[plot]
+        message = re.sub(rf"(?<![\w'\[-]){re.escape(field)}(?![\w'\]-])", flag(field), message)
     return message
 
 
