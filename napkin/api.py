@@ -883,7 +883,10 @@ def get_cluster(
     return matches[0], profile
 
 
-def _global_batch(global_batch: Number | None, global_batch_tokens: Number | None, seq: int) -> int | None:
+def _global_batch(
+    global_batch: Number | None, global_batch_tokens: Number | None, seq: int
+) -> tuple[int | None, int | None]:
+    """(sequences, the tokens they were given as, if they were)."""
     if global_batch is not None and global_batch_tokens is not None:
         raise UsageError("give global_batch or global_batch_tokens, not both", field="global_batch",
                          also=("global_batch_tokens",))  # fmt: skip
@@ -893,25 +896,20 @@ def _global_batch(global_batch: Number | None, global_batch_tokens: Number | Non
         if tokens < seq:
             raise UsageError(f"global_batch_tokens: {tokens:,} tokens is less than one sequence of {seq:,}",
                              field="global_batch_tokens", also=("seq",))  # fmt: skip
-        return round(tokens / seq)
-    return optional(units.parse_int, global_batch, "global_batch")
+        return round(tokens / seq), tokens
+    return optional(units.parse_int, global_batch, "global_batch"), None
 
 
-def _context_note(model: Model, result: Any) -> None:
-    """Say so on ``result`` when the sequence is longer than the context the model was built for."""
-    if model.context is not None and result.seq > model.context:
-        result.notes.append(f"seq {result.seq:,} is longer than the model's context of {model.context:,} tokens")
-
-
-def _batch_note(global_batch_tokens: Number | None, result: Any) -> None:
-    """Say so on ``result`` when ``global_batch_tokens`` was not a whole number of sequences."""
-    if global_batch_tokens is None:
-        return
-    tokens = parse(units.parse_length, global_batch_tokens, "global_batch_tokens")
-    sequences = result.global_batch
-    if tokens != sequences * result.seq:
-        result.notes.append(f"global batch: {tokens:,} tokens is {tokens / result.seq:,.1f} sequences of "
-                            f"{result.seq:,}; using {sequences:,} ({sequences * result.seq:,} tokens)")  # fmt: skip
+def _notes(sm: Any, batch_tokens: int | None) -> list[str]:
+    """What a step or plan result should say about its inputs: a token batch that is not whole sequences, a
+    sequence longer than the model's context."""
+    notes = []
+    if batch_tokens is not None and batch_tokens != sm.batch * sm.seq:
+        notes.append(f"global batch: {batch_tokens:,} tokens is {batch_tokens / sm.seq:,.1f} sequences of "
+                     f"{sm.seq:,}; using {sm.batch:,} ({sm.batch * sm.seq:,} tokens)")  # fmt: skip
+    if sm.model.context is not None and sm.seq > sm.model.context:
+        notes.append(f"seq {sm.seq:,} is longer than the model's context of {sm.model.context:,} tokens")
+    return notes
 
 
 def _step_model(
@@ -931,7 +929,7 @@ def _step_model(
     causal: bool,
     shape: dict[str, Any],
     overlap_grad_reduce: bool = True,
-) -> tuple[Any, str]:
+) -> tuple[Any, str, int | None]:
     from napkin.step_time import StepModel, machine
 
     arch, preset_seq = build_model(model, model_config, **shape)
@@ -941,7 +939,7 @@ def _step_model(
     length = _seq(seq, preset_seq)
     if length is None:
         raise UsageError("seq is required (this model has no default sequence length)", field="seq")
-    batch = _global_batch(global_batch, global_batch_tokens, length)
+    batch, batch_tokens = _global_batch(global_batch, global_batch_tokens, length)
     if batch is None:
         raise UsageError("global_batch (sequences) or global_batch_tokens (e.g. 4M) is required",
                          field="global_batch", also=("global_batch_tokens",))  # fmt: skip
@@ -955,7 +953,7 @@ def _step_model(
         precision=choice(Precision, precision, "precision"), flash_attention=flash_attention, causal=causal,
         reserve_bytes=_reserve(reserve, profile.memory), overlap_grad_reduce=overlap_grad_reduce,
     )  # fmt: skip
-    return sm, name
+    return sm, name, batch_tokens
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
@@ -990,21 +988,11 @@ def step(
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
     g = parse(units.parse_int, gpus, "gpus")
     b = parse(units.parse_int, micro_batch, "micro_batch")
-    sm, name = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
+    sm, name, batch_tokens = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
                            hardware_file, dtype, optimizer, precision, reserve, flash_attention, causal, shape,
                            overlap_grad_reduce=overlap_grad_reduce)  # fmt: skip
-    try:
-        knobs = check_knobs(sm, lay, b, g)
-    except UsageError as exc:
-        if exc.field != "global_batch" or global_batch_tokens is None:
-            raise
-        tokens = parse(units.parse_length, global_batch_tokens, "global_batch_tokens")
-        rule = str(exc).split("must be ", 1)[-1]
-        raise UsageError(f"global_batch_tokens: {tokens:,} tokens make {sm.batch:,} sequences of {sm.seq:,}, which "
-                         f"must be {rule}", field="global_batch_tokens", also=("micro_batch",)) from None  # fmt: skip
-    result = build_result(sm, knobs, name)
-    _batch_note(global_batch_tokens, result)
-    _context_note(sm.model, result)
+    result = build_result(sm, check_knobs(sm, lay, b, g, batch_tokens), name)
+    result.notes += _notes(sm, batch_tokens)
     return result
 
 
@@ -1035,13 +1023,12 @@ def plan(
 
     g = parse(units.parse_int, gpus, "gpus")
     n = parse(units.parse_int, top, "top")
-    sm, name = _step_model(
+    sm, name, batch_tokens = _step_model(
         model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware, hardware_file, dtype,
         optimizer, precision, reserve, flash_attention, causal, shape, overlap_grad_reduce=overlap_grad_reduce,
     )  # fmt: skip
     result = engine(sm, g, name, n)
-    _batch_note(global_batch_tokens, result)
-    _context_note(sm.model, result)
+    result.notes += _notes(sm, batch_tokens)
     return result
 
 

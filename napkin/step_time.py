@@ -609,18 +609,24 @@ def _profile_for(sm: StepModel) -> HardwareProfile:
     return profile
 
 
-def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int) -> Knobs:
-    """The layout resolved on ``gpus`` and checked against the model and the batch (errors name fields)."""
+def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int, batch_tokens: int | None = None) -> Knobs:
+    """The layout resolved on ``gpus`` and checked against the model and the batch (errors name fields);
+    ``batch_tokens``: the global batch was given in tokens, so an error about it names that."""
     resolved = layout.resolve(gpus, sm.model)
     if resolved.tensor > sm.hw.fabric.domain_size:
         raise UsageError(
             f"tensor ({resolved.tensor}) exceeds the scale-up domain of {sm.hw.cluster} "
             f"({sm.hw.fabric.domain_size} devices)", field="tensor_parallel",
         )  # fmt: skip
+    work = Workload(seq=sm.seq, micro_batch=micro_batch, global_batch=sm.batch)
     try:
-        m = Workload(seq=sm.seq, micro_batch=micro_batch, global_batch=sm.batch).microbatches(resolved.dp)
+        m = work.microbatches(resolved.dp)
     except ValueError as exc:
-        raise UsageError(str(exc), field="global_batch", also=("micro_batch",)) from None
+        if batch_tokens is None:
+            raise UsageError(str(exc), field="global_batch", also=("micro_batch",)) from None
+        raise UsageError(f"global_batch_tokens: {batch_tokens:,} tokens make {sm.batch:,} sequences of {sm.seq:,}, "
+                         f"which must be {work.batch_rule(resolved.dp)}", field="global_batch_tokens",
+                         also=("micro_batch",)) from None  # fmt: skip
     if resolved.context > 1 and sm.seq % (2 * resolved.context):
         raise UsageError(
             f"context_parallel: seq ({sm.seq:,}) must split into 2 × {resolved.context} equal chunks (Megatron-LM's "

@@ -38,8 +38,10 @@ class Workload(Record):
             return 1
         per_replica, rest = divmod(self.global_batch, self.micro_batch * data_parallel)
         if rest or per_replica == 0:
-            raise ValueError(
-                f"global_batch ({self.global_batch}) must be a multiple of micro_batch × data parallel "
-                f"({self.micro_batch} × {data_parallel} = {self.micro_batch * data_parallel})"
-            )
+            raise ValueError(f"global_batch ({self.global_batch}) must be {self.batch_rule(data_parallel)}")
         return per_replica
+
+    def batch_rule(self, data_parallel: int) -> str:
+        """What the global batch must be on ``data_parallel`` replicas, in words."""
+        return (f"a multiple of micro_batch × data parallel ({self.micro_batch} × {data_parallel} = "
+                f"{self.micro_batch * data_parallel})")  # fmt: skip
