@@ -514,6 +514,12 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     hw = sm.hw
     total, compute, tp, bubble, dp, opt, other, _ = terms
     m = sm.batch // (k.micro_batch * k.data)
+    flash = [
+        step("attention (FlashAttention)",
+             f"forward FLOPs / (η_f × 16-bit peak) + {FLASH_BACKWARD_FLOPS:g} × forward FLOPs / (η_b × 16-bit peak)",
+             f"η_f = {FLASH_FORWARD:.2f}, η_b = {FLASH_BACKWARD:.3f}, 16-bit peak {format_rate(hw.peak16)}",
+             "each layer's attention time", sources.FLASH_EFFICIENCY),
+    ] if sm.flash else []  # fmt: skip
     steps += [
         step("achievable matmul rate R", "saved bench, else published MAMF, else 0.8 × peak",
              f"{hw.name}: R / dense peak = {format_rate(hw.rate)} / {format_rate(hw.peak)}"
@@ -528,11 +534,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
         step("memory-bound work", "bytes / (B·η_mem(size)); norms, residuals, softmax, activation fn, CE, optimizer",
              f"η_mem = {', '.join(f'{e:g} ≥ {s / 1e6:g} MB' for s, e in MEMORY_EFFICIENCY)}", "each kernel's time",
              f"{sources.HBM_EFFICIENCY}; {sources.ELEMENTWISE}"),
-        *([step("attention (FlashAttention)", "forward FLOPs / (η_f × 16-bit peak) + 2.5 × forward FLOPs / "
-                "(η_b × 16-bit peak), no s×s scores in HBM", f"η_f = {FLASH_FORWARD:.2f}, η_b = {FLASH_BACKWARD:.3f}, "
-                f"16-bit peak {format_rate(hw.peak16)}", "each layer's attention time",
-                sources.FLASH_EFFICIENCY)]
-          if sm.flash else []),
+        *flash,
         step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage",
              f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}", format_duration(compute),
              f"{sources.NARAYANAN_RECOMPUTE}; {sources.NO_OVERLAP}"),
