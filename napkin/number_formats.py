@@ -19,7 +19,7 @@ from napkin.base import Record
 from napkin.choices import STORAGE_BYTES
 from napkin.errors import UsageError
 from napkin.result import Result, TableResult
-from napkin.units import format_bytes, format_sci
+from napkin.units import format_bytes, format_whole
 
 
 @dataclass(frozen=True)
@@ -191,11 +191,10 @@ class TensorSize(Result):
     def rows(self) -> list[tuple[str, str]]:
         return [
             ("shape", " × ".join(f"{d:,}" for d in self.shape) + f" ({self.dtype})"),
-            ("elements", f"{self.elements:,}" if self.elements < 10**15 else format_sci(self.elements)),
+            ("elements", format_whole(self.elements)),
             (
                 "bytes",
-                (f"{self.bytes:,.0f} B" if self.bytes < 1e15 else f"{format_sci(self.bytes)} B")
-                + (f" = {format_bytes(self.bytes)}" if self.bytes >= 1000 else ""),
+                f"{format_whole(self.bytes)} B" + (f" = {format_bytes(self.bytes)}" if self.bytes >= 1000 else ""),
             ),
         ]
 

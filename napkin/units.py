@@ -300,6 +300,12 @@ def format_count(value: float, decimals: int = 1) -> str:
     return f"{value:,.0f}" if value == int(value) else f"{value:.{decimals}f}"
 
 
+def format_whole(value: float) -> str:
+    """An exact quantity with thousands separators (``2,415,919,104``), in scientific notation from 10^15 on,
+    where a float's digits stop being exact (``4.00e40``)."""
+    return f"{value:,.0f}" if abs(value) < 1e15 else format_sci(value)
+
+
 def format_sci(value: float, digits: int = 3) -> str:
     """``6.3e24`` → ``"6.30e24"`` (no plus sign, ``digits`` significant figures)."""
     mantissa, _, exponent = f"{value:.{digits - 1}e}".partition("e")
