@@ -5,23 +5,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict
-
-from napkin.cluster import Cluster, ClusterCatalog, LoadedCluster
-from napkin.result import Result, TableResult
+from napkin.cluster import ClusterCatalog, LoadedCluster
+from napkin.result import ARBITRARY_TYPES, Result, TableResult, fields
 from napkin.units import format_bandwidth, format_duration
-
-_ARBITRARY = ConfigDict(arbitrary_types_allowed=True)
-
-
-def cluster_row(c: Cluster) -> dict[str, Any]:
-    return c.model_dump(mode="json", exclude_none=True)
 
 
 class ClusterList(TableResult):
     """Every cluster profile napkin can see, and where it comes from."""
 
-    model_config = _ARBITRARY
+    model_config = ARBITRARY_TYPES
     title: ClassVar[str] = "Cluster profiles"
 
     catalog: ClusterCatalog
@@ -48,9 +40,7 @@ class ClusterList(TableResult):
 
     def to_json(self, explain: bool = False) -> Any:
         return {
-            "clusters": [
-                {"origin": c.origin, "path": c.path, **cluster_row(c.cluster)} for c in self.catalog.visible()
-            ],
+            "clusters": [fields(c.cluster, origin=c.origin, path=c.path) for c in self.catalog.visible()],
             "invalid": [{"path": b.path, "error": b.error} for b in self.catalog.broken],
         }
 
@@ -58,7 +48,7 @@ class ClusterList(TableResult):
 class ClusterSheet(Result):
     """Every field of one cluster profile, with units and sources."""
 
-    model_config = _ARBITRARY
+    model_config = ARBITRARY_TYPES
 
     loaded: LoadedCluster
 
@@ -83,4 +73,4 @@ class ClusterSheet(Result):
         return rows
 
     def to_json(self, explain: bool = False) -> Any:
-        return {"origin": self.loaded.origin, "path": self.loaded.path, **cluster_row(self.loaded.cluster)}
+        return fields(self.loaded.cluster, origin=self.loaded.origin, path=self.loaded.path)

@@ -9,25 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict
-
 from napkin.choices import Dtype
 from napkin.profiles import BrokenProfile, Catalog, HardwareProfile, LoadedProfile
-from napkin.result import Result, TableResult
+from napkin.result import ARBITRARY_TYPES, Result, TableResult, fields
 from napkin.units import format_bandwidth, format_bytes, format_bytes_si, format_power, format_rate
-
-_ARBITRARY = ConfigDict(arbitrary_types_allowed=True)
-
-
-def profile_row(p: HardwareProfile) -> dict[str, Any]:
-    """A profile as ``--json`` prints it: its own fields, in base units, unset ones left out."""
-    return p.model_dump(mode="json", exclude_none=True)
 
 
 class HardwareList(TableResult):
     """Every profile napkin can see, where it comes from, and any invalid files."""
 
-    model_config = _ARBITRARY
+    model_config = ARBITRARY_TYPES
     title: ClassVar[str] = "Hardware profiles"
 
     catalog: Catalog
@@ -66,7 +57,7 @@ class HardwareList(TableResult):
     def to_json(self, explain: bool = False) -> Any:
         c = self.catalog
         return {
-            "profiles": [{"origin": p.origin, "path": p.path, **profile_row(p.profile)} for p in c.visible()],
+            "profiles": [fields(p.profile, origin=p.origin, path=p.path) for p in c.visible()],
             "shadowed": [{"name": p.profile.name, "origin": p.origin, "path": p.path} for p in c.replaced],
             "conflicts": c.conflicts,
             "invalid": [_broken(b) for b in c.broken],
@@ -80,7 +71,7 @@ def _broken(b: BrokenProfile) -> dict[str, str]:
 class HardwareSheet(Result):
     """Every field of one profile, with units, ridge points and sources."""
 
-    model_config = _ARBITRARY
+    model_config = ARBITRARY_TYPES
 
     loaded: LoadedProfile
 
@@ -112,7 +103,7 @@ class HardwareSheet(Result):
         return rows
 
     def to_json(self, explain: bool = False) -> Any:
-        return {"origin": self.loaded.origin, "path": self.loaded.path, **profile_row(self.loaded.profile)}
+        return fields(self.loaded.profile, origin=self.loaded.origin, path=self.loaded.path)
 
 
 class HardwareComparison(TableResult):
@@ -149,4 +140,4 @@ class HardwareComparison(TableResult):
         return "ridge point = dense peak / memory bandwidth: kernels below it are memory-bound"
 
     def to_json(self, explain: bool = False) -> Any:
-        return [{**profile_row(p), "ridge_point": self.ridge(p)} for p in self.profiles]
+        return [{**fields(p), "ridge_point": self.ridge(p)} for p in self.profiles]

@@ -11,10 +11,19 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from napkin.base import Record
 from napkin.explain import Step
+
+#: For results that hold the catalog's own objects (loaded profiles and clusters) as they are.
+ARBITRARY_TYPES = ConfigDict(arbitrary_types_allowed=True)
+
+
+def fields(item: BaseModel, **extra: Any) -> dict[str, Any]:
+    """A profile or cluster as ``--json`` prints it: ``extra`` first (origin, path), then its own fields in base
+    units, unset ones left out."""
+    return {**extra, **item.model_dump(mode="json", exclude_none=True)}
 
 
 class Result(Record):
