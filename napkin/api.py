@@ -929,6 +929,7 @@ def _step_model(
     causal: bool,
     shape: dict[str, Any],
     overlap_grad_reduce: bool = True,
+    gradient_accumulation_fusion: bool = True,
 ) -> tuple[Any, str, int | None]:
     from napkin.step_time import StepModel, machine
 
@@ -952,6 +953,7 @@ def _step_model(
         arch, length, batch, hw, optimizer=choice(Optimizer, optimizer, "optimizer"),
         precision=choice(Precision, precision, "precision"), flash_attention=flash_attention, causal=causal,
         reserve_bytes=_reserve(reserve, profile.memory), overlap_grad_reduce=overlap_grad_reduce,
+        gradient_accumulation_fusion=gradient_accumulation_fusion,
     )  # fmt: skip
     return sm, name, batch_tokens
 
@@ -976,11 +978,14 @@ def step(
     reserve: Number = 0,
     causal: bool = False,
     overlap_grad_reduce: bool = True,
+    gradient_accumulation_fusion: bool = True,
     **shape: Any,
 ) -> Any:
     """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster.
     ``overlap_grad_reduce=False``: the gradient all-reduce runs after the last backward (Megatron-LM without
-    --overlap-grad-reduce), all of it exposed."""
+    --overlap-grad-reduce), all of it exposed. ``gradient_accumulation_fusion=False``: every micro-batch after
+    the first adds its weight gradients into the stored ones in a kernel of its own (PyTorch autograd,
+    Megatron-LM before 2022 or with --no-gradient-accumulation-fusion)."""
     from napkin.step_time import build_result, check_knobs
 
     lay = split_layout(shape)
@@ -990,7 +995,8 @@ def step(
     b = parse(units.parse_int, micro_batch, "micro_batch")
     sm, name, batch_tokens = _step_model(model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware,
                            hardware_file, dtype, optimizer, precision, reserve, flash_attention, causal, shape,
-                           overlap_grad_reduce=overlap_grad_reduce)  # fmt: skip
+                           overlap_grad_reduce=overlap_grad_reduce,
+                           gradient_accumulation_fusion=gradient_accumulation_fusion)  # fmt: skip
     result = build_result(sm, check_knobs(sm, lay, b, g, batch_tokens), name)
     result.notes += _notes(sm, batch_tokens)
     return result
@@ -1016,6 +1022,7 @@ def plan(
     causal: bool = False,
     top: Number = 5,
     overlap_grad_reduce: bool = True,
+    gradient_accumulation_fusion: bool = True,
     **shape: Any,
 ) -> Any:
     """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU."""
@@ -1026,6 +1033,7 @@ def plan(
     sm, name, batch_tokens = _step_model(
         model, model_config, seq, global_batch, global_batch_tokens, cluster, hardware, hardware_file, dtype,
         optimizer, precision, reserve, flash_attention, causal, shape, overlap_grad_reduce=overlap_grad_reduce,
+        gradient_accumulation_fusion=gradient_accumulation_fusion,
     )  # fmt: skip
     result = engine(sm, g, name, n)
     result.notes += _notes(sm, batch_tokens)

@@ -122,6 +122,12 @@ NO_OVERLAP: Final = (
     "Calculon (Isaev et al. 2023, SC'23): processing_mode no_overlap in systems/a100_80g.json and "
     "h100_80g_nvl8.json, calculon/system.py get_processing_time (flops time + memory time)"
 )
+GRADIENT_ACCUMULATION: Final = (
+    "PyTorch autograd AccumulateGrad adds each new .grad into the stored one in place (read both, write one); "
+    "Megatron-LM de7dc40f (2021) accumulated fp16 gradients that way, and 83b1e42f (2022-02-13, "
+    "--gradient-accumulation-fusion, default on with fp32 gradient accumulation) fuses the add into the "
+    "weight-gradient GEMM (fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32)"
+)
 DP_OVERLAP: Final = (
     "ZeRO §5 (Rajbhandari et al. 2019): stages 1-2 move what an all-reduce does, stage 3 adds parameter all-gathers; "
     "overlap with the last micro-batch's backward as Megatron-LM --overlap-grad-reduce"

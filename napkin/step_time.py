@@ -16,6 +16,9 @@ with the derivation. One model of the hardware, the same for every model and lay
   under-predicts those iteration times by 8-17 %.
 * **Memory-bound work** (norms, softmax, dropout, activation functions, residual adds, cross-entropy, the
   optimizer step) moves its bytes at η_mem of the HBM bandwidth.
+* **Gradient accumulation**: fused into the weight-gradient GEMMs (Megatron-LM's default since 2022), so it
+  costs nothing beyond them; without fusion (PyTorch autograd, Megatron-LM in 2021) every micro-batch after
+  the first reads the stored and the new gradients and writes the sum, at η_mem of the HBM bandwidth.
 * **Tensor-parallel** all-reduces (or reduce-scatter + all-gather with sequence parallelism): two per layer
   per forward, two per backward, two more per recomputed forward, on the scale-up link, not overlapped.
 * **Pipeline**: the 1F1B bubble is (p − 1)/v micro-batches of the stage's own time — its compute, its TP
@@ -223,11 +226,13 @@ class StepModel:
         causal: bool = False,
         reserve_bytes: float = 0.0,
         overlap_grad_reduce: bool = True,
+        gradient_accumulation_fusion: bool = True,
     ) -> None:
         self.model, self.seq, self.batch, self.hw = model, seq, global_batch, hw
         self.optimizer, self.precision, self.flash, self.causal = optimizer, precision, flash_attention, causal
         self.reserve = reserve_bytes
         self.overlap_grad_reduce = overlap_grad_reduce
+        self.gradient_accumulation_fusion = gradient_accumulation_fusion
         m = model
         self.params = float(m.params())
         self.expert_params = float(m.expert_params()) if m.is_moe else 0.0
@@ -354,12 +359,28 @@ class StepModel:
         else:
             extra = 0.0
         layers_mb = 3 * fwd + extra  # forward, backward (2×), recomputation
+        # data parallel groups: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP
+        # ranks that hold the same experts (Megatron's expert data parallelism)
+        dense_local = (self.params - self.expert_params) / (t * p)
+        expert_local = self.expert_params / (t * p * e)
+        groups = [(dense_local, d, _near(d, dom, t * c))]
+        if expert_local:
+            edp = max(1, d * c // e)
+            groups.append((expert_local, edp, _near(edp, dom, t * e)))
+        # gradient accumulation without fusion: each micro-batch after the first adds its new 16-bit weight
+        # gradients into the stored ones (read both, write one) in a kernel of its own
+        accumulate_mb = 0.0
+        if not self.gradient_accumulation_fusion and m > 1:
+            sharded = "gradients" in SHARDED[k.sharding]
+            grads = sum(params / n if sharded else params for params, n, _ in groups)
+            per_param = 2 * self.grad_bytes + ACT_BYTES
+            accumulate_mb = self.stream(grads * per_param / max(1.0, n_dense + n_moe), max(1.0, n_dense + n_moe))
         tokens = b * self.seq / c
         # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
         vocab = self.model.vocab / t
         logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
         stage_mb = layers_mb + logits
-        compute = m * stage_mb
+        compute = m * stage_mb + (m - 1) * accumulate_mb
         # tensor parallel: 4 collectives per layer (+2 with full recomputation) of T·d activations
         tp_mb = 0.0
         if t > 1:
@@ -378,7 +399,7 @@ class StepModel:
                 hop += self.collective("all-gather", activation, t, min(t, dom))
             p2p_mb = 2 * v * hop
         other = m * p2p_mb
-        bubble = pipeline_bubble(p, v, layers_mb + tp_mb + p2p_mb)
+        bubble = pipeline_bubble(p, v, layers_mb + accumulate_mb + tp_mb + p2p_mb)
         # expert parallel: dispatch + combine, forward and backward (+ recompute)
         if e > 1 and self.moe_layers:
             per = self.collective("all-to-all", tokens * self.model.top_k * self.d * ACT_BYTES, e, _near(e, dom, t))
@@ -391,14 +412,6 @@ class StepModel:
             cp = self.collective("all-gather", kv, c, near) * (2 if k.recompute is Recompute.full else 1)
             cp += self.collective("reduce-scatter", kv, c, near)
             other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
-        # data parallel: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP ranks
-        # that hold the same experts (Megatron's expert data parallelism)
-        dense_local = (self.params - self.expert_params) / (t * p)
-        expert_local = self.expert_params / (t * p * e)
-        groups = [(dense_local, d, _near(d, dom, t * c))]
-        if expert_local:
-            edp = max(1, d * c // e)
-            groups.append((expert_local, edp, _near(edp, dom, t * e)))
         dp = 0.0
         if k.sharding in SHARDED_PARAMS:
             # one all-gather and one reduce-scatter per layer (FSDP wraps each block; ZeRO-3 fetches each module's
@@ -535,9 +548,14 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
              f"η_mem = {', '.join(f'{e:g} ≥ {s / 1e6:g} MB' for s, e in MEMORY_EFFICIENCY)}", "each kernel's time",
              f"{sources.HBM_EFFICIENCY}; {sources.ELEMENTWISE}"),
         *flash,
-        step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage",
-             f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}", format_duration(compute),
-             f"{sources.NARAYANAN_RECOMPUTE}; {sources.NO_OVERLAP}"),
+        step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage"
+             + ("" if sm.gradient_accumulation_fusion else
+                ", + (m − 1) × gradient accumulation (local gradients × (2 × grad bytes + 2 B) / (B·η_mem))"),
+             f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}"
+             + ("; accumulation fused into the weight-gradient GEMMs" if sm.gradient_accumulation_fusion else
+                f"; unfused accumulation, {2 * sm.grad_bytes + ACT_BYTES:g} B per local parameter"),
+             format_duration(compute),
+             f"{sources.NARAYANAN_RECOMPUTE}; {sources.NO_OVERLAP}; {sources.GRADIENT_ACCUMULATION}"),
         step("tensor-parallel comm (exposed)", "m × L/p × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
              f"t = {k.tensor}" + (", SP: reduce-scatter + all-gather" if k.sequence_parallel else ""),
              format_duration(tp), f"{sources.TP_COMM}; {sources.THAKUR_ALPHA_BETA}"),

@@ -9,23 +9,31 @@ InfiniBand between nodes) and what ``napkin step`` predicts for each, with one u
   schedule (``--num-layers-per-virtual-pipeline-stage``) and ``--DDP-impl``. PyTorch DDP overlaps the
   gradient all-reduce with the last backward; Megatron's ``local`` DDP all-reduces after the pipeline
   flush (megatron/training.py ``allreduce_gradients``), so those rows run with ``overlap_grad_reduce=False``.
+  That code accumulates fp16 gradients across micro-batches through autograd (no contiguous buffers without
+  ``--accumulate-allreduce-grads-in-fp32``; megatron/model/distributed.py), one add kernel per micro-batch
+  after the first: every row runs with ``gradient_accumulation_fusion=False``. Megatron-LM fused the add into
+  the weight-gradient GEMM on 2022-02-13 (83b1e42f), before the Korthikanti runs below.
 * **Korthikanti et al. 2022** (arXiv:2205.05198) Table 5: seconds per iteration with full recomputation and
   with sequence parallelism + selective recomputation, one data-parallel replica. Layouts as Calculon's
   validation runs them (calculon-ai/calculon validation/seqsel/tab5/*.json); the times as listed in
-  calculon/llm/validation.py.
+  calculon/llm/validation.py. The paper says "mixed precision"; napkin takes Megatron-LM's defaults of the
+  time with bf16: fp32 gradients (``mixed-fp32-grads``), their accumulation fused into the weight-gradient
+  GEMMs (Megatron-LM fuses it only when it accumulates in fp32, which bf16 forces). §6.3 also
+  scales the 530B run to 8-way data parallelism (2,240 GPUs, batch 2,240): 37.83 s becomes 39.15 s, the
+  gradient all-reduce not overlapped (``DP8_530B``).
 
 Print the README tables with ``python -m tests.megatron_runs``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
-from napkin.choices import Recompute, Sharding
+from napkin.choices import Precision, Recompute, Sharding
 from napkin.cluster import find
 from napkin.model import Model
 from napkin.profiles import resolve
-from napkin.step_time import Knobs, Machine, StepModel, machine
+from napkin.step_time import Knobs, Machine, StepModel, Terms, machine
 
 SEQ, VOCAB = 2048, 51200
 
@@ -130,13 +138,19 @@ def eq3_flops(row: Row | ZeroRow) -> float:
     return 96.0 * b * s * layers * h * h * (1 + s / (6 * h) + VOCAB / (16 * layers * h))
 
 
-def predict(row: Row) -> float:
-    """napkin's teraFLOP/s per GPU for a Table 1 row: eq. (3) FLOPs / (GPUs × predicted step time)."""
-    sm = StepModel(gpt(row.layers, row.hidden, row.heads), SEQ, row.batch, selene(), overlap_grad_reduce=row.torch_ddp)
+def table_1_terms(row: Row, fused: bool = False) -> Terms:
+    """napkin's step terms for a Table 1 row, gradient accumulation unfused as the 2021 code ran it."""
+    sm = StepModel(gpt(row.layers, row.hidden, row.heads), SEQ, row.batch, selene(), overlap_grad_reduce=row.torch_ddp,
+                   gradient_accumulation_fusion=fused)  # fmt: skip
     data = row.gpus // (row.tensor * row.pipeline)
     knobs = Knobs(row.tensor, row.pipeline, data, 1, 1, row.interleave, row.micro_batch, False, Recompute.full,
                   Sharding.none)  # fmt: skip
-    return eq3_flops(row) / (row.gpus * sm.evaluate(knobs)[0]) / 1e12
+    return sm.evaluate(knobs)
+
+
+def predict(row: Row) -> float:
+    """napkin's teraFLOP/s per GPU for a Table 1 row: eq. (3) FLOPs / (GPUs × predicted step time)."""
+    return eq3_flops(row) / (row.gpus * table_1_terms(row)[0]) / 1e12
 
 
 def predict_zero3(row: ZeroRow) -> float:
@@ -146,12 +160,19 @@ def predict_zero3(row: ZeroRow) -> float:
     return eq3_flops(row) / (row.gpus * sm.evaluate(knobs)[0]) / 1e12
 
 
-def predict_seconds(run: Run, selective: bool) -> float:
-    """napkin's seconds per iteration for a Table 5 run (selective: with sequence parallelism)."""
-    sm = StepModel(gpt(run.layers, run.hidden, run.heads), SEQ, run.batch, selene())
+#: Korthikanti §6.3: the 530B run with SP + selective recomputation at 8-way data parallelism, seconds per
+#: iteration (one replica: 37.83 s).
+DP8_530B: Final = 39.15
+
+
+def predict_seconds(run: Run, selective: bool, data: int = 1) -> float:
+    """napkin's seconds per iteration for a Table 5 run (selective: with sequence parallelism) at ``data``-way
+    data parallelism with the batch per replica kept, the all-reduce after the flush as in §6.3."""
+    sm = StepModel(gpt(run.layers, run.hidden, run.heads), SEQ, run.batch * data, selene(),
+                   precision=Precision.mixed_fp32_grads, overlap_grad_reduce=False)  # fmt: skip
     recompute = Recompute.selective if selective else Recompute.full
-    knobs = Knobs(run.tensor, run.pipeline, run.gpus // (run.tensor * run.pipeline), 1, 1, run.interleave,
-                  run.micro_batch, selective, recompute, Sharding.none)  # fmt: skip
+    knobs = Knobs(run.tensor, run.pipeline, data, 1, 1, run.interleave, run.micro_batch, selective, recompute,
+                  Sharding.none)  # fmt: skip
     return sm.evaluate(knobs)[0]
 
 

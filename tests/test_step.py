@@ -23,6 +23,7 @@ from napkin.training_memory import ActivationInputs, memory
 from napkin.workload import Workload
 from tests.conftest import Run
 from tests.megatron_runs import (
+    DP8_530B,
     TABLE_1,
     TABLE_2_ZERO3,
     TABLE_5,
@@ -31,6 +32,7 @@ from tests.megatron_runs import (
     predict_seconds,
     table_1_errors,
     table_1_markdown,
+    table_1_terms,
     table_2_zero3_markdown,
     table_2_zero3_ratios,
     table_5_errors,
@@ -40,11 +42,10 @@ from tests.pipeline_schedule import makespan
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
-#: Narayanan Table 1 with the authors' own settings (micro-batch, interleaving, DDP): the issue asks for 10 %
-#: per row; 7 of 10 rows meet it, the interleaved 76.1B, 310.1B and 529.6B rows are over-predicted by 10-12 %
-#: (see the README). These bounds are what the one model, unchanged, achieves.
-ROW_TOLERANCE = 0.12
-MEAN_TOLERANCE = 0.07
+#: Narayanan Table 1 with the authors' own settings (micro-batch, interleaving, DDP, unfused gradient
+#: accumulation): the issue asks for 10 % per row; the mean is what the one model, unchanged, achieves.
+ROW_TOLERANCE = 0.10
+MEAN_TOLERANCE = 0.06
 #: Korthikanti Table 5 (iteration seconds, 2022 software on the same machine).
 RUN_TOLERANCE = 0.04
 RUN_MEAN_TOLERANCE = 0.02
@@ -57,10 +58,35 @@ def test_narayanan_table1_teraflops_per_gpu(row: object) -> None:
     assert abs(got / published - 1) <= ROW_TOLERANCE, (got, published)
 
 
-def test_narayanan_rows_with_the_plain_schedule_within_10_percent() -> None:
-    for row, error in zip(TABLE_1, table_1_errors(), strict=True):
-        if row.interleave == 1:
-            assert abs(error) <= 0.10, (row, error)
+def test_korthikanti_530b_at_8_way_data_parallelism_as_the_readme_says() -> None:
+    """§6.3: 37.83 s at one replica, 39.15 s at eight (all-reduce not overlapped). napkin adds about 0.5 s of
+    all-reduce where the run lost 1.3 s; the README quotes both."""
+    run = TABLE_5[2]
+    one, eight = predict_seconds(run, True), predict_seconds(run, True, data=8)
+    assert eight / DP8_530B - 1 == pytest.approx(-0.049, abs=0.01)
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert (
+        f"napkin predicts {eight:.2f} s ({eight / DP8_530B - 1:+.1%}): {eight - one:.2f} s of all-reduce "
+        f"where the run lost {DP8_530B - run.selective_seconds:.2f} s"
+    ) in text
+
+
+def test_unfused_gradient_accumulation_adds_one_read_read_write_per_micro_batch(napkin: Run) -> None:
+    """Without fusion every micro-batch after the first moves the local gradients twice and the new ones once:
+    (m − 1) × L × (2 × 2 B + 2 B) × N/L / (HBM × η_mem), here 8 micro-batches of an 8B model on one GPU each."""
+    args = ("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "64", "--cluster", "dgx-h100",
+            "--sharding", "none", "--json")  # fmt: skip
+    fused = json.loads(napkin(*args).stdout)
+    unfused = json.loads(napkin(*args, "--no-gradient-accumulation-fusion").stdout)
+    assert fused["microbatches"] == 8
+    cluster = find("dgx-h100").cluster
+    hbm = resolve(cluster.device).profile.memory_bandwidth
+    per_layer = get_preset("llama3-8b").model.params() * 6.0 / 32  # bytes per layer kernel: 0.24 GB, η_mem 0.9
+    expected = 7 * 32 * per_layer / (hbm * 0.90)
+    assert unfused["breakdown"]["compute"] - fused["breakdown"]["compute"] == pytest.approx(expected, rel=1e-9)
+    one = ("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--cluster", "dgx-h100", "--json")
+    assert json.loads(napkin(*one).stdout)["step_seconds"] == json.loads(
+        napkin(*one, "--no-gradient-accumulation-fusion").stdout)["step_seconds"]  # fmt: skip
 
 
 @pytest.mark.parametrize("run", TABLE_5, ids=lambda r: r.name)
@@ -114,11 +140,15 @@ def test_the_readme_compares_the_same_1t_layout_in_2021_and_2022() -> None:
     assert (row.layers, row.hidden, row.tensor, row.pipeline) == (run.layers, run.hidden, run.tensor, run.pipeline)
     assert row.batch // (row.gpus // (row.tensor * row.pipeline)) == run.batch  # 512 micro-batches per replica
     measured_2021 = eq3_flops(row) / (row.gpus * row.teraflops * 1e12)
-    predicted_2021 = eq3_flops(row) / (row.gpus * predict(row) * 1e12)
+    unfused, fused = table_1_terms(row), table_1_terms(row, fused=True)
     predicted_2022 = predict_seconds(run, selective=False)
     text = " ".join(README.read_text(encoding="utf-8").split())
     assert f"took {measured_2021:.1f} s per iteration in 2021 and {run.full_seconds:.1f} s in 2022" in text
-    assert f"napkin ({predicted_2022:.1f} s, plus {predicted_2021 - predicted_2022:.1f} s of data-parallel" in text
+    assert (
+        f"napkin gives {predicted_2022:.1f} s for the 2022 run and {unfused[0]:.1f} s for the 2021 one: "
+        f"{unfused[0] - fused[0]:.1f} s of unfused gradient accumulation and {unfused[4]:.1f} s of "
+        "data-parallel all-reduce"
+    ) in text
 
 
 @st.composite
@@ -318,7 +348,7 @@ def test_the_1t_row_from_the_command_line(napkin: Run) -> None:
     r = napkin("step", "--layers", "128", "--hidden", "25600", "--heads", "160", "--vocab", "51200", "--seq", "2048",
                "--dropout", "--gpus", "3072", "-t", "8", "--pipeline-parallel", "64", "--global-batch", "3072",
                "--cluster", "dgx-a100", "--recompute", "full", "--sharding", "none", "--no-overlap-grad-reduce",
-               "--json")  # fmt: skip
+               "--no-gradient-accumulation-fusion", "--json")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["achieved_flops_per_gpu"] / 1e12 == pytest.approx(163, rel=0.10)

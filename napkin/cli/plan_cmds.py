@@ -44,6 +44,11 @@ OVERLAP = [
          help="Overlap the data-parallel gradient reduction with the last backward pass (Megatron-LM's "
               "--overlap-grad-reduce); without it the whole collective is exposed. DDP and ZeRO-1/2 only: "
               "ZeRO-3 moves its traffic every micro-batch, under that micro-batch's compute."),
+    _opt("gradient_accumulation_fusion", bool, True,
+         "--gradient-accumulation-fusion/--no-gradient-accumulation-fusion",
+         help="Weight-gradient GEMMs accumulate into the stored gradients (Megatron-LM's default since 2022); "
+              "without it every micro-batch after the first adds its gradients in a kernel of its own, as "
+              "PyTorch autograd does."),
 ]  # fmt: skip
 TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
 PLOT = [
