@@ -49,13 +49,37 @@ def fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _stderr_columns() -> int | None:
+    """The terminal's width when stderr is one (COLUMNS first, as rich reads it); None when it is piped."""
+    import shutil
+
+    try:
+        if not sys.stderr.isatty():
+            return None
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def wrapped(text: str, columns: int | None) -> str:
+    """``text`` wrapped to ``columns`` under the "napkin: " prefix, words and numbers kept whole; unchanged when
+    ``columns`` is None (piped stderr keeps one line per message, for grep)."""
+    import textwrap
+
+    if columns is None or len(text) <= columns:
+        return text
+    return textwrap.fill(text, max(columns, 40), subsequent_indent=" " * len("napkin: "), break_long_words=False,
+                         break_on_hyphens=False)  # fmt: skip
+
+
 def warn(message: str) -> None:
-    typer.echo(f"napkin: warning: {_line(message)}", err=True)
+    typer.echo(wrapped(f"napkin: warning: {_line(message)}", _stderr_columns()), err=True)
 
 
 def note(message: str) -> None:
-    """Information that belongs with the result but is neither a result nor a warning (stderr)."""
-    typer.echo(f"napkin: {_line(message)}", err=True)
+    """Information that belongs with the result but is neither a result nor a warning (stderr); wrapped to the
+    terminal when stderr is one."""
+    typer.echo(wrapped(f"napkin: {_line(message)}", _stderr_columns()), err=True)
 
 
 def _given_inputs() -> str:
