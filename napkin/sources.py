@@ -124,9 +124,9 @@ NO_OVERLAP: Final = (
 )
 GRADIENT_ACCUMULATION: Final = (
     "PyTorch autograd AccumulateGrad adds each new .grad into the stored one in place (read both, write one); "
-    "Megatron-LM de7dc40f (2021) accumulated fp16 gradients that way, and 83b1e42f (2022-02-13, "
-    "--gradient-accumulation-fusion, default on with fp32 gradient accumulation) fuses the add into the "
-    "weight-gradient GEMM (fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32)"
+    "Megatron-LM de7dc40f (2021) accumulated fp16 gradients that way; 83b1e42f (2022-02-13, on unless "
+    "--no-gradient-accumulation-fusion, for fp32 gradient accumulation) fuses the add into the weight-gradient "
+    "GEMM (fused_dense_cuda.wgrad_gemm_accum_fp32), 07916bf2 (2022-09-27) for fp16 gradients too"
 )
 DP_OVERLAP: Final = (
     "ZeRO §5 (Rajbhandari et al. 2019): stages 1-2 move what an all-reduce does, stage 3 adds parameter all-gathers; "

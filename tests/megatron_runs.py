@@ -12,7 +12,8 @@ InfiniBand between nodes) and what ``napkin step`` predicts for each, with one u
   That code accumulates fp16 gradients across micro-batches through autograd (no contiguous buffers without
   ``--accumulate-allreduce-grads-in-fp32``; megatron/model/distributed.py), one add kernel per micro-batch
   after the first: every row runs with ``gradient_accumulation_fusion=False``. Megatron-LM fused the add into
-  the weight-gradient GEMM on 2022-02-13 (83b1e42f), before the Korthikanti runs below.
+  the weight-gradient GEMM for fp32 gradient accumulation on 2022-02-13 (83b1e42f, before the Korthikanti
+  runs below) and for fp16 on 2022-09-27 (07916bf2).
 * **Korthikanti et al. 2022** (arXiv:2205.05198) Table 5: seconds per iteration with full recomputation and
   with sequence parallelism + selective recomputation, one data-parallel replica. Layouts as Calculon's
   validation runs them (calculon-ai/calculon validation/seqsel/tab5/*.json); the times as listed in
@@ -165,11 +166,13 @@ def predict_zero3(row: ZeroRow) -> float:
 DP8_530B: Final = 39.15
 
 
-def predict_seconds(run: Run, selective: bool, data: int = 1) -> float:
+def predict_seconds(run: Run, selective: bool, data: int = 1, fp16: bool = False) -> float:
     """napkin's seconds per iteration for a Table 5 run (selective: with sequence parallelism) at ``data``-way
-    data parallelism with the batch per replica kept, the all-reduce after the flush as in §6.3."""
+    data parallelism with the batch per replica kept, the all-reduce after the flush as in §6.3. ``fp16``: the
+    run as fp16 instead, its gradients in fp16 and accumulated unfused."""
     sm = StepModel(gpt(run.layers, run.hidden, run.heads), SEQ, run.batch * data, selene(),
-                   precision=Precision.mixed_fp32_grads, overlap_grad_reduce=False)  # fmt: skip
+                   precision=Precision.mixed if fp16 else Precision.mixed_fp32_grads, overlap_grad_reduce=False,
+                   gradient_accumulation_fusion=not fp16)  # fmt: skip
     recompute = Recompute.selective if selective else Recompute.full
     knobs = Knobs(run.tensor, run.pipeline, data, 1, 1, run.interleave, run.micro_batch, selective, recompute,
                   Sharding.none)  # fmt: skip
@@ -180,9 +183,9 @@ def table_1_errors() -> list[float]:
     return [predict(row) / row.teraflops - 1 for row in TABLE_1]
 
 
-def table_5_errors() -> list[float]:
+def table_5_errors(fp16: bool = False) -> list[float]:
     """Predicted / measured − 1 per run: full recomputation, then selective, for each model."""
-    return [predict_seconds(run, sel) / (run.selective_seconds if sel else run.full_seconds) - 1
+    return [predict_seconds(run, sel, fp16=fp16) / (run.selective_seconds if sel else run.full_seconds) - 1
             for run in TABLE_5 for sel in (False, True)]  # fmt: skip
 
 

@@ -144,6 +144,9 @@ def test_the_readme_compares_the_same_1t_layout_in_2021_and_2022() -> None:
     predicted_2022 = predict_seconds(run, selective=False)
     text = " ".join(README.read_text(encoding="utf-8").split())
     assert f"took {measured_2021:.1f} s per iteration in 2021 and {run.full_seconds:.1f} s in 2022" in text
+    errors, if_fp16 = table_1_errors(), table_5_errors(fp16=True)
+    assert f"over-predicted, by {min(errors):+.1%} to {max(errors):+.1%}".replace("%", " %") in text
+    assert f"would run from {min(if_fp16):.1%} to {max(if_fp16):+.1%} instead".replace("%", " %") in text
     assert (
         f"napkin gives {predicted_2022:.1f} s for the 2022 run and {unfused[0]:.1f} s for the 2021 one: "
         f"{unfused[0] - fused[0]:.1f} s of unfused gradient accumulation and {unfused[4]:.1f} s of "
