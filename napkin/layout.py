@@ -8,6 +8,8 @@ et al. 2021 §2). Expert parallelism splits the MoE experts over ranks of the da
 
 from __future__ import annotations
 
+from functools import cache
+
 from pydantic import ConfigDict, Field, model_validator
 
 from napkin.base import Record
@@ -84,11 +86,13 @@ class Layout(Record):
         """The divisibility rules Megatron-LM enforces (arguments.py), with the numbers that disagree."""
         if model.heads is not None and model.heads % self.tensor:
             raise UsageError(f"tensor ({self.tensor}) must divide the model's heads ({model.heads})", field="tensor")
-        stages = self.pipeline * self.interleave
-        if model.layers % stages:
+        chunks = self.pipeline * self.interleave
+        if chunks > model.layers:
             what = f"pipeline × interleave ({self.pipeline} × {self.interleave})" if self.interleave > 1 else (
                 f"pipeline ({self.pipeline})")  # fmt: skip
-            raise UsageError(f"{what} must divide the model's layers ({model.layers})", field="pipeline")
+            also = ("interleave",) if self.interleave > 1 else ()
+            raise UsageError(f"{what} must not exceed the model's layers ({model.layers}), so that every chunk "
+                             "holds a layer", field="pipeline", also=also)  # fmt: skip
         if self.expert > 1 and (not model.is_moe or model.experts % self.expert):
             raise UsageError(
                 f"expert ({self.expert}) must divide the model's experts ({model.experts})", field="expert"
@@ -114,3 +118,28 @@ class Layout(Record):
         if self.offload is not Offload.none:
             parts.append(f"offload {self.offload}")
         return " · ".join(parts)
+
+
+@cache
+def stage_layers(layers: int, pipeline: int) -> tuple[int, ...]:
+    """Layers per pipeline stage, as even as they go: when ``pipeline`` does not divide ``layers`` the extra
+    layers go to the middle stages first, so the first stage (embedding, the most micro-batches in flight) and
+    the last (output layer, loss) hold fewer — what Megatron-LM's --decoder-first-pipeline-num-layers and
+    --decoder-last-pipeline-num-layers are used for (DeepSeek-V3's 61 layers, Llama 3.1 405B's 126)."""
+    base, extra = divmod(layers, pipeline)
+    order = [*range(1, pipeline - 1), 0, pipeline - 1] if pipeline > 2 else list(range(pipeline))
+    heavy = set(order[:extra])
+    return tuple(base + (1 if i in heavy else 0) for i in range(pipeline))
+
+
+def uneven_note(layers: int, pipeline: int) -> str | None:
+    """What an uneven split does, in words; None when ``pipeline`` divides ``layers``."""
+    if layers % pipeline == 0:
+        return None
+    split = stage_layers(layers, pipeline)
+    high, low = max(split), min(split)
+    return (
+        f"{layers} layers over {pipeline} pipeline stages: {split.count(high)} stages hold {high} and "
+        f"{split.count(low)} hold {low} (the first and last among the lighter, as Megatron-LM's "
+        f"--decoder-first/last-pipeline-num-layers allow); the step runs at the pace of the slowest stage"
+    )

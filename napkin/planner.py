@@ -1,7 +1,8 @@
 """The parallel-layout planner: every valid layout of a model on a cluster, scored by the step-time model.
 
-Enumerates TP (within the scale-up domain, dividing the heads), PP (dividing the layers), CP (long
-sequences), EP (MoE), DP (the rest), the interleaving, the micro-batch, recomputation and the ZeRO stage;
+Enumerates TP (within the scale-up domain, dividing the heads), PP (dividing the layers, or a power of two
+over an uneven split), CP (long sequences), EP (MoE), DP (the rest), the interleaving, the micro-batch,
+recomputation and the ZeRO stage;
 keeps the layouts that fit by napkin's memory model and ranks them by predicted step time. The search runs
 on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` objects.
 """
@@ -48,7 +49,8 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
     recomputes = [r for r in RECOMPUTE if not (sm.flash and r is Recompute.selective)]
     for t in tps:
         for c in cps:
-            for p in _divisors(model.layers):
+            # PP: the divisors of the layers and, split unevenly (napkin.layout.stage_layers), the powers of two
+            for p in sorted(set(_divisors(model.layers)) | set(_powers(model.layers))):
                 mp = t * c * p
                 if gpus % mp:
                     continue
@@ -58,8 +60,9 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                     if batch % (b * d):
                         continue
                     m = batch // (b * d)
-                    vs = [1] if p == 1 else [v for v in _divisors(model.layers // p, MAX_INTERLEAVE)
-                                             if v == 1 or m % p == 0]  # fmt: skip
+                    heaviest = -(-model.layers // p)  # the interleave divides the heaviest stage's layers
+                    vs = [1] if p == 1 else [v for v in _divisors(heaviest, MAX_INTERLEAVE)
+                                             if v == 1 or (m % p == 0 and p * v <= model.layers)]  # fmt: skip
                     for e in eps:
                         for v in vs:
                             for r in recomputes:

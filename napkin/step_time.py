@@ -48,7 +48,7 @@ from napkin.cluster import Cluster, Fabric
 from napkin.comm import collective_seconds
 from napkin.errors import UsageError
 from napkin.explain import Step, step
-from napkin.layout import Layout
+from napkin.layout import Layout, stage_layers, uneven_note
 from napkin.model import Model
 from napkin.profiles import HardwareProfile
 from napkin.result import Result
@@ -348,17 +348,33 @@ class StepModel:
         m = self.batch // (b * d)
         dom = self.hw.fabric.domain_size
         dense, moe, scores, stream, moe_stream = self.layer(t, c, b, e, k.sequence_parallel)
-        n_dense, n_moe = self.dense_layers / p, self.moe_layers / p
-        fwd_dense = dense + scores + stream
-        fwd_moe = moe + scores + moe_stream
-        fwd = n_dense * fwd_dense + n_moe * fwd_moe
+        tokens = b * self.seq / c
+        # one layer's forward, backward (2×) and recomputation, MoE and dense layers in the model's proportion
+        total_layers = self.dense_layers + self.moe_layers
+        f_dense, f_moe = self.dense_layers / total_layers, self.moe_layers / total_layers
+        fwd_layer = f_dense * (dense + scores + stream) + f_moe * (moe + scores + moe_stream)
         if k.recompute is Recompute.full:
-            extra = fwd
+            extra_layer = fwd_layer
         elif k.recompute is Recompute.selective and not self.flash:
-            extra = (n_dense + n_moe) * scores
+            extra_layer = scores
         else:
-            extra = 0.0
-        layers_mb = 3 * fwd + extra  # forward, backward (2×), recomputation
+            extra_layer = 0.0
+        # tensor parallel: 4 collectives per layer (+2 with full recomputation) of T·d activations
+        tp_layer = 0.0
+        if t > 1:
+            per = self.collective("all-reduce", tokens * self.d * ACT_BYTES, t, min(t, dom))
+            tp_layer = (4 + (2 if k.recompute is Recompute.full else 0)) * per
+        # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
+        vocab = self.model.vocab / t
+        logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
+        # the pipeline runs at the pace of its slowest stage: the heaviest (an uneven split's middle) or the last,
+        # which adds the logits (the same stage when the layers divide evenly)
+        split = stage_layers(int(total_layers), p)
+        per_layer = 3 * fwd_layer + extra_layer + tp_layer
+        heavy, last = max(split), split[-1]
+        n_layers, logits = (heavy, 0.0) if heavy * per_layer > last * per_layer + logits else (last, logits)
+        n_dense, n_moe = n_layers * f_dense, n_layers * f_moe
+        layers_mb = n_layers * (3 * fwd_layer + extra_layer)
         # data parallel groups: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP
         # ranks that hold the same experts (Megatron's expert data parallelism)
         dense_local = (self.params - self.expert_params) / (t * p)
@@ -374,19 +390,10 @@ class StepModel:
             sharded = "gradients" in SHARDED[k.sharding]
             grads = sum(params / n if sharded else params for params, n, _ in groups)
             per_param = 2 * self.grad_bytes + ACT_BYTES
-            accumulate_mb = self.stream(grads * per_param / max(1.0, n_dense + n_moe), max(1.0, n_dense + n_moe))
-        tokens = b * self.seq / c
-        # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
-        vocab = self.model.vocab / t
-        logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
+            accumulate_mb = self.stream(grads * per_param / n_layers, n_layers)
         stage_mb = layers_mb + logits
         compute = m * stage_mb + (m - 1) * accumulate_mb
-        # tensor parallel: 4 collectives per layer (+2 with full recomputation) of T·d activations
-        tp_mb = 0.0
-        if t > 1:
-            per = self.collective("all-reduce", tokens * self.d * ACT_BYTES, t, min(t, dom))
-            count = 4 + (2 if k.recompute is Recompute.full else 0)
-            tp_mb = count * per * (n_dense + n_moe)
+        tp_mb = n_layers * tp_layer
         tp = m * tp_mb
         # pipeline p2p: per micro-batch each stage receives v activations and v gradients. Megatron's rank order
         # is tp-cp-dp-pp, so the next stage is t·c·d ranks away; scatter/gather: each TP rank sends 1/t of the
@@ -399,7 +406,7 @@ class StepModel:
                 hop += self.collective("all-gather", activation, t, min(t, dom))
             p2p_mb = 2 * v * hop
         other = m * p2p_mb
-        bubble = pipeline_bubble(p, v, layers_mb + accumulate_mb + tp_mb + p2p_mb)
+        bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
         # expert parallel: dispatch + combine, forward and backward (+ recompute)
         if e > 1 and self.moe_layers:
             per = self.collective("all-to-all", tokens * self.model.top_k * self.d * ACT_BYTES, e, _near(e, dom, t))
@@ -431,7 +438,7 @@ class StepModel:
                 else:
                     sync += self.collective("reduce-scatter", params * self.grad_bytes, n, near)
                     sync += self.collective("all-gather", params * self.param_bytes, n, near)
-            dp = max(0.0, sync - 2 * fwd) if self.overlap_grad_reduce else sync
+            dp = max(0.0, sync - 2 * n_layers * fwd_layer) if self.overlap_grad_reduce else sync
         # optimizer: read and write every local state byte once (sharded states over their group)
         optimizer = 0.0
         for params, n, _ in groups:
@@ -613,7 +620,8 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         per_gpu_bytes=mem.per_gpu_bytes, memory_bytes=mem.memory_bytes, reserve_bytes=sm.reserve, fits=mem.fits,
         steps=steps,
         warnings=list(mem.warnings),
-        notes=[sources.ZERO3_MEASURED] if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) else [],
+        notes=[n for n in (sources.ZERO3_MEASURED if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) else None,
+                           uneven_note(sm.model.layers, k.pipeline)) if n],
     )  # fmt: skip
 
 

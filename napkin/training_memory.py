@@ -24,7 +24,7 @@ from napkin.base import Record
 from napkin.choices import Offload, Optimizer, Precision, Sharding
 from napkin.errors import UsageError
 from napkin.explain import step
-from napkin.layout import Layout
+from napkin.layout import Layout, stage_layers, uneven_note
 from napkin.model import Model
 from napkin.profiles import HardwareProfile
 from napkin.result import Result, TableResult
@@ -258,9 +258,10 @@ def stage_memory(
 ) -> list[StageMemory]:
     """Per-GPU bytes of every pipeline stage (``layout`` resolved). Plain floats: fast enough for a planner.
 
-    ``ends_only`` computes the first and the last stage alone: the most loaded GPU is always one of them,
-    since an interior stage holds the first stage's layers without its embedding, with no more micro-batches
-    in flight (1F1B and interleaved both hold fewer the later the stage), and no output layer.
+    ``ends_only`` computes the first and the last stage and the first of the heaviest (``stage_layers``: an
+    uneven split puts its extra layers in the middle) alone: the most loaded GPU is always one of them, since
+    any other stage holds no more layers than one of those, with no more micro-batches in flight (1F1B and
+    interleaved both hold fewer the later the stage), and no embedding or output layer.
 
     Without a model the parameters split evenly over t·p. With one, stage 0 also holds the input embedding
     and the last stage the final norm and the output layer (a copy of the tied embedding when p > 1, as
@@ -280,7 +281,7 @@ def stage_memory(
     total_params, per_layer_dense, per_layer_expert, embed, final_norm = _param_split(m)
     scale = params / total_params
     expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert))
-    stage_layers = m.layers / p
+    split = stage_layers(m.layers, p)
     e = activations.element_bytes if element_bytes is None else element_bytes
     per_layer = acts.layer_bytes(m, work, layout, element_bytes=e, flash_attention=activations.flash_attention,
                                  capacity_factor=activations.capacity_factor).total  # fmt: skip
@@ -290,22 +291,24 @@ def stage_memory(
     except ValueError as exc:
         raise UsageError(str(exc), field="global_batch") from None
     stages = []
-    for i in sorted({0, p - 1}) if ends_only else range(p):
-        dense = stage_layers * per_layer_dense + (embed if i == 0 else 0)
+    heaviest = split.index(max(split))
+    for i in sorted({0, p - 1, heaviest}) if ends_only else range(p):
+        layers = split[i]
+        dense = layers * per_layer_dense + (embed if i == 0 else 0)
         if i == p - 1:
             dense += final_norm + (m.vocab * m.hidden if (not m.tied_embeddings or p > 1) else 0)
         dense_local = dense * scale / t
-        expert_local = stage_layers * per_layer_expert * scale / (t * layout.expert)
+        expert_local = layers * per_layer_expert * scale / (t * layout.expert)
         states = {c: dense_local * dense_pp[c] + expert_local * expert_pp[c] for c in dense_pp}
         host = sum(v for c, v in states.items() if c in moved)
         states = {c: 0.0 if c in moved else v for c, v in states.items()}
         held = acts.in_flight(i, layout, micro)
         act = {
-            "activations": per_layer * stage_layers * held,
+            "activations": per_layer * layers * held,
             "embedding": emb * held if i == 0 else 0.0,
             "logits": out if i == p - 1 else 0.0,
         }
-        stages.append(StageMemory(i, stage_layers, dense_local + expert_local, states, host, held, act))
+        stages.append(StageMemory(i, layers, dense_local + expert_local, states, host, held, act))
     return stages
 
 
@@ -530,6 +533,8 @@ def memory(
         host_bytes_per_node=worst.host_bytes * GPUS_PER_NODE, memory_bytes=cap, capacity_source=cap_source,
         reserve_bytes=reserve_bytes, fits=total <= available, headroom_bytes=available - total,
         activation_bytes_per_layer=per_layer, max_micro_batch=max_batch, warnings=warnings, steps=steps,
+        notes=[note] if activations is not None and (note := uneven_note(activations.model.layers, layout.pipeline))
+        else [],
     )  # fmt: skip
 
 

@@ -23,6 +23,9 @@ InfiniBand between nodes) and what ``napkin step`` predicts for each, with one u
   scales the 530B run to 8-way data parallelism (2,240 GPUs, batch 2,240): 37.83 s becomes 39.15 s, the
   gradient all-reduce not overlapped (``DP8_530B``).
 
+* **Megatron-Bridge on DGX H100** (``H100_FP8``): NVIDIA's published FP8 pre-training runs of Llama 3 70B
+  and Llama 3.1 405B with their full layouts.
+
 Print the README tables with ``python -m tests.megatron_runs``.
 """
 
@@ -120,6 +123,56 @@ TABLE_5 = (
     Run("530B", 105, 20480, 128, 8, 35, 280, 280, 1, 3, 49.05, 37.83),
     Run("1T", 128, 25600, 160, 8, 64, 512, 512, 1, 1, 94.42, 71.49),
 )
+
+
+class H100Run(NamedTuple):
+    """A dense pre-training run of NVIDIA's Megatron-Bridge performance summary on DGX H100, FP8 (current
+    scaling), sequence 8192, MBS 1, distributed optimizer: its layout and measured tokens/s per GPU."""
+
+    model: str
+    release: str
+    gpus: int
+    batch: int
+    tensor: int
+    pipeline: int
+    context: int
+    interleave: int
+    tokens_per_gpu: float
+
+
+#: NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (25.11) and performance-summary-archive.md (26.02),
+#: DGX-H100 rows of the dense Llama models. Recomputation is not listed; napkin runs none (each fits without).
+#: Llama 3.1 405B has 126 layers: 8 stages of 15 and 16 (napkin.layout.stage_layers).
+H100_FP8 = (
+    H100Run("llama3-70b", "25.11", 64, 128, 4, 8, 1, 5, 1602),
+    H100Run("llama3-70b", "26.02", 64, 256, 4, 8, 1, 5, 1621),
+    H100Run("llama3.1-405b", "25.11", 1024, 512, 8, 8, 2, 8, 292),
+    H100Run("llama3.1-405b", "26.02", 1024, 1536, 8, 8, 2, 8, 311),
+)
+
+
+def predict_h100(run: H100Run) -> float:
+    """napkin's tokens/s per GPU for a Megatron-Bridge H100 run: FlashAttention, causal, SP, ZeRO-1, fp8."""
+    from napkin import api
+
+    result = api.step(model=run.model, gpus=run.gpus, tensor_parallel=run.tensor, pipeline_parallel=run.pipeline,
+                      context_parallel=run.context, interleave=run.interleave, global_batch=run.batch, seq=8192,
+                      cluster="dgx-h100", flash_attention=True, causal=True, sequence_parallel=True,
+                      sharding="zero1", recompute="none", dtype="fp8")  # fmt: skip
+    return float(result.tokens_per_second) / run.gpus
+
+
+def h100_markdown() -> str:
+    lines = [
+        "| model | release | GPUs | batch | TP | PP | CP | VP | measured tokens/s/GPU | napkin | error |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in H100_FP8:
+        got = predict_h100(run)
+        lines.append(f"| {run.model} | {run.release} | {run.gpus:,} | {run.batch:,} | {run.tensor} | {run.pipeline} | "
+                     f"{run.context} | {run.interleave} | {run.tokens_per_gpu:,.0f} | {got:,.0f} | "
+                     f"{got / run.tokens_per_gpu - 1:+.1%} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def gpt(layers: int, hidden: int, heads: int) -> Model:
@@ -242,4 +295,5 @@ def table_2_zero3_markdown() -> str:
 if __name__ == "__main__":
     print(table_1_markdown())
     print(table_5_markdown())
-    print(table_2_zero3_markdown(), end="")
+    print(table_2_zero3_markdown())
+    print(h100_markdown(), end="")

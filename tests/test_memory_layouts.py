@@ -243,3 +243,50 @@ def test_max_model_scales_the_shape_in_depth_to_the_last_layer_that_fits(napkin:
         return memory(float(m.params()), h100, precision=Precision.mixed, gpus=8, layout=lay, activations=acts).fits
 
     assert fits(layers) and not fits(layers + 2)
+
+
+@given(st.integers(1, 200), st.integers(1, 64))
+def test_stage_layers_split_as_evenly_as_they_go_with_the_ends_lighter(layers: int, pipeline: int) -> None:
+    """Every layer lands on one stage, stages differ by one layer at most, and the first and last stages hold
+    the extra layers only after every middle stage does."""
+    from napkin.layout import stage_layers, uneven_note
+
+    if pipeline > layers:
+        return
+    split = stage_layers(layers, pipeline)
+    assert sum(split) == layers and len(split) == pipeline and max(split) - min(split) <= 1
+    if pipeline > 2 and min(split[1:-1]) < max(split):
+        assert split[0] == split[-1] == min(split)
+    assert (uneven_note(layers, pipeline) is None) == (layers % pipeline == 0)
+
+
+@given(st.sampled_from([2, 3, 4, 8, 16]), st.integers(0, 15), st.sampled_from([1, 2]), st.integers(1, 3),
+       st.sampled_from(list(Recompute)))  # fmt: skip
+def test_uneven_stages_keep_the_fast_path_on_the_most_loaded_gpu(
+    p: int, spare: int, v: int, b: int, recompute: Recompute
+) -> None:
+    """With layers that p·v does not divide, per_gpu_bytes (first, last and heaviest stage) is still the maximum
+    over every stage, and the stage table adds up to the model's layers."""
+    layers = 3 * p * v + spare
+    model = Model(layers=layers, hidden=1024, heads=16, vocab=32000)
+    lay = Layout(tensor=2, pipeline=p, interleave=v, recompute=recompute).resolve(2 * p * 4)
+    acts = ActivationInputs(model=model, workload=Workload(seq=1024, micro_batch=b), layout=lay)
+    every = stage_memory(float(model.params()), bytes_per_param(Optimizer.adam, Precision.mixed), lay, acts, 2.0)
+    fast = per_gpu_bytes(float(model.params()), optimizer=Optimizer.adam, precision=Precision.mixed, gpus=2 * p * 4,
+                         layout=lay, activations=acts)  # fmt: skip
+    assert fast == max(s.total for s in every)
+    assert sum(s.layers for s in every) == layers
+
+
+def test_deepseek_v3_on_16_stages_names_its_uneven_split(napkin: Run) -> None:
+    """61 layers on PP 16: 13 stages of 4 and 3 of 3 (first, second-to-last and last), said on stderr."""
+    out = napkin("memory", "--model", "deepseek-v3", "--gpus", "1024", "--pipeline-parallel", "16",
+                 "--expert-parallel", "64", "--seq", "4096", "--global-batch", "8192", "--json")  # fmt: skip
+    assert out.exit_code == 0, out.stderr
+    layers = [row["layers"] for row in json.loads(out.stdout)["stages"]]
+    assert layers == [3] + [4] * 13 + [3, 3]
+    assert "61 layers over 16 pipeline stages: 13 stages hold 4 and 3 hold 3" in out.stderr
+    bad = napkin("memory", "--model", "deepseek-v3", "--gpus", "1024", "--pipeline-parallel", "16", "--interleave",
+                 "4", "--expert-parallel", "64", "--seq", "4096", "--global-batch", "8192")  # fmt: skip
+    assert bad.exit_code == 2
+    assert "--pipeline-parallel × --interleave (16 × 4) must not exceed the model's layers (61)" in bad.stderr
