@@ -175,6 +175,61 @@ def h100_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+class LayerRun(NamedTuple):
+    """A row of Korthikanti Table 4: one transformer layer of the 22B model (TP 8, micro-batch 4, sequence
+    2048), forward and backward milliseconds."""
+
+    name: str
+    sequence_parallel: bool
+    recompute: Recompute
+    forward_ms: float
+    backward_ms: float
+
+
+#: Table 4 of arXiv:2205.05198. Backward includes the recomputed forward where there is one.
+TABLE_4 = (
+    LayerRun("baseline, no recompute", False, Recompute.none, 7.7, 11.9),
+    LayerRun("sequence parallelism", True, Recompute.none, 7.2, 11.8),
+    LayerRun("baseline with recompute", False, Recompute.full, 7.7, 19.5),
+    LayerRun("selective recompute", False, Recompute.selective, 7.7, 13.2),
+    LayerRun("selective + sequence", True, Recompute.selective, 7.2, 13.1),
+)
+
+
+def layer_ms(run: LayerRun) -> tuple[float, float]:
+    """napkin's forward and backward milliseconds for one 22B layer, as ``StepModel.evaluate`` counts them: the
+    forward is the layer's compute and two TP collectives (all-reduces, or reduce-scatter + all-gather with
+    SP); the backward twice the compute and two more, plus a recomputed forward (full) or the attention scores
+    (selective) — no TP collective hidden under a weight-gradient GEMM."""
+    model, t, b = gpt(48, 6144, 64), 8, 4
+    sm = StepModel(model, SEQ, b, selene())
+    dense, _, scores, stream, _ = sm.layer(t, 1, b, 1, run.sequence_parallel)
+    tokens = b * SEQ * model.hidden * 2.0
+    if run.sequence_parallel:
+        per = sm.collective("reduce-scatter", tokens, t, t) + sm.collective("all-gather", tokens, t, t)
+    else:
+        per = sm.collective("all-reduce", tokens, t, t)
+    forward = dense + scores + stream + 2 * per
+    backward = 2 * (dense + scores + stream) + 2 * per
+    if run.recompute is Recompute.full:
+        backward += forward
+    elif run.recompute is Recompute.selective:
+        backward += scores
+    return forward * 1e3, backward * 1e3
+
+
+def table_4_markdown() -> str:
+    lines = [
+        "| 22B layer | forward: measured | napkin | error | backward: measured | napkin | error |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in TABLE_4:
+        f, b = layer_ms(run)
+        lines.append(f"| {run.name} | {run.forward_ms:g} ms | {f:.2f} ms | {f / run.forward_ms - 1:+.1%} | "
+                     f"{run.backward_ms:g} ms | {b:.2f} ms | {b / run.backward_ms - 1:+.1%} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def gpt(layers: int, hidden: int, heads: int) -> Model:
     """GPT as Megatron-LM builds it: biases, LayerNorm, GeLU, learned positions, tied embeddings, dropout."""
     return Model(layers=layers, hidden=hidden, heads=heads, vocab=VOCAB, context=SEQ, biases=True,
@@ -295,5 +350,6 @@ def table_2_zero3_markdown() -> str:
 if __name__ == "__main__":
     print(table_1_markdown())
     print(table_5_markdown())
+    print(table_4_markdown())
     print(table_2_zero3_markdown())
     print(h100_markdown(), end="")
