@@ -86,13 +86,14 @@ class Layout(Record):
         """The divisibility rules Megatron-LM enforces (arguments.py), with the numbers that disagree."""
         if model.heads is not None and model.heads % self.tensor:
             raise UsageError(f"tensor ({self.tensor}) must divide the model's heads ({model.heads})", field="tensor")
-        chunks = self.pipeline * self.interleave
-        if chunks > model.layers:
-            what = f"pipeline × interleave ({self.pipeline} × {self.interleave})" if self.interleave > 1 else (
-                f"pipeline ({self.pipeline})")  # fmt: skip
-            also = ("interleave",) if self.interleave > 1 else ()
-            raise UsageError(f"{what} must not exceed the model's layers ({model.layers}), so that every chunk "
-                             "holds a layer", field="pipeline", also=also)  # fmt: skip
+        if self.pipeline > model.layers:
+            raise UsageError(f"pipeline ({self.pipeline}) must not exceed the model's layers ({model.layers}), so "
+                             "that every stage holds a layer", field="pipeline")  # fmt: skip
+        heaviest = max(stage_layers(model.layers, self.pipeline))
+        if heaviest % self.interleave:
+            raise UsageError(f"interleave ({self.interleave}) must divide the layers of the heaviest stage "
+                             f"({heaviest} of the model's {model.layers} over pipeline {self.pipeline})",
+                             field="interleave", also=("pipeline",))  # fmt: skip
         if self.expert > 1 and (not model.is_moe or model.experts % self.expert):
             raise UsageError(
                 f"expert ({self.expert}) must divide the model's experts ({model.experts})", field="expert"
@@ -124,22 +125,42 @@ class Layout(Record):
 def stage_layers(layers: int, pipeline: int) -> tuple[int, ...]:
     """Layers per pipeline stage, as even as they go: when ``pipeline`` does not divide ``layers`` the extra
     layers go to the middle stages first, so the first stage (embedding, the most micro-batches in flight) and
-    the last (output layer, loss) hold fewer — what Megatron-LM's --decoder-first-pipeline-num-layers and
-    --decoder-last-pipeline-num-layers are used for (DeepSeek-V3's 61 layers, Llama 3.1 405B's 126)."""
+    the last (output layer, loss) hold fewer while they can. Megatron-LM sets such a split with
+    --pipeline-model-parallel-layout (DeepSeek-V3's 61 layers, Llama 3.1 405B's 126); an interleaved stage's
+    chunks are then one layer short where the stage is (``Layout.check``: the interleave divides the heaviest
+    stage's layers)."""
     base, extra = divmod(layers, pipeline)
     order = [*range(1, pipeline - 1), 0, pipeline - 1] if pipeline > 2 else list(range(pipeline))
     heavy = set(order[:extra])
     return tuple(base + (1 if i in heavy else 0) for i in range(pipeline))
 
 
-def uneven_note(layers: int, pipeline: int) -> str | None:
-    """What an uneven split does, in words; None when ``pipeline`` divides ``layers``."""
+def _ranges(stages: list[int]) -> str:
+    """1-based stage numbers as ranges: [1, 2, 3, 5] → "1-3, 5"."""
+    out: list[str] = []
+    for i in sorted(stages):
+        if out and out[-1].split("-")[-1] == str(i):  # i is the next of the last range (1-based i = 0-based + 1)
+            start = out[-1].split("-")[0]
+            out[-1] = f"{start}-{i + 1}"
+        else:
+            out.append(str(i + 1))
+    return ", ".join(out)
+
+
+def uneven_note(layers: int, pipeline: int, *, step: bool = True) -> str | None:
+    """What an uneven split does, in words; None when ``pipeline`` divides ``layers``. ``step``: say that the
+    step runs at the pace of the slowest stage (a step result), else only the split (a memory result)."""
     if layers % pipeline == 0:
         return None
     split = stage_layers(layers, pipeline)
-    high, low = max(split), min(split)
-    return (
-        f"{layers} layers over {pipeline} pipeline stages: {split.count(high)} stages hold {high} and "
-        f"{split.count(low)} hold {low} (the first and last among the lighter, as Megatron-LM's "
-        f"--decoder-first/last-pipeline-num-layers allow); the step runs at the pace of the slowest stage"
-    )
+    high = max(split)
+    heavy = [i for i, n in enumerate(split) if n == high]
+    light = [i for i, n in enumerate(split) if n < high]
+
+    def hold(stages: list[int], n: int) -> str:
+        one = len(stages) == 1
+        return f"{'stage' if one else 'stages'} {_ranges(stages)} {'holds' if one else 'hold'} {n}"
+
+    said = (f"{layers} layers over {pipeline} pipeline stages: {hold(heavy, high)} layers and {hold(light, high - 1)} "
+            "(a split Megatron-LM sets with --pipeline-model-parallel-layout)")  # fmt: skip
+    return said + ("; the step runs at the pace of the slowest stage" if step else "")

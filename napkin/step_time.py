@@ -250,6 +250,9 @@ class StepModel:
         self.attended = m.attended(seq) * (0.5 if causal and flash_attention else 1.0)
         self.bpp = bytes_per_param(optimizer, precision)
         self.grad_bytes = self.bpp.breakdown["gradients"]
+        #: an unfused accumulation reads the stored gradient and the new one (4 B in fp32 training, else the 16-bit
+        #: GEMM output) and writes the sum
+        self.accumulate_bytes = 2 * self.grad_bytes + (4.0 if precision is Precision.fp32 else ACT_BYTES)
         self.param_bytes = self.bpp.breakdown["params"]
         self._layer: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
         self._collectives: dict[tuple[str, float, int, int | None], float] = {}
@@ -341,15 +344,13 @@ class StepModel:
         return per_gpu_bytes(self.params, optimizer=self.optimizer, precision=self.precision, gpus=layout.gpus,
                              layout=layout, activations=acts)  # fmt: skip
 
-    def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
-        """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
-        ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
-        t, p, d, c, e, v, b = k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave, k.micro_batch
-        m = self.batch // (b * d)
-        dom = self.hw.fabric.domain_size
-        dense, moe, scores, stream, moe_stream = self.layer(t, c, b, e, k.sequence_parallel)
+    def layer_passes(self, k: Knobs) -> tuple[float, float, float, float]:
+        """One layer's forward seconds and its recomputation (full: a forward; selective: the attention scores),
+        its tensor-parallel collectives (forward, backward, recomputation), for one micro-batch on one GPU, MoE
+        and dense layers in the model's proportion; and the last stage's logits (output layer and loss)."""
+        t, c, b = k.tensor, k.context, k.micro_batch
+        dense, moe, scores, stream, moe_stream = self.layer(t, c, b, k.expert, k.sequence_parallel)
         tokens = b * self.seq / c
-        # one layer's forward, backward (2×) and recomputation, MoE and dense layers in the model's proportion
         total_layers = self.dense_layers + self.moe_layers
         f_dense, f_moe = self.dense_layers / total_layers, self.moe_layers / total_layers
         fwd_layer = f_dense * (dense + scores + stream) + f_moe * (moe + scores + moe_stream)
@@ -362,35 +363,51 @@ class StepModel:
         # tensor parallel: 4 collectives per layer (+2 with full recomputation) of T·d activations
         tp_layer = 0.0
         if t > 1:
-            per = self.collective("all-reduce", tokens * self.d * ACT_BYTES, t, min(t, dom))
+            per = self.collective("all-reduce", tokens * self.d * ACT_BYTES, t, min(t, self.hw.fabric.domain_size))
             tp_layer = (4 + (2 if k.recompute is Recompute.full else 0)) * per
         # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
         vocab = self.model.vocab / t
         logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
-        # the pipeline runs at the pace of its slowest stage: the heaviest (an uneven split's middle) or the last,
-        # which adds the logits (the same stage when the layers divide evenly)
-        split = stage_layers(int(total_layers), p)
+        return fwd_layer, extra_layer, tp_layer, logits
+
+    def pace(self, k: Knobs, fwd_layer: float, extra_layer: float, tp_layer: float, logits: float) -> tuple[int, bool]:
+        """The stage the pipeline waits for: (its layers, whether it is the last stage with the logits) — the
+        heaviest of an uneven split, or the last (the same stage when the layers divide evenly)."""
+        split = stage_layers(int(self.dense_layers + self.moe_layers), k.pipeline)
         per_layer = 3 * fwd_layer + extra_layer + tp_layer
         heavy, last = max(split), split[-1]
-        n_layers, logits = (heavy, 0.0) if heavy * per_layer > last * per_layer + logits else (last, logits)
-        n_dense, n_moe = n_layers * f_dense, n_layers * f_moe
+        return (heavy, False) if heavy * per_layer > last * per_layer + logits else (last, True)
+
+    def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
+        """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
+        ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
+        t, p, d, c, e, v, b = k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave, k.micro_batch
+        m = self.batch // (b * d)
+        dom = self.hw.fabric.domain_size
+        tokens = b * self.seq / c
+        fwd_layer, extra_layer, tp_layer, logits = self.layer_passes(k)
+        n_layers, last_stage = self.pace(k, fwd_layer, extra_layer, tp_layer, logits)
+        logits = logits if last_stage else 0.0
+        total_layers = self.dense_layers + self.moe_layers
+        n_dense, n_moe = n_layers * self.dense_layers / total_layers, n_layers * self.moe_layers / total_layers
         layers_mb = n_layers * (3 * fwd_layer + extra_layer)
+        heavy = max(stage_layers(int(total_layers), p))
         # data parallel groups: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP
-        # ranks that hold the same experts (Megatron's expert data parallelism)
-        dense_local = (self.params - self.expert_params) / (t * p)
-        expert_local = self.expert_params / (t * p * e)
+        # ranks that hold the same experts (Megatron's expert data parallelism); the heaviest stage's share
+        share = heavy * p / total_layers
+        dense_local = (self.params - self.expert_params) / (t * p) * share
+        expert_local = self.expert_params / (t * p * e) * share
         groups = [(dense_local, d, _near(d, dom, t * c))]
         if expert_local:
             edp = max(1, d * c // e)
             groups.append((expert_local, edp, _near(edp, dom, t * e)))
-        # gradient accumulation without fusion: each micro-batch after the first adds its new 16-bit weight
-        # gradients into the stored ones (read both, write one) in a kernel of its own
+        # gradient accumulation without fusion: each micro-batch after the first adds its new weight gradients into
+        # the stored ones (read both, write one) in a kernel of its own
         accumulate_mb = 0.0
         if not self.gradient_accumulation_fusion and m > 1:
             sharded = "gradients" in SHARDED[k.sharding]
             grads = sum(params / n if sharded else params for params, n, _ in groups)
-            per_param = 2 * self.grad_bytes + ACT_BYTES
-            accumulate_mb = self.stream(grads * per_param / n_layers, n_layers)
+            accumulate_mb = self.stream(grads * self.accumulate_bytes / heavy, heavy)
         stage_mb = layers_mb + logits
         compute = m * stage_mb + (m - 1) * accumulate_mb
         tp_mb = n_layers * tp_layer
@@ -406,7 +423,7 @@ class StepModel:
                 hop += self.collective("all-gather", activation, t, min(t, dom))
             p2p_mb = 2 * v * hop
         other = m * p2p_mb
-        bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
+        bubble = pipeline_bubble(p, v, heavy * (3 * fwd_layer + extra_layer + tp_layer) + accumulate_mb + p2p_mb)
         # expert parallel: dispatch + combine, forward and backward (+ recompute)
         if e > 1 and self.moe_layers:
             per = self.collective("all-to-all", tokens * self.model.top_k * self.d * ACT_BYTES, e, _near(e, dom, t))
@@ -418,6 +435,7 @@ class StepModel:
             near = _near(c, dom, t)
             cp = self.collective("all-gather", kv, c, near) * (2 if k.recompute is Recompute.full else 1)
             cp += self.collective("reduce-scatter", kv, c, near)
+            scores = self.layer(t, c, b, e, k.sequence_parallel)[2]
             other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
         dp = 0.0
         if k.sharding in SHARDED_PARAMS:
@@ -484,6 +502,9 @@ class StepResult(Result):
     micro_batch: int
     global_batch: int
     microbatches: int
+    stage_layers: list[int] = Field(description="transformer layers on each pipeline stage, first to last")
+    overlap_grad_reduce: bool = Field(description="the gradient reduction overlaps the last backward")
+    gradient_accumulation_fusion: bool = Field(description="weight-gradient GEMMs accumulate into the gradients")
     seq: int
     step_seconds: float
     breakdown: dict[str, float] = Field(description="seconds per step by term; they add up to step_seconds")
@@ -534,6 +555,9 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     hw = sm.hw
     total, compute, tp, bubble, dp, opt, other, _ = terms
     m = sm.batch // (k.micro_batch * k.data)
+    paced, last_stage = sm.pace(k, *sm.layer_passes(k))
+    split = stage_layers(sm.model.layers, k.pipeline)
+    split_text = "–".join(str(n) for n in split) if k.pipeline <= 8 else f"{min(split)}–{max(split)} layers"
     flash = [
         step("attention (FlashAttention)",
              f"forward FLOPs / (η_f × 16-bit peak) + {FLASH_BACKWARD_FLOPS:g} × forward FLOPs / (η_b × 16-bit peak)",
@@ -557,13 +581,15 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
         *flash,
         step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage"
              + ("" if sm.gradient_accumulation_fusion else
-                ", + (m − 1) × gradient accumulation (local gradients × (2 × grad bytes + 2 B) / (B·η_mem))"),
-             f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}"
+                ", + (m − 1) × gradient accumulation (local gradients × (stored + stored + new) B / (B·η_mem))"),
+             f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}; the stage that sets the pace holds "
+             f"{paced} layers" + (" and the logits" if last_stage else f" (of {k.pipeline} stages split {split_text})")
              + ("; accumulation fused into the weight-gradient GEMMs" if sm.gradient_accumulation_fusion else
-                f"; unfused accumulation, {2 * sm.grad_bytes + ACT_BYTES:g} B per local parameter"),
+                f"; unfused accumulation, {sm.accumulate_bytes:g} B per local parameter"),
              format_duration(compute),
              f"{sources.NARAYANAN_RECOMPUTE}; {sources.NO_OVERLAP}; {sources.GRADIENT_ACCUMULATION}"),
-        step("tensor-parallel comm (exposed)", "m × L/p × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
+        step("tensor-parallel comm (exposed)",
+             "m × the stage's layers × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
              f"t = {k.tensor}" + (", SP: reduce-scatter + all-gather" if k.sequence_parallel else ""),
              format_duration(tp), f"{sources.TP_COMM}; {sources.THAKUR_ALPHA_BETA}"),
         step("pipeline bubble", "(p − 1)/v × one micro-batch's stage time (compute + TP comm + sends)",
@@ -612,7 +638,9 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
     return StepResult(
         model=name, cluster=sm.hw.cluster, hardware=sm.hw.name, gpus=gpus, layout=layout,
         layout_text=layout.describe() + f" · b {k.micro_batch}", micro_batch=k.micro_batch, global_batch=sm.batch,
-        microbatches=sm.batch // (k.micro_batch * k.data), seq=sm.seq, step_seconds=total,
+        microbatches=sm.batch // (k.micro_batch * k.data), stage_layers=list(stage_layers(sm.model.layers, k.pipeline)),
+        overlap_grad_reduce=sm.overlap_grad_reduce, gradient_accumulation_fusion=sm.gradient_accumulation_fusion,
+        seq=sm.seq, step_seconds=total,
         breakdown=dict(zip(BREAKDOWN, (compute, tp, bubble, dp, opt, other), strict=True)),
         tokens_per_second=tokens / total, mfu=tokens * fpt / peak_total, hfu=tokens * hfpt / peak_total,
         flops_per_token=fpt, hardware_flops_per_token=hfpt, achieved_flops_per_gpu=tokens * hfpt / (gpus * total),

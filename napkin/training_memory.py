@@ -236,7 +236,7 @@ class StageMemory:
     """One pipeline stage on one GPU: its layers, model states, activations, and host bytes."""
 
     stage: int
-    layers: float
+    layers: int  # 0 when the model's shape is not known
     params: float  # parameters this GPU holds (before ZeRO sharding)
     states: dict[str, float]  # bytes on the GPU by component
     host_bytes: float  # offloaded bytes in CPU memory for this GPU
@@ -276,7 +276,7 @@ def stage_memory(
         states = {c: b * local for c, b in dense_pp.items()}
         host = sum(v for c, v in states.items() if c in moved)
         states = {c: 0.0 if c in moved else v for c, v in states.items()}
-        return [StageMemory(i, 0.0, local, states, host, 0.0, {}) for i in ((0,) if ends_only else range(p))]
+        return [StageMemory(i, 0, local, states, host, 0.0, {}) for i in ((0,) if ends_only else range(p))]
     m, work = activations.model, activations.workload
     total_params, per_layer_dense, per_layer_expert, embed, final_norm = _param_split(m)
     scale = params / total_params
@@ -353,7 +353,7 @@ class StageRow(Record):
     model_config = ConfigDict(frozen=True)
 
     stage: int = Field(description="0-based pipeline rank")
-    layers: float
+    layers: int = Field(description="transformer layers on this stage (0 when the model's shape is not given)")
     params: float = Field(description="parameters on this GPU before ZeRO sharding")
     in_flight: float = Field(description="micro-batches' worth of this stage's layers held at once")
     model_state_bytes: float
@@ -500,7 +500,8 @@ def memory(
         ))  # fmt: skip
         steps.append(step(
             f"activations on {_stage_name(worst.stage, layout.pipeline)}",
-            "per layer × L/p × micro-batches in flight" + (" + embedding" if worst.stage == 0 else "")
+            "per layer × the stage's layers (L/p, or an uneven split's) × micro-batches in flight"
+            + (" + embedding" if worst.stage == 0 else "")
             + (" + logits (fp32 for the loss)" if worst.stage == layout.pipeline - 1 else ""),
             f"{format_bytes_si(per_layer)} × {worst.layers:g} × {worst.in_flight:.4g}",
             format_bytes(sum(worst.activations.values())), sources.PIPELINE_MEMORY,
@@ -533,7 +534,8 @@ def memory(
         host_bytes_per_node=worst.host_bytes * GPUS_PER_NODE, memory_bytes=cap, capacity_source=cap_source,
         reserve_bytes=reserve_bytes, fits=total <= available, headroom_bytes=available - total,
         activation_bytes_per_layer=per_layer, max_micro_batch=max_batch, warnings=warnings, steps=steps,
-        notes=[note] if activations is not None and (note := uneven_note(activations.model.layers, layout.pipeline))
+        notes=[note]
+        if activations is not None and (note := uneven_note(activations.model.layers, layout.pipeline, step=False))
         else [],
     )  # fmt: skip
 

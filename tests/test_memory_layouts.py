@@ -285,8 +285,20 @@ def test_deepseek_v3_on_16_stages_names_its_uneven_split(napkin: Run) -> None:
     assert out.exit_code == 0, out.stderr
     layers = [row["layers"] for row in json.loads(out.stdout)["stages"]]
     assert layers == [3] + [4] * 13 + [3, 3]
-    assert "61 layers over 16 pipeline stages: 13 stages hold 4 and 3 hold 3" in out.stderr
-    bad = napkin("memory", "--model", "deepseek-v3", "--gpus", "1024", "--pipeline-parallel", "16", "--interleave",
-                 "4", "--expert-parallel", "64", "--seq", "4096", "--global-batch", "8192")  # fmt: skip
+    assert (
+        "61 layers over 16 pipeline stages: stages 2-14 hold 4 layers and stages 1, 15-16 hold 3 (a split "
+        "Megatron-LM sets with --pipeline-model-parallel-layout)\n"
+    ) in out.stderr.replace("\n        ", " ")
+    args = ("memory", "--model", "deepseek-v3", "--expert-parallel", "64", "--seq", "4096", "--global-batch", "8192")
+    bad = napkin(*args, "--gpus", "1024", "--pipeline-parallel", "16", "--interleave", "3")
     assert bad.exit_code == 2
-    assert "--pipeline-parallel × --interleave (16 × 4) must not exceed the model's layers (61)" in bad.stderr
+    assert (
+        "--interleave (3) must divide the layers of the heaviest stage (4 of the model's 61 over "
+        "--pipeline-parallel 16)"
+    ) in bad.stderr
+    assert napkin(*args, "--gpus", "1024", "--pipeline-parallel", "16", "--interleave", "4").exit_code == 0
+    over = napkin(*args, "--gpus", "4096", "--pipeline-parallel", "64")
+    assert over.exit_code == 2
+    assert "--pipeline-parallel (64) must not exceed the model's layers (61), so that every stage holds a layer" in (
+        over.stderr
+    )

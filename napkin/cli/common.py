@@ -50,15 +50,22 @@ def fail(message: str, code: int) -> NoReturn:
 
 
 def _stderr_columns() -> int | None:
-    """The terminal's width when stderr is one (COLUMNS first, as rich reads it); None when it is piped."""
-    import shutil
+    """The width of stderr's terminal (COLUMNS first, as rich reads it); None when stderr is not a terminal."""
+    import os
 
     try:
         if not sys.stderr.isatty():
             return None
-    except (AttributeError, ValueError):  # replaced or closed stream
+        fd = sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced or closed stream
         return None
-    return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(fd).columns
+    except OSError:
+        return None
 
 
 def wrapped(text: str, columns: int | None) -> str:
