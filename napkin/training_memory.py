@@ -242,6 +242,7 @@ class StageMemory:
     host_bytes: float  # offloaded bytes in CPU memory for this GPU
     in_flight: float  # micro-batches' worth of this stage's layers held at once
     activations: dict[str, float]  # layers, embedding, logits
+    expert_params: float = 0.0  # of ``params``, the routed experts' (sharded over their own data-parallel group)
 
     @property
     def total(self) -> float:
@@ -308,7 +309,7 @@ def stage_memory(
             "embedding": emb * held if i == 0 else 0.0,
             "logits": out if i == p - 1 else 0.0,
         }
-        stages.append(StageMemory(i, layers, dense_local + expert_local, states, host, held, act))
+        stages.append(StageMemory(i, layers, dense_local + expert_local, states, host, held, act, expert_local))
     return stages
 
 
@@ -468,7 +469,6 @@ def memory(
     sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
     split = layout.tensor * layout.pipeline
     bpp = bytes_per_param(optimizer, precision)
-    per_param = per_gpu_bytes_per_param(bpp, sharding, dp * layout.context)
     if activations is not None:
         e = _activation_element_bytes(precision)
         activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
@@ -479,8 +479,7 @@ def memory(
         step("bytes per parameter", "params + gradients + master weights + optimizer states",
              " + ".join(f"{v:g}" for v in bpp.breakdown.values()), f"{bpp.total:g} B", bpp.source),
         step(f"model states per GPU ({sharding})", _sharding_formula(sharding) + (" / (t·p)" if split > 1 else ""),
-             f"{format_sci(worst.params)} params on this GPU × {sum(per_param.values()):.4g} B "
-             f"(N_d = {dp * layout.context})",
+             _states_numbers(worst, bpp, layout),
              format_bytes(sum(worst.states.values()) + worst.host_bytes), _sharding_source(sharding)),
     ]  # fmt: skip
     if worst.host_bytes:
@@ -538,6 +537,20 @@ def memory(
         if activations is not None and (note := uneven_note(activations.model.layers, layout.pipeline, step=False))
         else [],
     )  # fmt: skip
+
+
+def _states_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout) -> str:
+    """The numbers of the model-states step: parameters × bytes per parameter over each data-parallel group
+    (routed experts shard over DP·CP/EP ranks, the rest over DP·CP)."""
+    dp = layout.dp * layout.context
+    dense = worst.params - worst.expert_params
+    per = sum(per_gpu_bytes_per_param(bpp, layout.sharding, dp).values())
+    text = f"{format_sci(dense)} params on this GPU × {per:.4g} B (N_d = {dp})"
+    if worst.expert_params:
+        edp = max(1, dp // layout.expert)
+        per_e = sum(per_gpu_bytes_per_param(bpp, layout.sharding, edp).values())
+        text += f" + {format_sci(worst.expert_params)} expert params × {per_e:.4g} B (N_d = {edp})"
+    return text
 
 
 def _activation_element_bytes(precision: Precision) -> float:

@@ -4,6 +4,7 @@ pipeline stages, variants of the block, expert parallelism and offload."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -302,3 +303,17 @@ def test_deepseek_v3_on_16_stages_names_its_uneven_split(napkin: Run) -> None:
     assert "--pipeline-parallel (64) must not exceed the model's layers (61), so that every stage holds a layer" in (
         over.stderr
     )
+
+
+def test_model_states_explain_adds_up_with_experts_sharded_over_their_own_group() -> None:
+    """With EP the routed experts shard over DP/EP ranks and the rest over DP: --explain shows both products,
+    and they add up to the model states it reports (it showed the dense factor alone: 2.73e10 × 0.01562 B)."""
+    from napkin import api
+
+    r = api.memory(model="deepseek-v3", gpus=1024, expert_parallel=64, seq=4096, global_batch=8192)
+    states = r.breakdown["params"] + r.breakdown["gradients"] + r.breakdown["master_weights"]
+    states += r.breakdown["optimizer_states"]
+    step = next(s for s in r.steps if s.quantity.startswith("model states per GPU"))
+    products = re.findall(r"([\d.e+]+) (?:expert )?params[^×]*× ([\d.]+) B \(N_d = (\d+)\)", step.substituted)
+    assert [n for _, _, n in products] == ["1024", "16"]
+    assert sum(float(count) * float(per) for count, per, _ in products) == pytest.approx(states, rel=0.01)
