@@ -1,5 +1,6 @@
 """Planner speed: the whole layout space of a 1T-parameter GPT (Narayanan et al. 2021's largest model) on
-4,096 GPUs of a DGX H100 cluster, 4M-token batches.
+4,096 GPUs of a DGX H100 cluster, 4M-token batches; then DeepSeek-V3 (61 layers, 256 experts) on 1,024 GPUs,
+whose pipeline splits are mostly uneven (every power of two) and whose expert parallelism multiplies the space.
 
     python examples/plan_benchmark.py [--repeat 5]
 
@@ -46,6 +47,17 @@ def main() -> None:
     print(f"scoring: {len(knobs) / best_score:,.0f} layouts/s (memory + step time, every layout)")
     print(f"napkin.planner total: {best_total:.3f} s (best of {args.repeat})")
     print(f"winner: {result.layouts[0].layout_text}, MFU {result.layouts[0].mfu:.3f}")
+    from napkin.presets import get_preset
+
+    moe = get_preset("deepseek-v3").model
+    best = float("inf")
+    for _ in range(args.repeat):
+        sm = StepModel(moe, 4096, 8192, hw, flash_attention=True, causal=True)
+        start = time.perf_counter()
+        result = plan(sm, 1024, "deepseek-v3", top=5)
+        best = min(best, time.perf_counter() - start)
+    print(f"deepseek-v3 on 1,024 GPUs: {result.considered:,} layouts, {result.fitting:,} fit; "
+          f"napkin.planner total: {best:.3f} s (best of {args.repeat})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -86,14 +86,10 @@ class Layout(Record):
         """The divisibility rules Megatron-LM enforces (arguments.py), with the numbers that disagree."""
         if model.heads is not None and model.heads % self.tensor:
             raise UsageError(f"tensor ({self.tensor}) must divide the model's heads ({model.heads})", field="tensor")
-        if self.pipeline > model.layers:
-            raise UsageError(f"pipeline ({self.pipeline}) must not exceed the model's layers ({model.layers}), so "
-                             "that every stage holds a layer", field="pipeline")  # fmt: skip
-        heaviest = max(stage_layers(model.layers, self.pipeline))
-        if heaviest % self.interleave:
-            raise UsageError(f"interleave ({self.interleave}) must divide the layers of the heaviest stage "
-                             f"({heaviest} of the model's {model.layers} over pipeline {self.pipeline})",
-                             field="interleave", also=("pipeline",))  # fmt: skip
+        problem = split_problem(model.layers, self.pipeline, self.interleave)
+        if problem is not None:
+            raise UsageError(problem, field="interleave" if problem.startswith("interleave") else "pipeline",
+                             also=("pipeline",) if problem.startswith("interleave") else ())  # fmt: skip
         if self.expert > 1 and (not model.is_moe or model.experts % self.expert):
             raise UsageError(
                 f"expert ({self.expert}) must divide the model's experts ({model.experts})", field="expert"
@@ -133,6 +129,23 @@ def stage_layers(layers: int, pipeline: int) -> tuple[int, ...]:
     order = [*range(1, pipeline - 1), 0, pipeline - 1] if pipeline > 2 else list(range(pipeline))
     heavy = set(order[:extra])
     return tuple(base + (1 if i in heavy else 0) for i in range(pipeline))
+
+
+@cache
+def split_problem(layers: int, pipeline: int, interleave: int) -> str | None:
+    """Why ``layers`` cannot run on ``pipeline`` stages of ``interleave`` chunks each, or None: every stage needs
+    a layer, and every chunk one, the interleave dividing the heaviest stage (its lighter neighbours' chunks are
+    one layer short). ``Layout.check`` and the planner both ask this."""
+    if pipeline > layers:
+        return f"pipeline ({pipeline}) must not exceed the model's layers ({layers}), so that every stage holds a layer"
+    split = stage_layers(layers, pipeline)
+    heaviest, lightest = max(split), min(split)
+    if heaviest % interleave or interleave > lightest:
+        return (
+            f"interleave ({interleave}) must divide the layers of the heaviest stage and not exceed the "
+            f"lightest's ({heaviest} and {lightest} of the model's {layers} over pipeline {pipeline})"
+        )
+    return None
 
 
 def _ranges(stages: list[int]) -> str:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Final
 from pydantic import Field
 
 from napkin.choices import Recompute, Sharding
+from napkin.layout import split_problem
 from napkin.result import TableResult
 from napkin.step_time import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result
 from napkin.units import format_bytes_si, format_duration
@@ -60,9 +61,9 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                     if batch % (b * d):
                         continue
                     m = batch // (b * d)
-                    heaviest = -(-model.layers // p)  # the interleave divides the heaviest stage's layers
+                    heaviest, n = -(-model.layers // p), model.layers
                     vs = [1] if p == 1 else [v for v in _divisors(heaviest, MAX_INTERLEAVE)
-                                             if v == 1 or (m % p == 0 and p * v <= model.layers)]  # fmt: skip
+                                             if v == 1 or (m % p == 0 and split_problem(n, p, v) is None)]  # fmt: skip
                     for e in eps:
                         for v in vs:
                             for r in recomputes:

@@ -5,7 +5,7 @@ Pure functions; no printing, no files. The hot path (``StepModel.evaluate``) wor
 planner (``napkin.planner``) can score thousands of layouts a second; ``step()`` wraps it in a ``StepResult``
 with the derivation. One model of the hardware, the same for every model and layout:
 
-* **Matmuls**: time = FLOPs / (R·η_size·q) + bytes / (B·η_mem). R is the device's achievable matmul
+* **Matmuls**: time = FLOPs / (R·η_size·q) + bytes / (BW_HBM·η_mem). R is the device's achievable matmul
   rate (a saved ``napkin bench matmul --save`` measurement, else the published Maximum Achievable Matmul
   FLOPS, else 80 % of the datasheet peak), η_size Calculon's efficiency by the size of the call, B the HBM
   bandwidth, q the tile-quantization efficiency of the output (m and n padded to whole tiles of 128, or of
@@ -256,6 +256,7 @@ class StepModel:
         self.param_bytes = self.bpp.breakdown["params"]
         self._layer: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
         self._collectives: dict[tuple[str, float, int, int | None], float] = {}
+        self._passes: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
 
     # --- pieces -------------------------------------------------------------------------------
     def gemm(self, m: float, k: float, n: float, count: float = 1.0, *, rate16: bool = False) -> float:
@@ -344,10 +345,17 @@ class StepModel:
         return per_gpu_bytes(self.params, optimizer=self.optimizer, precision=self.precision, gpus=layout.gpus,
                              layout=layout, activations=acts)  # fmt: skip
 
-    def layer_passes(self, k: Knobs) -> tuple[float, float, float, float]:
-        """One layer's forward seconds and its recomputation (full: a forward; selective: the attention scores),
-        its tensor-parallel collectives (forward, backward, recomputation), for one micro-batch on one GPU, MoE
-        and dense layers in the model's proportion; and the last stage's logits (output layer and loss)."""
+    def layer_passes(self, k: Knobs) -> tuple[float, float, float, float, float]:
+        """For one micro-batch on one GPU (MoE and dense layers in the model's proportion): one layer's forward
+        seconds, its recomputation (full: a forward; selective: the attention scores), one tensor-parallel
+        collective (an all-reduce of T·d activations, which sequence parallelism splits into a reduce-scatter and
+        an all-gather of the same bytes), the layer's collectives (2 per forward, 2 per backward, 2 more per
+        recomputed forward), and the last stage's logits (output layer and loss). Memoised: the planner asks for
+        each shape many times."""
+        key = (k.tensor, k.context, k.micro_batch, k.expert, k.sequence_parallel, k.recompute)
+        found = self._passes.get(key)
+        if found is not None:
+            return found
         t, c, b = k.tensor, k.context, k.micro_batch
         dense, moe, scores, stream, moe_stream = self.layer(t, c, b, k.expert, k.sequence_parallel)
         tokens = b * self.seq / c
@@ -360,23 +368,27 @@ class StepModel:
             extra_layer = scores
         else:
             extra_layer = 0.0
-        # tensor parallel: 4 collectives per layer (+2 with full recomputation) of T·d activations
-        tp_layer = 0.0
+        collective = tp_layer = 0.0
         if t > 1:
-            per = self.collective("all-reduce", tokens * self.d * ACT_BYTES, t, min(t, self.hw.fabric.domain_size))
-            tp_layer = (4 + (2 if k.recompute is Recompute.full else 0)) * per
+            # with sequence parallelism a reduce-scatter and an all-gather, timed as the all-reduce they make up
+            # (the same bytes; Korthikanti et al. 2022 §4.2.2)
+            collective = self.collective(
+                "all-reduce", tokens * self.d * ACT_BYTES, t, min(t, self.hw.fabric.domain_size)
+            )
+            tp_layer = (4 + (2 if k.recompute is Recompute.full else 0)) * collective
         # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
         vocab = self.model.vocab / t
         logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
-        return fwd_layer, extra_layer, tp_layer, logits
+        found = self._passes[key] = (fwd_layer, extra_layer, collective, tp_layer, logits)
+        return found
 
-    def pace(self, k: Knobs, fwd_layer: float, extra_layer: float, tp_layer: float, logits: float) -> tuple[int, bool]:
-        """The stage the pipeline waits for: (its layers, whether it is the last stage with the logits) — the
-        heaviest of an uneven split, or the last (the same stage when the layers divide evenly)."""
-        split = stage_layers(int(self.dense_layers + self.moe_layers), k.pipeline)
-        per_layer = 3 * fwd_layer + extra_layer + tp_layer
+    def pace(self, k: Knobs, per_layer: float, logits: float) -> tuple[int, int, bool]:
+        """The stage the pipeline waits for: (the heaviest stage's layers, the pacing stage's layers, whether it
+        is the last stage with the logits) — the heaviest of an uneven split, or the last (the same stage when
+        the layers divide evenly). ``per_layer``: one layer's seconds for a micro-batch, comm included."""
+        split = stage_layers(self.model.layers, k.pipeline)
         heavy, last = max(split), split[-1]
-        return (heavy, False) if heavy * per_layer > last * per_layer + logits else (last, True)
+        return (heavy, heavy, False) if heavy * per_layer > last * per_layer + logits else (heavy, last, True)
 
     def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
         """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
@@ -385,13 +397,13 @@ class StepModel:
         m = self.batch // (b * d)
         dom = self.hw.fabric.domain_size
         tokens = b * self.seq / c
-        fwd_layer, extra_layer, tp_layer, logits = self.layer_passes(k)
-        n_layers, last_stage = self.pace(k, fwd_layer, extra_layer, tp_layer, logits)
+        fwd_layer, extra_layer, _, tp_layer, logits = self.layer_passes(k)
+        per_layer = 3 * fwd_layer + extra_layer + tp_layer
+        heavy, n_layers, last_stage = self.pace(k, per_layer, logits)
         logits = logits if last_stage else 0.0
-        total_layers = self.dense_layers + self.moe_layers
+        total_layers = self.model.layers
         n_dense, n_moe = n_layers * self.dense_layers / total_layers, n_layers * self.moe_layers / total_layers
         layers_mb = n_layers * (3 * fwd_layer + extra_layer)
-        heavy = max(stage_layers(int(total_layers), p))
         # data parallel groups: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP
         # ranks that hold the same experts (Megatron's expert data parallelism); the heaviest stage's share
         share = heavy * p / total_layers
@@ -401,15 +413,18 @@ class StepModel:
         if expert_local:
             edp = max(1, d * c // e)
             groups.append((expert_local, edp, _near(edp, dom, t * e)))
-        # gradient accumulation without fusion: each micro-batch after the first adds its new weight gradients into
-        # the stored ones (read both, write one) in a kernel of its own
+        # gradient accumulation without fusion: a micro-batch adds its new weight gradients into the stored ones
+        # (read both, write one) in a kernel of its own: every micro-batch into Megatron-LM's fp32 main_grad
+        # buffer, every one after the first under autograd (the first stores its .grad); sharded gradients
+        # (ZeRO-2/3, FSDP) accumulate on the shard each micro-batch's reduce-scatter leaves
+        adds = m if self.precision is Precision.mixed_fp32_grads else m - 1
         accumulate_mb = 0.0
-        if not self.gradient_accumulation_fusion and m > 1:
+        if not self.gradient_accumulation_fusion and adds > 0:
             sharded = "gradients" in SHARDED[k.sharding]
             grads = sum(params / n if sharded else params for params, n, _ in groups)
             accumulate_mb = self.stream(grads * self.accumulate_bytes / heavy, heavy)
         stage_mb = layers_mb + logits
-        compute = m * stage_mb + (m - 1) * accumulate_mb
+        compute = m * stage_mb + adds * accumulate_mb
         tp_mb = n_layers * tp_layer
         tp = m * tp_mb
         # pipeline p2p: per micro-batch each stage receives v activations and v gradients. Megatron's rank order
@@ -423,7 +438,7 @@ class StepModel:
                 hop += self.collective("all-gather", activation, t, min(t, dom))
             p2p_mb = 2 * v * hop
         other = m * p2p_mb
-        bubble = pipeline_bubble(p, v, heavy * (3 * fwd_layer + extra_layer + tp_layer) + accumulate_mb + p2p_mb)
+        bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
         # expert parallel: dispatch + combine, forward and backward (+ recompute)
         if e > 1 and self.moe_layers:
             per = self.collective("all-to-all", tokens * self.model.top_k * self.d * ACT_BYTES, e, _near(e, dom, t))
@@ -555,7 +570,8 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     hw = sm.hw
     total, compute, tp, bubble, dp, opt, other, _ = terms
     m = sm.batch // (k.micro_batch * k.data)
-    paced, last_stage = sm.pace(k, *sm.layer_passes(k))
+    fwd_layer, extra_layer, _, tp_layer, logits = sm.layer_passes(k)
+    _, paced, last_stage = sm.pace(k, 3 * fwd_layer + extra_layer + tp_layer, logits)
     split = stage_layers(sm.model.layers, k.pipeline)
     split_text = "–".join(str(n) for n in split) if k.pipeline <= 8 else f"{min(split)}–{max(split)} layers"
     flash = [
@@ -571,17 +587,19 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
                 else ""),
              f"{format_rate(hw.rate)} ({format_percent(hw.rate / hw.peak)} of peak)",
              hw.rate_source + (f"; {sources.TE_FP8_SCOPE}" if hw.rate16 != hw.rate else "")),
-        step("matmul time", "2mkn / (R·η_size·q) + bytes / (B·η_mem), q = m·n / (m, n padded to tiles ≤ 128)",
-             f"R = {format_rate(hw.rate)}, B = {format_bandwidth(hw.hbm)}, η_size = "
+        step("matmul time", "2mkn / (R·η_size·q) + bytes / (BW_HBM·η_mem), q = m·n / (m, n padded to tiles ≤ 128)",
+             f"R = {format_rate(hw.rate)}, BW_HBM = {format_bandwidth(hw.hbm)}, η_size = "
              + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY), "each GEMM's time",
              f"{sources.NO_OVERLAP}; {sources.TILE_QUANTIZATION}; {sources.MATMUL_SIZE}"),
-        step("memory-bound work", "bytes / (B·η_mem(size)); norms, residuals, softmax, activation fn, CE, optimizer",
+        step("memory-bound work",
+             "bytes / (BW_HBM·η_mem(size)); norms, residuals, softmax, activation fn, CE, optimizer",
              f"η_mem = {', '.join(f'{e:g} ≥ {s / 1e6:g} MB' for s, e in MEMORY_EFFICIENCY)}", "each kernel's time",
              f"{sources.HBM_EFFICIENCY}; {sources.ELEMENTWISE}"),
         *flash,
         step("compute", "m × (3 × forward + recompute) per stage, + logits on the last stage"
              + ("" if sm.gradient_accumulation_fusion else
-                ", + (m − 1) × gradient accumulation (local gradients × (stored + stored + new) B / (B·η_mem))"),
+                ", + adds × gradient accumulation (local gradients × (stored + stored + new) B / (BW_HBM·η_mem)), "
+                "adds = m into fp32 main grads, else m − 1"),
              f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}; the stage that sets the pace holds "
              f"{paced} layers" + (" and the logits" if last_stage else f" (of {k.pipeline} stages split {split_text})")
              + ("; accumulation fused into the weight-gradient GEMMs" if sm.gradient_accumulation_fusion else
@@ -590,16 +608,19 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
              f"{sources.NARAYANAN_RECOMPUTE}; {sources.NO_OVERLAP}; {sources.GRADIENT_ACCUMULATION}"),
         step("tensor-parallel comm (exposed)",
              "m × the stage's layers × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
-             f"t = {k.tensor}" + (", SP: reduce-scatter + all-gather" if k.sequence_parallel else ""),
+             f"t = {k.tensor}" + (", SP: reduce-scatter + all-gather, timed as that all-reduce" if k.sequence_parallel
+                                  else ""),
              format_duration(tp), f"{sources.TP_COMM}; {sources.THAKUR_ALPHA_BETA}"),
-        step("pipeline bubble", "(p − 1)/v × one micro-batch's stage time (compute + TP comm + sends)",
+        step("pipeline bubble",
+             "(p − 1)/v × one micro-batch's time on the heaviest stage (compute + TP comm + unfused gradient "
+             "accumulation + sends)",
              f"p = {k.pipeline}, v = {k.interleave}, m = {m}: (p−1)/(v·m) = "
              f"{(k.pipeline - 1) / (k.interleave * m):.3f}", format_duration(bubble), sources.PIPELINE_BUBBLE),
         step("data-parallel comm (exposed)",
              "sync − overlap with the last backward (ZeRO-3: per micro-batch)" if sm.overlap_grad_reduce
              else "sync, after the last backward (no overlap)", f"DP = {k.data}, {k.sharding}",
              format_duration(dp), f"{sources.DP_OVERLAP}; {sources.NCCL_TESTS_BUSBW}"),
-        step("optimizer step", "2 × local state bytes / (B·η_mem)", f"{sm.bpp.total:g} B per parameter",
+        step("optimizer step", "2 × local state bytes / (BW_HBM·η_mem)", f"{sm.bpp.total:g} B per parameter",
              format_duration(opt), sources.HBM_EFFICIENCY),
         step("other (p2p, EP all-to-all, CP)",
              "2v × (send b·s·d·2 B / t + all-gather over t) per micro-batch; all-to-all; CP",

@@ -31,7 +31,7 @@ Print the README tables with ``python -m tests.megatron_runs``.
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from napkin.choices import Precision, Recompute, Sharding
 from napkin.cluster import find
@@ -140,26 +140,45 @@ class H100Run(NamedTuple):
     tokens_per_gpu: float
 
 
-#: NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md (25.11) and performance-summary-archive.md (26.02),
-#: DGX-H100 rows of the dense Llama models. Recomputation is not listed; napkin runs none (each fits without).
-#: Llama 3.1 405B has 126 layers: 8 stages of 15 and 16 (napkin.layout.stage_layers).
+#: Every DGX-H100 pre-training row of Llama 3 70B and Llama 3.1 405B in NVIDIA-NeMo/Megatron-Bridge
+#: docs/performance-summary-archive.md at 067f987d (2026-08-22) whose table states the precision: releases
+#: 25.11 to 26.06, all FP8 (25.09's table has no precision column; Llama 3 8B's recipe recomputes an unlisted
+#: part). Recomputation is not listed; napkin runs none (each fits without). Llama 3.1 405B has 126 layers:
+#: 8 stages of 15 and 16 (napkin.layout.stage_layers).
 H100_FP8 = (
     H100Run("llama3-70b", "25.11", 64, 128, 4, 8, 1, 5, 1602),
     H100Run("llama3-70b", "26.02", 64, 256, 4, 8, 1, 5, 1621),
+    H100Run("llama3-70b", "26.02.01", 64, 256, 4, 8, 1, 5, 1639),
+    H100Run("llama3-70b", "26.04", 64, 256, 4, 8, 1, 5, 1633),
+    H100Run("llama3-70b", "26.04.01", 64, 256, 4, 8, 1, 5, 1664),
     H100Run("llama3.1-405b", "25.11", 1024, 512, 8, 8, 2, 8, 292),
     H100Run("llama3.1-405b", "26.02", 1024, 1536, 8, 8, 2, 8, 311),
+    H100Run("llama3.1-405b", "26.04.01", 1024, 1536, 8, 8, 2, 8, 328),
+    H100Run("llama3.1-405b", "26.06", 1024, 1536, 8, 8, 2, 8, 326),
 )
 
 
-def predict_h100(run: H100Run) -> float:
-    """napkin's tokens/s per GPU for a Megatron-Bridge H100 run: FlashAttention, causal, SP, ZeRO-1, fp8."""
+def h100_result(run: H100Run) -> Any:
+    """napkin's step for a Megatron-Bridge H100 run: FlashAttention, causal, SP, ZeRO-1, fp8, no recomputation."""
     from napkin import api
 
-    result = api.step(model=run.model, gpus=run.gpus, tensor_parallel=run.tensor, pipeline_parallel=run.pipeline,
-                      context_parallel=run.context, interleave=run.interleave, global_batch=run.batch, seq=8192,
-                      cluster="dgx-h100", flash_attention=True, causal=True, sequence_parallel=True,
-                      sharding="zero1", recompute="none", dtype="fp8")  # fmt: skip
-    return float(result.tokens_per_second) / run.gpus
+    return api.step(model=run.model, gpus=run.gpus, tensor_parallel=run.tensor, pipeline_parallel=run.pipeline,
+                    context_parallel=run.context, interleave=run.interleave, global_batch=run.batch, seq=8192,
+                    cluster="dgx-h100", flash_attention=True, causal=True, sequence_parallel=True, sharding="zero1",
+                    recompute="none", dtype="fp8")  # fmt: skip
+
+
+def predict_h100(run: H100Run) -> float:
+    """napkin's tokens/s per GPU for a Megatron-Bridge H100 run."""
+    return float(h100_result(run).tokens_per_second) / run.gpus
+
+
+def h100_errors() -> dict[str, list[float]]:
+    """napkin / measured − 1 per model, in release order."""
+    out: dict[str, list[float]] = {}
+    for run in H100_FP8:
+        out.setdefault(run.model, []).append(predict_h100(run) / run.tokens_per_gpu - 1)
+    return out
 
 
 def h100_markdown() -> str:
@@ -197,25 +216,14 @@ TABLE_4 = (
 
 
 def layer_ms(run: LayerRun) -> tuple[float, float]:
-    """napkin's forward and backward milliseconds for one 22B layer, as ``StepModel.evaluate`` counts them: the
-    forward is the layer's compute and two TP collectives (all-reduces, or reduce-scatter + all-gather with
-    SP); the backward twice the compute and two more, plus a recomputed forward (full) or the attention scores
-    (selective) — no TP collective hidden under a weight-gradient GEMM."""
-    model, t, b = gpt(48, 6144, 64), 8, 4
-    sm = StepModel(model, SEQ, b, selene())
-    dense, _, scores, stream, _ = sm.layer(t, 1, b, 1, run.sequence_parallel)
-    tokens = b * SEQ * model.hidden * 2.0
-    if run.sequence_parallel:
-        per = sm.collective("reduce-scatter", tokens, t, t) + sm.collective("all-gather", tokens, t, t)
-    else:
-        per = sm.collective("all-reduce", tokens, t, t)
-    forward = dense + scores + stream + 2 * per
-    backward = 2 * (dense + scores + stream) + 2 * per
-    if run.recompute is Recompute.full:
-        backward += forward
-    elif run.recompute is Recompute.selective:
-        backward += scores
-    return forward * 1e3, backward * 1e3
+    """napkin's forward and backward milliseconds for one 22B layer from ``StepModel.layer_passes``, split the
+    way ``evaluate`` counts a layer's collectives: two in the forward, two in the backward and two in a
+    recomputed forward — none hidden under a weight-gradient GEMM."""
+    sm = StepModel(gpt(48, 6144, 64), SEQ, 4, selene())
+    knobs = Knobs(8, 1, 1, 1, 1, 1, 4, run.sequence_parallel, run.recompute, Sharding.none)
+    forward, extra, collective, _, _ = sm.layer_passes(knobs)
+    backward = 2 * forward + 2 * collective + (extra + 2 * collective if run.recompute is Recompute.full else extra)
+    return (forward + 2 * collective) * 1e3, backward * 1e3
 
 
 def table_4_markdown() -> str:
