@@ -62,6 +62,10 @@ VLLM_PROFILE: Final = (
     "napkin's estimate of that peak"
 )
 POPE_DECODE: Final = "Pope et al. 2022, arXiv:2211.05102 §2-3: small-batch decode is bound by loading weights and KV"
+MOE_DISPATCH: Final = (
+    "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: permute, A2A(EP), "
+    "AG(TP), experts, RS(TP), A2A(EP), unpermute"
+)
 MOE_ROUTING: Final = "expected distinct experts hit by b tokens each routed to k of E, uniform routing (assumption)"
 NCCL_TESTS_BUSBW: Final = (
     "NVIDIA/nccl-tests doc/PERFORMANCE.md: algbw = S/t; busbw = algbw × 2(n−1)/n (all-reduce), "

@@ -28,7 +28,8 @@ with the derivation. One model of the hardware, the same for every model and lay
   backward pass of the last micro-batch (``overlap_grad_reduce``, Megatron-LM's ``--overlap-grad-reduce``;
   without it the whole collective is exposed, as in Megatron-LM before 2023); ZeRO-3 gathers parameters and
   reduces gradients every micro-batch, overlapped with that micro-batch's compute.
-* **Expert parallel**: all-to-all dispatch and combine per MoE layer, not overlapped. **Context parallel**:
+* **Expert parallel**: all-to-all dispatch and combine per MoE layer of each TP rank's share of the tokens,
+  then an all-gather (reduce-scatter) over TP, not overlapped. **Context parallel**:
   the keys and values gathered over the CP group, overlapped with the attention they feed.
 
 Collective times come from ``napkin.comm`` (α–β with NCCL's algorithms over the cluster's two fabrics).
@@ -439,9 +440,14 @@ class StepModel:
             p2p_mb = 2 * v * hop
         other = m * p2p_mb
         bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
-        # expert parallel: dispatch + combine, forward and backward (+ recompute)
+        # expert parallel: dispatch + combine, forward and backward (+ recompute). Each TP rank dispatches its 1/t
+        # of the tokens (sequence parallelism splits them) over EP, then all-gathers what it received over TP for
+        # its shard of the experts; the combine reverses both (Megatron-LM MoEAlltoAllTokenDispatcher)
         if e > 1 and self.moe_layers:
-            per = self.collective("all-to-all", tokens * self.model.top_k * self.d * ACT_BYTES, e, _near(e, dom, t))
+            routed = tokens * self.model.top_k * self.d * ACT_BYTES
+            per = self.collective("all-to-all", routed / (t if k.sequence_parallel else 1), e, _near(e, dom, t))
+            if t > 1 and k.sequence_parallel:
+                per += self.collective("all-gather", routed, t, min(t, dom))
             count = 4 + (2 if k.recompute is Recompute.full else 0)
             other += m * count * per * n_moe
         # context parallel: all-gather K, V forward, reduce-scatter their gradients backward, hidden under attention
@@ -623,9 +629,10 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
         step("optimizer step", "2 × local state bytes / (BW_HBM·η_mem)", f"{sm.bpp.total:g} B per parameter",
              format_duration(opt), sources.HBM_EFFICIENCY),
         step("other (p2p, EP all-to-all, CP)",
-             "2v × (send b·s·d·2 B / t + all-gather over t) per micro-batch; all-to-all; CP",
+             "2v × (send b·s·d·2 B / t + all-gather over t) per micro-batch; all-to-all of b·s·k·d·2 B / t (SP) "
+             "+ all-gather over t, 4 per MoE layer (+2 recomputed); CP",
              f"p = {k.pipeline}, EP = {k.expert}, CP = {k.context}", format_duration(other),
-             f"{sources.SCATTER_GATHER}; {sources.CALCULON_NETWORK}"),
+             f"{sources.SCATTER_GATHER}; {sources.CALCULON_NETWORK}; {sources.MOE_DISPATCH}"),
         step("step time", "sum of the terms", "", format_duration(total), "napkin step model"),
     ]  # fmt: skip
 

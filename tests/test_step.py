@@ -690,3 +690,19 @@ def test_llama_405b_on_eight_stages_splits_126_layers_and_says_so(napkin: Run) -
     logits = sm.layer_passes(Knobs(8, 8, 8, 2, 1, 8, 1, True, Recompute.none, Sharding.zero1))[4]
     assert full["breakdown"]["compute"] - uneven["breakdown"]["compute"] == pytest.approx(64 * logits, rel=1e-6)
     assert uneven["breakdown"]["tensor_parallel"] == pytest.approx(full["breakdown"]["tensor_parallel"], rel=1e-9)
+
+
+def test_expert_all_to_all_moves_each_tp_ranks_share_then_gathers_over_tp() -> None:
+    """Megatron-LM's MoEAlltoAllTokenDispatcher: with TP and sequence parallelism each TP rank dispatches its 1/t
+    of the tokens over EP, then all-gathers what it received over TP; 4 of each per MoE layer and micro-batch.
+    DeepSeek-V3 on 64 H100s (TP 2, EP 32, one stage): the EP term is that and nothing else."""
+    cluster = find("dgx-h100").cluster
+    model = get_preset("deepseek-v3").model
+    sm = StepModel(model, 4096, 64, machine(cluster, resolve(cluster.device).profile), flash_attention=True)
+    knobs = Knobs(2, 1, 32, 1, 32, 1, 1, True, Recompute.none, Sharding.zero1)
+    routed = 4096 * model.top_k * model.hidden * 2.0
+    per = sm.collective("all-to-all", routed / 2, 32, 4) + sm.collective("all-gather", routed, 2, 2)
+    m = 64 // 32
+    assert sm.evaluate(knobs)[6] == pytest.approx(m * 4 * per * model.moe_layers, rel=1e-9)
+    whole = sm.collective("all-to-all", routed, 32, 4)  # without the SP split: twice the bytes on the network
+    assert whole > 1.8 * sm.collective("all-to-all", routed / 2, 32, 4)
