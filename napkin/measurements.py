@@ -105,17 +105,26 @@ def check_device(profile_name: str, device_names: list[str], device: str, *, for
     )
 
 
-def save(profile_name: str, dtype: str, measurement: Measurement) -> Path:
-    """Record ``measurement`` for (profile, dtype), replacing the previous one; returns the file."""
+def _store(keys: tuple[str, ...], value: dict[str, Any]) -> Path:
+    """Set the entry at ``keys`` (creating the tables on the way, replacing what is there) under the file lock,
+    written atomically; returns the file."""
     path = measurements_path()
     with locked(path):
         data = load_all()
-        entry = data.get(profile_name)
-        if not isinstance(entry, dict):
-            entry = data[profile_name] = {}
-        entry[dtype] = measurement.model_dump(mode="json", exclude_none=True)
+        table = data
+        for key in keys[:-1]:
+            inner = table.get(key)
+            if not isinstance(inner, dict):
+                inner = table[key] = {}
+            table = inner
+        table[keys[-1]] = value
         write_atomic(path, HEADER + yaml.safe_dump(data, sort_keys=True, allow_unicode=True), overwrite=True)
     return path
+
+
+def save(profile_name: str, dtype: str, measurement: Measurement) -> Path:
+    """Record ``measurement`` for (profile, dtype), replacing the previous one; returns the file."""
+    return _store((profile_name, dtype), measurement.model_dump(mode="json", exclude_none=True))
 
 
 #: Collective bus bandwidths (``napkin bench all-reduce --save``), by cluster and operation. The key
@@ -125,18 +134,7 @@ COMM_KEY = "_comm"
 
 def save_comm(cluster: str, op: str, entry: dict[str, Any]) -> Path:
     """Record the best bus bandwidth measured for (cluster, op), replacing the previous one; returns the file."""
-    path = measurements_path()
-    with locked(path):
-        data = load_all()
-        clusters = data.get(COMM_KEY)
-        if not isinstance(clusters, dict):
-            clusters = data[COMM_KEY] = {}
-        ops = clusters.get(cluster)
-        if not isinstance(ops, dict):
-            ops = clusters[cluster] = {}
-        ops[op] = entry
-        write_atomic(path, HEADER + yaml.safe_dump(data, sort_keys=True, allow_unicode=True), overwrite=True)
-    return path
+    return _store((COMM_KEY, cluster, op), entry)
 
 
 def comm_measurement(cluster: str, op: str) -> dict[str, Any] | None:
