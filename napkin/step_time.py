@@ -7,8 +7,8 @@ with the derivation. One model of the hardware, the same for every model and lay
 
 * **Matmuls**: time = FLOPs / (R·η_size·q) + bytes / (BW_HBM·η_mem). R is the device's achievable matmul
   rate (a saved ``napkin bench matmul --save`` measurement, else the published Maximum Achievable Matmul
-  FLOPS, else 80 % of the datasheet peak), η_size Calculon's efficiency by the size of the call, B the HBM
-  bandwidth, q the tile-quantization efficiency of the output (m and n padded to whole tiles of 128, or of
+  FLOPS, else 80 % of the datasheet peak), η_size Calculon's efficiency by the size of the call, BW_HBM the
+  HBM bandwidth, q the tile-quantization efficiency of the output (m and n padded to whole tiles of 128, or of
   the smallest power of two from 16 that holds a smaller dimension). The math and
   the memory traffic of a kernel are added, not overlapped: Calculon's ``no_overlap`` processing mode, the
   one its A100 and H100 system files use and the one its validation against Megatron-LM's measured
@@ -57,6 +57,7 @@ from napkin.training_memory import (
     COMPONENTS,
     SHARDED,
     ActivationInputs,
+    activation_element_bytes,
     bytes_per_param,
     memory,
 )
@@ -180,6 +181,12 @@ def _near(group: int, domain: int, stride: int) -> int:
     return math.gcd(group, max(1, domain // stride))
 
 
+def _passes_collectives(recompute: Recompute) -> int:
+    """A layer's collectives of one kind per micro-batch: 2 in the forward, 2 in the backward, 2 more in a
+    recomputed forward (Shoeybi et al. 2019 §3: g in the forward, f in the backward, for attention and the MLP)."""
+    return 4 + (2 if recompute is Recompute.full else 0)
+
+
 #: (total, compute, tp, bubble, dp, optimizer, other, per-GPU bytes)
 Terms = tuple[float, float, float, float, float, float, float, float]
 
@@ -251,9 +258,9 @@ class StepModel:
         self.attended = m.attended(seq) * (0.5 if causal and flash_attention else 1.0)
         self.bpp = bytes_per_param(optimizer, precision)
         self.grad_bytes = self.bpp.breakdown["gradients"]
-        #: an unfused accumulation reads the stored gradient and the new one (4 B in fp32 training, else the 16-bit
-        #: GEMM output) and writes the sum
-        self.accumulate_bytes = 2 * self.grad_bytes + (4.0 if precision is Precision.fp32 else ACT_BYTES)
+        #: an unfused accumulation reads the stored gradient and the new one (the GEMM's output, at the compute
+        #: precision) and writes the sum
+        self.accumulate_bytes = 2 * self.grad_bytes + activation_element_bytes(precision)
         self.param_bytes = self.bpp.breakdown["params"]
         self._layer: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
         self._collectives: dict[tuple[str, float, int, int | None], float] = {}
@@ -338,7 +345,7 @@ class StepModel:
     def memory_bytes(self, k: Knobs) -> float:
         """Per-GPU bytes of the most loaded pipeline stage: ``napkin.training_memory``'s own fast path
         (pipeline stages, in-flight micro-batches, logits), so the planner and ``napkin memory`` agree."""
-        from napkin.training_memory import ActivationInputs, per_gpu_bytes
+        from napkin.training_memory import per_gpu_bytes
 
         layout = k.layout()
         work = Workload(seq=self.seq, micro_batch=k.micro_batch, global_batch=self.batch)
@@ -376,7 +383,7 @@ class StepModel:
             collective = self.collective(
                 "all-reduce", tokens * self.d * ACT_BYTES, t, min(t, self.hw.fabric.domain_size)
             )
-            tp_layer = (4 + (2 if k.recompute is Recompute.full else 0)) * collective
+            tp_layer = _passes_collectives(k.recompute) * collective
         # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
         vocab = self.model.vocab / t
         logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
@@ -448,8 +455,7 @@ class StepModel:
             per = self.collective("all-to-all", routed / (t if k.sequence_parallel else 1), e, _near(e, dom, t))
             if t > 1 and k.sequence_parallel:
                 per += self.collective("all-gather", routed, t, min(t, dom))
-            count = 4 + (2 if k.recompute is Recompute.full else 0)
-            other += m * count * per * n_moe
+            other += m * _passes_collectives(k.recompute) * per * n_moe
         # context parallel: all-gather K, V forward, reduce-scatter their gradients backward, hidden under attention
         if c > 1:
             kv = 2 * tokens * c * self.model.n_kv * self.model.d_head * ACT_BYTES / t

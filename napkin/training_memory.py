@@ -334,7 +334,7 @@ def per_gpu_bytes(
     """The most loaded GPU's bytes (model states + activations): the fast path under ``memory()``."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
     bpp = bytes_per_param(optimizer, precision)
-    e = _activation_element_bytes(precision)
+    e = activation_element_bytes(precision)
     return max(s.total for s in stage_memory(params, bpp, layout, activations, e, ends_only=True))
 
 
@@ -470,7 +470,7 @@ def memory(
     split = layout.tensor * layout.pipeline
     bpp = bytes_per_param(optimizer, precision)
     if activations is not None:
-        e = _activation_element_bytes(precision)
+        e = activation_element_bytes(precision)
         activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
     stages = stage_memory(params, bpp, layout, activations)
     worst = max(stages, key=lambda s: s.total)
@@ -553,7 +553,7 @@ def _states_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout) -> s
     return text
 
 
-def _activation_element_bytes(precision: Precision) -> float:
+def activation_element_bytes(precision: Precision) -> float:
     """Activations are stored at the compute precision: 4 B in fp32 training, 2 B otherwise."""
     return 4.0 if precision is Precision.fp32 else 2.0
 
@@ -665,7 +665,7 @@ def max_model(
     act = 0.0
     if activations is not None:
         activations = activations.model_copy(
-            update={"element_bytes": _activation_element_bytes(precision), "layout": layout}
+            update={"element_bytes": activation_element_bytes(precision), "layout": layout}
         )
         stages = stage_memory(float(activations.model.params()), bpp, layout, activations)
         act = max(sum(s.activations.values()) for s in stages)
@@ -730,7 +730,7 @@ def _max_layers(x: ActivationInputs, bpp: BytesPerParam, layout: Layout, availab
     Memory grows with L, so a doubling then bisection over multiples of p·v finds it (None: not even p·v fits).
     """
     step_layers = layout.pipeline * layout.interleave
-    e = _activation_element_bytes(bpp.precision)
+    e = activation_element_bytes(bpp.precision)
 
     def fits(units: int) -> bool:
         layers = units * step_layers
