@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from napkin import sources
 from napkin.choices import Optimizer, Precision, Recompute, Sharding
@@ -523,12 +523,9 @@ class StepResult(Result):
     cluster: str
     hardware: str
     dtype: str = Field(description="number format of the matmuls; MFU is against its dense peak")
-    gpus: int
     layout: Layout
-    layout_text: str
     micro_batch: int
     global_batch: int
-    microbatches: int
     stage_layers: list[int] = Field(description="transformer layers on each pipeline stage, first to last")
     overlap_grad_reduce: bool = Field(description="the gradient reduction overlaps the last backward")
     gradient_accumulation_fusion: bool = Field(description="weight-gradient GEMMs accumulate into the gradients")
@@ -548,6 +545,22 @@ class StepResult(Result):
     memory_bytes: float
     reserve_bytes: float = Field(default=0.0, description="memory kept free per GPU (--reserve)")
     fits: bool
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gpus(self) -> int:
+        return self.layout.gpus
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def layout_text(self) -> str:
+        return self.layout.describe() + f" · b {self.micro_batch}"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per data-parallel replica and step."""
+        return self.global_batch // (self.micro_batch * self.layout.dp)
 
     def heading(self) -> str:
         return f"Training step: {self.model} on {self.gpus:,} × {self.hardware} ({self.cluster}, {self.dtype})"
@@ -652,8 +665,8 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
     """A ``StepResult`` for one layout; memory from ``napkin.training_memory.memory`` itself."""
     terms = terms or sm.evaluate(k)
     total, compute, tp, bubble, dp, opt, other, _ = terms
-    gpus = k.tensor * k.pipeline * k.context * k.data
     layout = k.layout()
+    gpus = layout.gpus
     workload = Workload(seq=sm.seq, micro_batch=k.micro_batch, global_batch=sm.batch)
     mem = memory(
         sm.params, _profile_for(sm), optimizer=sm.optimizer, precision=sm.precision, gpus=gpus, layout=layout,
@@ -670,9 +683,8 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
                       f"{tokens * fpt / peak_total:.3f}", sources.PALM_MFU))  # fmt: skip
     steps.extend(mem.steps)
     return StepResult(
-        model=name, cluster=sm.hw.cluster, hardware=sm.hw.name, gpus=gpus, layout=layout,
-        layout_text=layout.describe() + f" · b {k.micro_batch}", micro_batch=k.micro_batch, global_batch=sm.batch,
-        microbatches=sm.batch // (k.micro_batch * k.data), stage_layers=list(stage_layers(sm.model.layers, k.pipeline)),
+        model=name, cluster=sm.hw.cluster, hardware=sm.hw.name, layout=layout, micro_batch=k.micro_batch,
+        global_batch=sm.batch, stage_layers=list(stage_layers(sm.model.layers, k.pipeline)),
         overlap_grad_reduce=sm.overlap_grad_reduce, gradient_accumulation_fusion=sm.gradient_accumulation_fusion,
         seq=sm.seq, step_seconds=total,
         breakdown=dict(zip(BREAKDOWN, (compute, tp, bubble, dp, opt, other), strict=True)),
