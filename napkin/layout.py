@@ -95,26 +95,28 @@ class Layout(Record):
                 f"expert ({self.expert}) must divide the model's experts ({model.experts})", field="expert"
             )
 
-    def describe(self) -> str:
-        """``TP 8 · PP 4 (v 2) · DP 32 · zero1 · selective`` — the short form tables show."""
-        parts = [
-            f"TP {self.tensor}",
-            f"PP {self.pipeline}" + (f" (v {self.interleave})" if self.interleave > 1 else ""),
-        ]
+    def describe(self, *, compact: bool = False) -> str:
+        """``TP 8 · PP 4 (v 2) · DP 32 · zero1 · selective recompute`` — the form results show; ``compact``:
+        ``TP8 PP4v2 DP32 zero1 selective``, a plan table's column."""
+        gap, sep = ("", " ") if compact else (" ", " · ")
+        pp = f"PP{gap}{self.pipeline}"
+        if self.interleave > 1:
+            pp += f"v{self.interleave}" if compact else f" (v {self.interleave})"
+        parts = [f"TP{gap}{self.tensor}", pp]
         if self.context > 1:
-            parts.append(f"CP {self.context}")
+            parts.append(f"CP{gap}{self.context}")
         if self.expert > 1:
-            parts.append(f"EP {self.expert}")
+            parts.append(f"EP{gap}{self.expert}")
         if self.data is not None:
-            parts.append(f"DP {self.data}")
+            parts.append(f"DP{gap}{self.data}")
         if self.sequence_parallel:
             parts.append("SP")
         parts.append(str(self.sharding))
         if self.recompute is not Recompute.none:
-            parts.append(f"{self.recompute} recompute")
+            parts.append(str(self.recompute) if compact else f"{self.recompute} recompute")
         if self.offload is not Offload.none:
             parts.append(f"offload {self.offload}")
-        return " · ".join(parts)
+        return sep.join(parts)
 
 
 @cache

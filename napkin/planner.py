@@ -96,7 +96,9 @@ class PlanResult(TableResult):
     @property
     def best(self) -> str | None:
         """The winner in the plan table's words (``TP4 PP1 DP128 SP zero3 selective b1``), None if nothing fits."""
-        return f"{_short(self.layouts[0])} b{self.layouts[0].micro_batch}" if self.layouts else None
+        return (
+            f"{self.layouts[0].layout.describe(compact=True)} b{self.layouts[0].micro_batch}" if self.layouts else None
+        )
 
     def exit_code(self) -> int:
         return 0 if self.fitting else 1  # no layout fits: the answer is "none", and the warning says why
@@ -118,8 +120,8 @@ class PlanResult(TableResult):
         return "rlrrrr"
 
     def body(self) -> list[list[str]]:
-        return [[str(i), _short(r), str(r.micro_batch), format_duration(r.step_seconds), f"{r.mfu:.3f}",
-                 format_bytes_si(r.per_gpu_bytes)] for i, r in enumerate(self.layouts, 1)]  # fmt: skip
+        return [[str(i), r.layout.describe(compact=True), str(r.micro_batch), format_duration(r.step_seconds),
+                 f"{r.mfu:.3f}", format_bytes_si(r.per_gpu_bytes)] for i, r in enumerate(self.layouts, 1)]  # fmt: skip
 
     def caption(self) -> str:
         if not self.considered:
@@ -137,32 +139,16 @@ class PlanResult(TableResult):
         }  # fmt: skip
 
 
-def _short(r: StepResult) -> str:
-    lay = r.layout
-    parts = [f"TP{lay.tensor}", f"PP{lay.pipeline}" + (f"v{lay.interleave}" if lay.interleave > 1 else "")]
-    if lay.context > 1:
-        parts.append(f"CP{lay.context}")
-    if lay.expert > 1:
-        parts.append(f"EP{lay.expert}")
-    parts.append(f"DP{lay.data}")
-    if lay.sequence_parallel:
-        parts.append("SP")
-    parts.append(str(lay.sharding))
-    if lay.recompute is not Recompute.none:
-        parts.append(str(lay.recompute))
-    return " ".join(parts)
-
-
 def _worst(terms: Terms) -> tuple[str, float]:
     named = dict(zip(BREAKDOWN, terms[1:7], strict=True))
     name = max((n for n in named if n != "compute"), key=lambda n: named[n])
     return TERM_NAMES[name], named[name] / terms[0]
 
 
-def _families(sm: StepModel, gpus: int) -> list[tuple[str, list[Knobs]]]:
-    """The layouts people try first: ZeRO-3 data parallelism alone, TP within the node, TP across nodes."""
+def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[str, list[Knobs]]]:
+    """The layouts people try first, among ``everything`` the planner enumerated: ZeRO-3 data parallelism alone,
+    TP within the node; and TP across nodes, which it does not enumerate."""
     dom, heads = sm.hw.fabric.domain_size, sm.model.heads or 1
-    everything = candidates(sm, gpus)
     out = [("ZeRO-3 alone (TP 1, PP 1)", [k for k in everything if k.tensor == k.pipeline == k.context == 1
                                            and k.sharding is Sharding.zero3])]  # fmt: skip
     t = max(k for k in _powers(dom) if heads % k == 0)
@@ -211,13 +197,13 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
             results.append(result)
         if len(results) >= top:
             break
-    explanation = _explain(sm, gpus, scored, results)
+    explanation = _explain(sm, gpus, all_knobs, scored, results)
     warnings = []
     if not all_knobs:
         domain = sm.hw.fabric.domain_size
         warnings.append(f"no valid layout: {gpus:,} GPUs must split into TP × PP × CP × DP and the global batch of "
                         f"{sm.batch:,} sequences into micro-batch × DP × micro-batches, with TP within one "
-                        f"{domain}-device domain and PP dividing {sm.model.layers} layers")  # fmt: skip
+                        f"{domain}-device domain and PP at most {sm.model.layers} layers")  # fmt: skip
     elif not results:
         warnings.append("no layout fits in memory: add GPUs or use a device with more memory")
     return PlanResult(
@@ -228,16 +214,17 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     )  # fmt: skip
 
 
-def _explain(sm: StepModel, gpus: int, scored: list[tuple[float, Knobs, Terms]], top: list[StepResult]) -> str:
+def _explain(sm: StepModel, gpus: int, everything: list[Knobs], scored: list[tuple[float, Knobs, Terms]],
+             top: list[StepResult]) -> str:  # fmt: skip
     if not top:
-        return "Nothing fits." if scored or candidates(sm, gpus) else "No valid layout."
+        return "Nothing fits." if everything else "No valid layout."
     best = scored[0][1], scored[0][2]
     worst_name, worst_share = _worst(best[1])
     overhead = f"its largest overhead is {worst_name} ({worst_share:.0%})" if worst_share >= 0.005 else (
         "it has no overhead above 0.5 %")  # fmt: skip
     lines = [f"#1 wins with MFU {top[0].mfu:.3f}; {overhead}."]
     capacity = sm.hw.capacity - sm.reserve
-    for label, family in _families(sm, gpus):
+    for label, family in _families(sm, gpus, everything):
         fitting = [k for k in family if sm.memory_bytes(k) <= capacity]
         if not fitting:
             least = min(sm.memory_bytes(k) for k in family)
