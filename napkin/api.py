@@ -845,13 +845,11 @@ def _fabric_of(profile: HardwareProfile, tensor: int) -> Any:
     there is no such cluster, or a TP group larger than its scale-up domain)."""
     if tensor == 1:
         return None
-    from napkin.cluster import load_catalog
+    from napkin.cluster import built_from
 
-    for loaded in load_catalog().visible():
-        if loaded.cluster.device == profile.name:
-            fabric = loaded.cluster.fabric()
-            return fabric if tensor <= fabric.domain_size else None
-    return None
+    cluster = built_from(profile.name)
+    fabric = cluster.fabric() if cluster is not None else None
+    return fabric if fabric is not None and tensor <= fabric.domain_size else None
 
 
 # ------------------------------------------------------------------------------- step and plan
@@ -863,7 +861,7 @@ def get_cluster(
     hardware_file: str | Path | None = None,
 ) -> tuple[Any, HardwareProfile]:
     """(cluster, its device's profile): by cluster name, or the built-in cluster built from ``hardware``."""
-    from napkin.cluster import Cluster, find, load_catalog
+    from napkin.cluster import Cluster, built_from, find
 
     if cluster is not None and (hardware is not None or hardware_file is not None):
         raise UsageError("give cluster or hardware, not both (a cluster names its device)", field="cluster",
@@ -876,11 +874,11 @@ def get_cluster(
         found = find(str(cluster)).cluster
         return found, get_hardware(found.device)
     profile = get_hardware(hardware, hardware_file)
-    matches = [c.cluster for c in load_catalog().visible() if c.cluster.device == profile.name]
-    if not matches:
+    built = built_from(profile.name)
+    if built is None:
         # no field: the message names the command 'napkin cluster list', which a flag rewrite would garble
         raise UsageError(f"no cluster profile is built from {profile.name}; name a cluster (see 'napkin cluster list')")
-    return matches[0], profile
+    return built, profile
 
 
 def _global_batch(

@@ -261,6 +261,11 @@ class ClusterCatalog:
         return result
 
 
+def built_from(device: str) -> Cluster | None:
+    """The first visible cluster whose nodes hold ``device`` (a hardware profile's name), if any."""
+    return next((c.cluster for c in load_catalog().visible() if c.cluster.device == device), None)
+
+
 def _entries(directory: Traversable) -> list[tuple[Traversable, str]]:
     """The YAML files of ``directory`` and their labels, as the hardware catalog lists them."""
     return [(entry, _label(entry)) for entry in _yaml_files(directory)]
