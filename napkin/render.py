@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from napkin.explain import Step
+from napkin.terminal import env_columns
 
 
 class _NoTrailingSpaces(io.TextIOBase):
@@ -78,20 +79,13 @@ def sanitize(text: str) -> str:
     return clean(text)
 
 
-def _columns() -> int | None:
-    raw = os.environ.get("COLUMNS", "").strip()
-    if raw.isascii() and raw.isdigit() and len(raw) <= 4:
-        return max(20, int(raw))
-    return None
-
-
 def console(stderr: bool = False) -> Console:
     """A console honouring COLUMNS and NO_COLOR; 100 columns and no trailing spaces to a pipe or file.
 
     Where the stream cannot encode Unicode (``PYTHONIOENCODING=ascii``, a C locale), rich draws ASCII
     boxes itself and the CLI's stream error handler (``napkin.cli``) spells the remaining symbols in ASCII.
     """
-    width = _columns()
+    width = env_columns()
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
     if width is None and not tty:
@@ -130,7 +124,7 @@ def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None 
 
 def width() -> int:
     """The width output is laid out for: $COLUMNS, else the terminal's, else 100 (a pipe or a file)."""
-    columns = _columns()
+    columns = env_columns()
     if columns is not None:
         return columns
     return shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100

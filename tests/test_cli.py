@@ -382,8 +382,19 @@ def test_notes_wrap_to_a_terminal_and_stay_one_line_when_piped(monkeypatch: pyte
     assert all(line.startswith("        ") for line in lines[1:])
     assert " ".join(line.strip() for line in lines) == message
     assert common.wrapped(message, None) == message
-    monkeypatch.setattr(common, "_stderr_columns", lambda: 60)
+    monkeypatch.setattr("napkin.terminal.stderr_columns", lambda: 60)
     seen: list[str] = []
     monkeypatch.setattr("napkin.cli.common.typer.echo", lambda text, err=False: seen.append(text))
     common.note(message.removeprefix("napkin: "))
     assert max(len(line) for line in seen[0].split("\n")) <= 60 and seen[0].count("\n") >= 4
+
+
+@pytest.mark.parametrize(("value", "width"), [("²", None), ("99999", None), ("50", 50), ("5", 20), ("", None)])
+def test_columns_from_the_environment_are_plain_numbers(
+    monkeypatch: pytest.MonkeyPatch, value: str, width: int | None
+) -> None:
+    """One rule for COLUMNS, shared by the tables and the wrapped notes: a '²' there crashed a note on a terminal."""
+    from napkin.terminal import env_columns
+
+    monkeypatch.setenv("COLUMNS", value)
+    assert env_columns() == width

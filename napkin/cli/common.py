@@ -49,25 +49,6 @@ def fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _stderr_columns() -> int | None:
-    """The width of stderr's terminal (COLUMNS first, as rich reads it); None when stderr is not a terminal."""
-    import os
-
-    try:
-        if not sys.stderr.isatty():
-            return None
-        fd = sys.stderr.fileno()
-    except (AttributeError, ValueError, OSError):  # replaced or closed stream
-        return None
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    try:
-        return os.get_terminal_size(fd).columns
-    except OSError:
-        return None
-
-
 def wrapped(text: str, columns: int | None) -> str:
     """``text`` wrapped to ``columns`` under the "napkin: " prefix, words and numbers kept whole; unchanged when
     ``columns`` is None (piped stderr keeps one line per message, for grep)."""
@@ -80,13 +61,17 @@ def wrapped(text: str, columns: int | None) -> str:
 
 
 def warn(message: str) -> None:
-    typer.echo(wrapped(f"napkin: warning: {_line(message)}", _stderr_columns()), err=True)
+    from napkin.terminal import stderr_columns
+
+    typer.echo(wrapped(f"napkin: warning: {_line(message)}", stderr_columns()), err=True)
 
 
 def note(message: str) -> None:
     """Information that belongs with the result but is neither a result nor a warning (stderr); wrapped to the
     terminal when stderr is one."""
-    typer.echo(wrapped(f"napkin: {_line(message)}", _stderr_columns()), err=True)
+    from napkin.terminal import stderr_columns
+
+    typer.echo(wrapped(f"napkin: {_line(message)}", stderr_columns()), err=True)
 
 
 def _given_inputs() -> str:
