@@ -981,9 +981,10 @@ def step(
 ) -> Any:
     """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster.
     ``overlap_grad_reduce=False``: the gradient all-reduce runs after the last backward (Megatron-LM without
-    --overlap-grad-reduce), all of it exposed. ``gradient_accumulation_fusion=False``: every micro-batch after
-    the first adds its weight gradients into the stored ones in a kernel of its own (PyTorch autograd,
-    Megatron-LM before 2022 or with --no-gradient-accumulation-fusion)."""
+    --overlap-grad-reduce), all of it exposed. ``gradient_accumulation_fusion=False``: each micro-batch adds its
+    weight gradients into the stored ones in a kernel of its own (PyTorch autograd after the first micro-batch,
+    Megatron-LM's fp32 gradient buffer every one; Megatron-LM before 2022 or with
+    --no-gradient-accumulation-fusion)."""
     from napkin.step_time import build_result, check_knobs
 
     lay = split_layout(shape)

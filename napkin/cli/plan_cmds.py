@@ -47,8 +47,8 @@ OVERLAP = [
     _opt("gradient_accumulation_fusion", bool, True,
          "--gradient-accumulation-fusion/--no-gradient-accumulation-fusion",
          help="Weight-gradient GEMMs accumulate into the stored gradients (Megatron-LM's default since 2022); "
-              "without it every micro-batch after the first adds its gradients in a kernel of its own, as "
-              "PyTorch autograd does."),
+              "without it each micro-batch adds its gradients in a kernel of its own (PyTorch autograd, "
+              "Megatron-LM before 2022)."),
 ]  # fmt: skip
 TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
 PLOT = [
