@@ -88,8 +88,8 @@ class Layout(Record):
             raise UsageError(f"tensor ({self.tensor}) must divide the model's heads ({model.heads})", field="tensor")
         problem = split_problem(model.layers, self.pipeline, self.interleave)
         if problem is not None:
-            raise UsageError(problem, field="interleave" if problem.startswith("interleave") else "pipeline",
-                             also=("pipeline",) if problem.startswith("interleave") else ())  # fmt: skip
+            field, message = problem
+            raise UsageError(message, field=field, also=("pipeline",) if field == "interleave" else ())
         if self.expert > 1 and (not model.is_moe or model.experts % self.expert):
             raise UsageError(
                 f"expert ({self.expert}) must divide the model's experts ({model.experts})", field="expert"
@@ -134,32 +134,31 @@ def stage_layers(layers: int, pipeline: int) -> tuple[int, ...]:
 
 
 @cache
-def split_problem(layers: int, pipeline: int, interleave: int) -> str | None:
-    """Why ``layers`` cannot run on ``pipeline`` stages of ``interleave`` chunks each, or None: every stage needs
-    a layer, and every chunk one, the interleave dividing the heaviest stage (its lighter neighbours' chunks are
-    one layer short). ``Layout.check`` and the planner both ask this."""
+def split_problem(layers: int, pipeline: int, interleave: int) -> tuple[str, str] | None:
+    """(the field at fault, why) ``layers`` cannot run on ``pipeline`` stages of ``interleave`` chunks each, or
+    None: every stage needs a layer, and every chunk one, the interleave dividing the heaviest stage (its lighter
+    neighbours' chunks are one layer short). ``Layout.check`` and the planner both ask this."""
     if pipeline > layers:
-        return f"pipeline ({pipeline}) must not exceed the model's layers ({layers}), so that every stage holds a layer"
+        return "pipeline", (f"pipeline ({pipeline}) must not exceed the model's layers ({layers}), so that every "
+                            "stage holds a layer")  # fmt: skip
     split = stage_layers(layers, pipeline)
     heaviest, lightest = max(split), min(split)
     if heaviest % interleave or interleave > lightest:
-        return (
-            f"interleave ({interleave}) must divide the layers of the heaviest stage and not exceed the "
-            f"lightest's ({heaviest} and {lightest} of the model's {layers} over pipeline {pipeline})"
-        )
+        return "interleave", (f"interleave ({interleave}) must divide the layers of the heaviest stage and not "
+                              f"exceed the lightest's ({heaviest} and {lightest} of the model's {layers} over "
+                              f"pipeline {pipeline})")  # fmt: skip
     return None
 
 
 def _ranges(stages: list[int]) -> str:
-    """1-based stage numbers as ranges: [1, 2, 3, 5] → "1-3, 5"."""
-    out: list[str] = []
+    """0-based stage indices as 1-based ranges: [0, 1, 2, 4] → "1-3, 5"."""
+    runs: list[list[int]] = []
     for i in sorted(stages):
-        if out and out[-1].split("-")[-1] == str(i):  # i is the next of the last range (1-based i = 0-based + 1)
-            start = out[-1].split("-")[0]
-            out[-1] = f"{start}-{i + 1}"
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
         else:
-            out.append(str(i + 1))
-    return ", ".join(out)
+            runs.append([i])
+    return ", ".join(f"{r[0] + 1}" if len(r) == 1 else f"{r[0] + 1}-{r[-1] + 1}" for r in runs)
 
 
 def uneven_note(layers: int, pipeline: int, *, step: bool = True) -> str | None:
