@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from napkin.cluster import ClusterCatalog, LoadedCluster
-from napkin.result import ARBITRARY_TYPES, Result, TableResult, fields
+from napkin.result import ARBITRARY_TYPES, Result, TableResult, broken, fields
 from napkin.units import format_bandwidth, format_duration
 
 
@@ -41,7 +41,7 @@ class ClusterList(TableResult):
     def to_json(self, explain: bool = False) -> Any:
         return {
             "clusters": [fields(c.cluster, origin=c.origin, path=c.path) for c in self.catalog.visible()],
-            "invalid": [{"path": b.path, "error": b.error} for b in self.catalog.broken],
+            "invalid": [broken(b) for b in self.catalog.broken],
         }
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from napkin.choices import Dtype
-from napkin.profiles import BrokenProfile, Catalog, HardwareProfile, LoadedProfile
-from napkin.result import ARBITRARY_TYPES, Result, TableResult, fields
+from napkin.profiles import Catalog, HardwareProfile, LoadedProfile
+from napkin.result import ARBITRARY_TYPES, Result, TableResult, broken, fields
 from napkin.units import format_bandwidth, format_bytes, format_bytes_si, format_power, format_rate
 
 
@@ -60,12 +60,8 @@ class HardwareList(TableResult):
             "profiles": [fields(p.profile, origin=p.origin, path=p.path) for p in c.visible()],
             "shadowed": [{"name": p.profile.name, "origin": p.origin, "path": p.path} for p in c.replaced],
             "conflicts": c.conflicts,
-            "invalid": [_broken(b) for b in c.broken],
+            "invalid": [broken(b) for b in c.broken],
         }
-
-
-def _broken(b: BrokenProfile) -> dict[str, str]:
-    return {"origin": b.origin, "path": b.path, "error": b.error}
 
 
 class HardwareSheet(Result):

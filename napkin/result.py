@@ -9,12 +9,15 @@ displayed, never at import.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from napkin.base import Record
 from napkin.explain import Step
+
+if TYPE_CHECKING:
+    from napkin.profiles import BrokenProfile
 
 #: For results that hold the catalog's own objects (loaded profiles and clusters) as they are.
 ARBITRARY_TYPES = ConfigDict(arbitrary_types_allowed=True)
@@ -24,6 +27,11 @@ def fields(item: BaseModel, **extra: Any) -> dict[str, Any]:
     """A profile or cluster as ``--json`` prints it: ``extra`` first (origin, path), then its own fields in base
     units, unset ones left out."""
     return {**extra, **item.model_dump(mode="json", exclude_none=True)}
+
+
+def broken(file: BrokenProfile) -> dict[str, str]:
+    """An invalid profile or cluster file (``napkin.profiles.BrokenProfile``) as ``--json`` lists it."""
+    return {"origin": file.origin, "path": file.path, "error": file.error}
 
 
 class Result(Record):
