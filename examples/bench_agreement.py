@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from napkin import bench
+from napkin.live import bench
 
 
 def main() -> int:

@@ -6,7 +6,7 @@
 Each run is a fresh Python process that imports torch and napkin (the start-up: seconds on a loaded
 machine), then runs the command as ``napkin`` would; the script prints the wall time of the process,
 the start-up, the time from the end of the imports to the exit (what the budget governs), the time
-inside ``napkin.bench.run`` alone, and which dtypes were measured. Exit status 1 if the time after
+inside ``napkin.live.bench.run`` alone, and which dtypes were measured. Exit status 1 if the time after
 the imports exceeded the budget by more than ``--slack`` seconds, or fp32 was not measured. Not part
 of the test run.
 """
@@ -25,17 +25,17 @@ import time
 PROBE = """
 import sys, time
 t0 = time.perf_counter()
-import torch, napkin.cli, napkin.bench
+import torch, napkin.cli, napkin.live.bench
 t1 = time.perf_counter()
 inner = []
-engine = napkin.bench.run
+engine = napkin.live.bench.run
 def timed(**kwargs):
     start = time.perf_counter()
     try:
         return engine(**kwargs)
     finally:
         inner.append(time.perf_counter() - start)
-napkin.bench.run = timed
+napkin.live.bench.run = timed
 sys.argv = sys.argv[1:]
 try:
     napkin.cli.main()
@@ -66,8 +66,10 @@ def main() -> int:
         workers = [multiprocessing.Process(target=busy, args=(stop,), daemon=True) for _ in range(cores)]
         for w in workers:
             w.start()
-    print(f"{args.runs} runs of 'napkin bench matmul --device cpu --budget {args.budget:g}', "
-          f"{'no load' if args.no_load else f'{cores} busy-loop processes on {cores} cores'}")  # fmt: skip
+    print(
+        f"{args.runs} runs of 'napkin bench matmul --device cpu --budget {args.budget:g}', "
+        f"{'no load' if args.no_load else f'{cores} busy-loop processes on {cores} cores'}"
+    )
     print(
         f"{'run':>3} {'wall s':>7} {'start-up s':>10} {'after s':>8} {'run s':>6}  {'measured':<14} {'fp32 best':>14}"
     )
@@ -85,8 +87,10 @@ def main() -> int:
             fp32 = max((r["flops_per_second"] for r in ok if r["dtype"] == "fp32"), default=None)
             fp32_text = f"{fp32 / 1e9:.1f} GFLOP/s" if fp32 else "not measured"
             dtypes = ",".join(measured) or "nothing"
-            print(f"{i:>3} {wall:>7.2f} {startup:>10.2f} {budgeted:>8.2f} {engine:>6.2f}  {dtypes:<14} {fp32_text:>14}",
-                  flush=True)  # fmt: skip
+            print(
+                f"{i:>3} {wall:>7.2f} {startup:>10.2f} {budgeted:>8.2f} {engine:>6.2f}  {dtypes:<14} {fp32_text:>14}",
+                flush=True,
+            )
             if budgeted > args.budget + args.slack or fp32 is None:
                 failures += 1
     finally:

@@ -14,8 +14,8 @@ import json
 import sys
 import time
 
-from napkin import bench, verify
-from napkin.profiles import find_by_device
+from napkin.live import bench, verify
+from napkin.systems.profiles import find_by_device
 
 
 def independent_tflops(device: str, dtype: str, n: int) -> float | None:
@@ -48,11 +48,18 @@ def main() -> int:
     name = bench.device_name(torch, args.device) if args.device != "cpu" else "cpu"
     matched = find_by_device(name)
     profile = matched.profile if matched is not None else None
-    result = bench.run(device=args.device, dtypes=dtypes, sizes=sizes, budget=20 if args.quick else 150,
-                       peak=lambda d: profile.peak_if_known(d) if profile else None,
-                       hardware=profile.name if profile else None)  # fmt: skip
-    print(f"device: {result.device_name} ({result.device}), torch {result.torch_version}, "
-          f"profile: {profile.name if profile else 'none matched'}")  # fmt: skip
+    result = bench.run(
+        device=args.device,
+        dtypes=dtypes,
+        sizes=sizes,
+        budget=20 if args.quick else 150,
+        peak=lambda d: profile.peak_if_known(d) if profile else None,
+        hardware=profile.name if profile else None,
+    )
+    print(
+        f"device: {result.device_name} ({result.device}), torch {result.torch_version}, "
+        f"profile: {profile.name if profile else 'none matched'}"
+    )
     print(f"{'dtype':6} {'best size':>10} {'TFLOP/s':>9} {'% of dense peak':>16} {'torch.utils.benchmark':>22}")
     rows = []
     for dtype in dtypes:
@@ -66,8 +73,15 @@ def main() -> int:
         pct = f"{best.fraction_of_peak:.1%}" if best.fraction_of_peak is not None else "–"
         agree = f"{theirs:.1f} ({ours / theirs - 1:+.1%})" if theirs else "–"
         print(f"{dtype:6} {best.m:>10} {ours:>9.1f} {pct:>16} {agree:>22}")
-        rows.append({"dtype": dtype, "size": best.m, "tflops": ours, "fraction_of_peak": best.fraction_of_peak,
-                     "torch_benchmark_tflops": theirs})  # fmt: skip
+        rows.append(
+            {
+                "dtype": dtype,
+                "size": best.m,
+                "tflops": ours,
+                "fraction_of_peak": best.fraction_of_peak,
+                "torch_benchmark_tflops": theirs,
+            }
+        )
     checks = verify.run(args.device)
     print(f"verify: {checks.passed} passed, {checks.failed} failed")
     for c in checks.checks:
@@ -76,8 +90,11 @@ def main() -> int:
     print(f"total time: {time.perf_counter() - start:.0f} s")
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as handle:
-            json.dump({"bench": result.model_dump(mode="json"), "summary": rows,
-                       "verify": checks.model_dump(mode="json")}, handle, indent=2)  # fmt: skip
+            json.dump(
+                {"bench": result.model_dump(mode="json"), "summary": rows, "verify": checks.model_dump(mode="json")},
+                handle,
+                indent=2,
+            )
     return 0 if checks.failed == 0 else 1
 
 

@@ -33,8 +33,19 @@ def run(x: float = 1.0) -> None:
 app()
 """,
 ]
-NAPKIN = [sys.executable, "-m", "napkin", "train-time", "--params", "70e9", "--tokens", "15e12", "--gpus", "1024",
-          "--json"]  # fmt: skip
+NAPKIN = [
+    sys.executable,
+    "-m",
+    "napkin",
+    "train-time",
+    "--params",
+    "70e9",
+    "--tokens",
+    "15e12",
+    "--gpus",
+    "1024",
+    "--json",
+]
 
 
 def median_seconds(command: list[str], runs: int) -> float:

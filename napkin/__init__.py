@@ -13,9 +13,13 @@ imported on first use, so ``import napkin`` stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from napkin._startup import guard_the_command
 
-from napkin.errors import NapkinError, ProfileError, UsageError
+guard_the_command()  # Ctrl-C while the command loads: one line, exit 130 (a library user's program: untouched)
+
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+from napkin.errors import NapkinError, ProfileError, UsageError  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -42,22 +46,39 @@ if TYPE_CHECKING:
         step,
         tensor,
         train_time,
-    )  # fmt: skip
+    )
     from napkin.api import get_hardware as hardware
-    from napkin.layout import Layout
-    from napkin.model import Model
-    from napkin.workload import Workload
+    from napkin.domain.layout import Layout
+    from napkin.domain.model import Model
+    from napkin.domain.workload import Workload
 
 _LAZY = {
-    "train_time": "napkin.api", "mfu": "napkin.api", "flops": "napkin.api", "matmul": "napkin.api",
-    "memory": "napkin.api", "max_model": "napkin.api", "optimal": "napkin.api", "tensor": "napkin.api",
-    "dtypes": "napkin.api", "optimizers": "napkin.api", "models": "napkin.api", "inference": "napkin.api",
+    "train_time": "napkin.api",
+    "mfu": "napkin.api",
+    "flops": "napkin.api",
+    "matmul": "napkin.api",
+    "memory": "napkin.api",
+    "max_model": "napkin.api",
+    "optimal": "napkin.api",
+    "tensor": "napkin.api",
+    "dtypes": "napkin.api",
+    "optimizers": "napkin.api",
+    "models": "napkin.api",
+    "inference": "napkin.api",
     "kv_cache": "napkin.api",
-    "hardware": "napkin.api:get_hardware", "Model": "napkin.model", "Layout": "napkin.layout",
-    "Workload": "napkin.workload", "collective": "napkin.api", "step": "napkin.api", "plan": "napkin.api",
-    "hardware_list": "napkin.api", "hardware_compare": "napkin.api", "cluster_list": "napkin.api",
-    "cluster_sheet": "napkin.api", "hardware_sheet": "napkin.api",
-}  # fmt: skip
+    "hardware": "napkin.api:get_hardware",
+    "Model": "napkin.domain.model",
+    "Layout": "napkin.domain.layout",
+    "Workload": "napkin.domain.workload",
+    "collective": "napkin.api",
+    "step": "napkin.api",
+    "plan": "napkin.api",
+    "hardware_list": "napkin.api",
+    "hardware_compare": "napkin.api",
+    "cluster_list": "napkin.api",
+    "cluster_sheet": "napkin.api",
+    "hardware_sheet": "napkin.api",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -100,7 +121,7 @@ __all__ = [
     "step",
     "tensor",
     "train_time",
-]  # fmt: skip
+]
 
 
 def __dir__() -> list[str]:

@@ -12,7 +12,10 @@ import sys
 def main() -> None:
     try:
         from napkin.cli import main as run
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # imported as a library, then started (napkin/_startup.py guards the command)
         sys.stderr.write("napkin: interrupted\n")
         sys.exit(130)
+    from napkin._startup import release
+
+    release()
     run()

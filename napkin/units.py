@@ -62,12 +62,25 @@ FLOP_UNITS: Final = {"": 1.0, **_with_prefixes(("flop", "flops"), _SI)}
 BANDWIDTH_UNITS: Final = {"": 1.0, **_with_prefixes(("b/s", "bps"), _SI), **_with_prefixes(("b/s",), _IEC)}
 POWER_UNITS: Final = {"": 1.0, **_with_prefixes(("w",), {"": 1.0, "k": 1e3, "m": 1e6})}
 DURATION_UNITS: Final = {
-    "": 1.0, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0,
-    "min": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hr": 3600.0, "hour": 3600.0, "hours": 3600.0,
-    "d": 86400.0, "day": 86400.0, "days": 86400.0,
-    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
-}  # fmt: skip
+    "": 1.0,
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+    "days": 86400.0,
+    "w": 604800.0,
+    "week": 604800.0,
+    "weeks": 604800.0,
+}
 
 _EXAMPLES: Final = {
     "count": "a positive count such as 70e9, 70B, 1.5T, 7M or 70_000_000_000",

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import settings
 from typer.testing import CliRunner, Result
 
-from napkin import profiles
 from napkin.cli import app
+from napkin.systems import profiles
 
 # No per-example deadline: the first example of a test may build pydantic validators (deferred at
 # import), and a 2-core CI machine under load must not turn that into a flaky failure.

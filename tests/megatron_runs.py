@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 
-from napkin.choices import Precision, Recompute, Sharding
-from napkin.cluster import find
-from napkin.model import Model
-from napkin.profiles import resolve
-from napkin.step_time import Knobs, Machine, StepModel, Terms, machine
+from napkin.domain.choices import Precision, Recompute, Sharding
+from napkin.domain.model import Model
+from napkin.engines.step_time import Knobs, Machine, StepModel, Terms, machine
+from napkin.systems.cluster import find
+from napkin.systems.profiles import resolve
 
 SEQ, VOCAB = 2048, 51200
 
@@ -144,7 +144,7 @@ class H100Run(NamedTuple):
 #: docs/performance-summary-archive.md at 067f987d (2026-08-22) whose table states the precision: releases
 #: 25.11 to 26.06, all FP8 (25.09's table has no precision column; Llama 3 8B's recipe recomputes an unlisted
 #: part). Recomputation is not listed; napkin runs none (each fits without). Llama 3.1 405B has 126 layers:
-#: 8 stages of 15 and 16 (napkin.layout.stage_layers).
+#: 8 stages of 15 and 16 (napkin.domain.layout.stage_layers).
 H100_FP8 = (
     H100Run("llama3-70b", "25.11", 64, 128, 4, 8, 1, 5, 1602),
     H100Run("llama3-70b", "26.02", 64, 256, 4, 8, 1, 5, 1621),
@@ -162,10 +162,23 @@ def h100_result(run: H100Run) -> Any:
     """napkin's step for a Megatron-Bridge H100 run: FlashAttention, causal, SP, ZeRO-1, fp8, no recomputation."""
     from napkin import api
 
-    return api.step(model=run.model, gpus=run.gpus, tensor_parallel=run.tensor, pipeline_parallel=run.pipeline,
-                    context_parallel=run.context, interleave=run.interleave, global_batch=run.batch, seq=8192,
-                    cluster="dgx-h100", flash_attention=True, causal=True, sequence_parallel=True, sharding="zero1",
-                    recompute="none", dtype="fp8")  # fmt: skip
+    return api.step(
+        model=run.model,
+        gpus=run.gpus,
+        tensor_parallel=run.tensor,
+        pipeline_parallel=run.pipeline,
+        context_parallel=run.context,
+        interleave=run.interleave,
+        global_batch=run.batch,
+        seq=8192,
+        cluster="dgx-h100",
+        flash_attention=True,
+        causal=True,
+        sequence_parallel=True,
+        sharding="zero1",
+        recompute="none",
+        dtype="fp8",
+    )
 
 
 def predict_h100(run: H100Run) -> float:
@@ -188,9 +201,11 @@ def h100_markdown() -> str:
     ]
     for run in H100_FP8:
         got = predict_h100(run)
-        lines.append(f"| {run.model} | {run.release} | {run.gpus:,} | {run.batch:,} | {run.tensor} | {run.pipeline} | "
-                     f"{run.context} | {run.interleave} | {run.tokens_per_gpu:,.0f} | {got:,.0f} | "
-                     f"{got / run.tokens_per_gpu - 1:+.1%} |")  # fmt: skip
+        lines.append(
+            f"| {run.model} | {run.release} | {run.gpus:,} | {run.batch:,} | {run.tensor} | {run.pipeline} | "
+            f"{run.context} | {run.interleave} | {run.tokens_per_gpu:,.0f} | {got:,.0f} | "
+            f"{got / run.tokens_per_gpu - 1:+.1%} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -233,15 +248,25 @@ def table_4_markdown() -> str:
     ]
     for run in TABLE_4:
         f, b = layer_ms(run)
-        lines.append(f"| {run.name} | {run.forward_ms:g} ms | {f:.2f} ms | {f / run.forward_ms - 1:+.1%} | "
-                     f"{run.backward_ms:g} ms | {b:.2f} ms | {b / run.backward_ms - 1:+.1%} |")  # fmt: skip
+        lines.append(
+            f"| {run.name} | {run.forward_ms:g} ms | {f:.2f} ms | {f / run.forward_ms - 1:+.1%} | "
+            f"{run.backward_ms:g} ms | {b:.2f} ms | {b / run.backward_ms - 1:+.1%} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def gpt(layers: int, hidden: int, heads: int) -> Model:
     """GPT as Megatron-LM builds it: biases, LayerNorm, GeLU, learned positions, tied embeddings, dropout."""
-    return Model(layers=layers, hidden=hidden, heads=heads, vocab=VOCAB, context=SEQ, biases=True,
-                 learned_positions=True, dropout=True)  # fmt: skip
+    return Model(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        vocab=VOCAB,
+        context=SEQ,
+        biases=True,
+        learned_positions=True,
+        dropout=True,
+    )
 
 
 def selene() -> Machine:
@@ -257,11 +282,18 @@ def eq3_flops(row: Row | ZeroRow) -> float:
 
 def table_1_terms(row: Row, fused: bool = False) -> Terms:
     """napkin's step terms for a Table 1 row, gradient accumulation unfused as the 2021 code ran it."""
-    sm = StepModel(gpt(row.layers, row.hidden, row.heads), SEQ, row.batch, selene(), overlap_grad_reduce=row.torch_ddp,
-                   gradient_accumulation_fusion=fused)  # fmt: skip
+    sm = StepModel(
+        gpt(row.layers, row.hidden, row.heads),
+        SEQ,
+        row.batch,
+        selene(),
+        overlap_grad_reduce=row.torch_ddp,
+        gradient_accumulation_fusion=fused,
+    )
     data = row.gpus // (row.tensor * row.pipeline)
-    knobs = Knobs(row.tensor, row.pipeline, data, 1, 1, row.interleave, row.micro_batch, False, Recompute.full,
-                  Sharding.none)  # fmt: skip
+    knobs = Knobs(
+        row.tensor, row.pipeline, data, 1, 1, row.interleave, row.micro_batch, False, Recompute.full, Sharding.none
+    )
     return sm.evaluate(knobs)
 
 
@@ -286,12 +318,19 @@ def predict_seconds(run: Run, selective: bool, data: int = 1, fp16: bool = False
     """napkin's seconds per iteration for a Table 5 run (selective: with sequence parallelism) at ``data``-way
     data parallelism with the batch per replica kept, the all-reduce after the flush as in §6.3. ``fp16``: the
     run as fp16 instead, its gradients in fp16 and accumulated unfused."""
-    sm = StepModel(gpt(run.layers, run.hidden, run.heads), SEQ, run.batch * data, selene(),
-                   precision=Precision.mixed if fp16 else Precision.mixed_fp32_grads, overlap_grad_reduce=False,
-                   gradient_accumulation_fusion=not fp16)  # fmt: skip
+    sm = StepModel(
+        gpt(run.layers, run.hidden, run.heads),
+        SEQ,
+        run.batch * data,
+        selene(),
+        precision=Precision.mixed if fp16 else Precision.mixed_fp32_grads,
+        overlap_grad_reduce=False,
+        gradient_accumulation_fusion=not fp16,
+    )
     recompute = Recompute.selective if selective else Recompute.full
-    knobs = Knobs(run.tensor, run.pipeline, data, 1, 1, run.interleave, run.micro_batch, selective, recompute,
-                  Sharding.none)  # fmt: skip
+    knobs = Knobs(
+        run.tensor, run.pipeline, data, 1, 1, run.interleave, run.micro_batch, selective, recompute, Sharding.none
+    )
     return sm.evaluate(knobs)[0]
 
 
@@ -301,8 +340,11 @@ def table_1_errors() -> list[float]:
 
 def table_5_errors(fp16: bool = False) -> list[float]:
     """Predicted / measured − 1 per run: full recomputation, then selective, for each model."""
-    return [predict_seconds(run, sel, fp16=fp16) / (run.selective_seconds if sel else run.full_seconds) - 1
-            for run in TABLE_5 for sel in (False, True)]  # fmt: skip
+    return [
+        predict_seconds(run, sel, fp16=fp16) / (run.selective_seconds if sel else run.full_seconds) - 1
+        for run in TABLE_5
+        for sel in (False, True)
+    ]
 
 
 def table_2_zero3_ratios() -> list[float]:
@@ -322,8 +364,10 @@ def table_1_markdown() -> str:
     errors = table_1_errors()
     for row, error in zip(TABLE_1, errors, strict=True):
         got = row.teraflops * (1 + error)
-        lines.append(f"| {row.billions:g}B | {row.tensor} | {row.pipeline} | {row.gpus:,} | {row.batch:,} | "
-                     f"{row.micro_batch} | {row.interleave} | {row.teraflops:g} | {got:.1f} | {error:+.1%} |")  # fmt: skip
+        lines.append(
+            f"| {row.billions:g}B | {row.tensor} | {row.pipeline} | {row.gpus:,} | {row.batch:,} | "
+            f"{row.micro_batch} | {row.interleave} | {row.teraflops:g} | {got:.1f} | {error:+.1%} |"
+        )
     lines.append(f"| mean \\|error\\| | | | | | | | | | {_mean(errors):.1%} |")
     return "\n".join(lines) + "\n"
 
@@ -337,9 +381,11 @@ def table_5_markdown() -> str:
     errors = table_5_errors()
     for i, run in enumerate(TABLE_5):
         full, sel = errors[2 * i], errors[2 * i + 1]
-        lines.append(f"| {run.name} | {run.tensor} | {run.pipeline} | {run.gpus} | {run.batch} | {run.interleave} | "
-                     f"{run.full_seconds:g} s | {run.full_seconds * (1 + full):.2f} s | {full:+.1%} | "
-                     f"{run.selective_seconds:g} s | {run.selective_seconds * (1 + sel):.2f} s | {sel:+.1%} |")  # fmt: skip
+        lines.append(
+            f"| {run.name} | {run.tensor} | {run.pipeline} | {run.gpus} | {run.batch} | {run.interleave} | "
+            f"{run.full_seconds:g} s | {run.full_seconds * (1 + full):.2f} s | {full:+.1%} | "
+            f"{run.selective_seconds:g} s | {run.selective_seconds * (1 + sel):.2f} s | {sel:+.1%} |"
+        )
     lines.append(f"| mean \\|error\\| | | | | | | | | | | | {_mean(errors):.1%} |")
     return "\n".join(lines) + "\n"
 
@@ -350,8 +396,10 @@ def table_2_zero3_markdown() -> str:
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row, ratio in zip(TABLE_2_ZERO3, table_2_zero3_ratios(), strict=True):
-        lines.append(f"| {row.billions:g}B | {row.gpus:,} | {row.batch:,} | {row.micro_batch} | {row.teraflops:g} | "
-                     f"{row.teraflops * ratio:.0f} | {ratio:.1f}× |")  # fmt: skip
+        lines.append(
+            f"| {row.billions:g}B | {row.gpus:,} | {row.batch:,} | {row.micro_batch} | {row.teraflops:g} | "
+            f"{row.teraflops * ratio:.0f} | {ratio:.1f}× |"
+        )
     return "\n".join(lines) + "\n"
 
 

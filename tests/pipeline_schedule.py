@@ -1,4 +1,4 @@
-"""An event replay of Megatron-LM's pipeline schedules, to check ``napkin.step_time.pipeline_bubble``.
+"""An event replay of Megatron-LM's pipeline schedules, to check ``napkin.engines.step_time.pipeline_bubble``.
 
 The rank programs follow ``forward_backward_pipelining_with_interleaving`` in megatron/schedules.py as
 published with the SC21 scripts (NVIDIA/Megatron-LM commit de7dc40f, 2021): warm-up forwards, then one
@@ -65,13 +65,22 @@ def rank_program(r: int, p: int, v: int, m: int) -> list[Op]:
         bc = _chunk(k, p, v, False)
         ops.append(Op("B", bc))
         recv_next = not (last and _chunk(k + 1, p, v, False) == v - 1) and k != total - 1
-        ops.append(Op("C", sends=() if first_virtual(bc) else ((prev, "grad"),),
-                      recvs=((nxt, "grad"),) if recv_next else ()))  # fmt: skip
+        ops.append(
+            Op("C", sends=() if first_virtual(bc) else ((prev, "grad"),), recvs=((nxt, "grad"),) if recv_next else ())
+        )
     return ops
 
 
-def makespan(p: int, v: int, m: int, forward: float, backward: float, last_forward: float = 0.0,
-             last_backward: float = 0.0, transfer: float = 0.0) -> float:  # fmt: skip
+def makespan(
+    p: int,
+    v: int,
+    m: int,
+    forward: float,
+    backward: float,
+    last_forward: float = 0.0,
+    last_backward: float = 0.0,
+    transfer: float = 0.0,
+) -> float:
     """Seconds until every rank is done. ``forward``/``backward``: one micro-batch through all of a rank's
     chunks; ``last_*``: extra work of the last virtual stage (logits, loss); ``transfer``: one send."""
     programs = [rank_program(r, p, v, m) for r in range(p)]

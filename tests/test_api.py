@@ -72,10 +72,16 @@ def test_errors_name_the_keyword_not_a_flag() -> None:
 
 
 COMMANDS: dict[str, Any] = {
-    "train-time": api.train_time, "mfu": api.mfu, "memory": api.memory, "max-model": api.max_model,
-    "optimal": api.optimal, "dtypes": api.dtypes, "tensor": api.tensor, "optimizers": api.optimizers,
+    "train-time": api.train_time,
+    "mfu": api.mfu,
+    "memory": api.memory,
+    "max-model": api.max_model,
+    "optimal": api.optimal,
+    "dtypes": api.dtypes,
+    "tensor": api.tensor,
+    "optimizers": api.optimizers,
     "models": api.models,
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

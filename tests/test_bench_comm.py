@@ -1,12 +1,9 @@
-"""``napkin bench all-reduce`` on gloo with 2 CPU processes, checked against a plain torch.distributed timing."""
+"""``napkin bench all-reduce`` on gloo with 2 CPU processes: what it records and how --save feeds the model."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,49 +15,27 @@ pytestmark = [needs_torch, pytest.mark.slow, pytest.mark.torch]
 
 SIZE = 4 * 2**20  # 4 MiB: large enough to be bandwidth-bound on gloo, small enough to be quick
 
-#: The plainest timing: 2 ranks, one FileStore, barrier, all_reduce, median of the slowest rank.
-PLAIN = """
-import statistics, sys, time, torch, torch.distributed as dist
-rank, path = int(sys.argv[1]), sys.argv[2]
-dist.init_process_group("gloo", store=dist.FileStore(path, 2), rank=rank, world_size=2)
-x = torch.ones({size} // 4)
-for _ in range(2):
-    dist.all_reduce(x)
-times = []
-for _ in range(15):
-    dist.barrier()
-    t = time.perf_counter()
-    dist.all_reduce(x)
-    times.append(time.perf_counter() - t)
-slowest = torch.tensor(times, dtype=torch.float64)
-dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-if rank == 0:
-    print(statistics.median(slowest.tolist()))
-dist.destroy_process_group()
-"""
 
-
-def _plain_seconds(tmp_path: Path) -> float:
-    script = tmp_path / "plain.py"
-    script.write_text(PLAIN.format(size=SIZE), encoding="utf-8")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    store = str(tmp_path / "store")
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), store], stdout=subprocess.PIPE, text=True, env=env)
-             for r in range(2)]  # fmt: skip
-    out = [p.communicate(timeout=60)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs)
-    return float(out[0].strip())
-
-
-def test_gloo_bench_agrees_with_plain_torch_distributed(napkin: Run, tmp_path: Path) -> None:
-    start = time.monotonic()
-    result = napkin("bench", "all-reduce", "--backend", "gloo", "--world-size", "2", "--budget", "20",
-                    "--sizes", "1MiB,4MiB", "--json", "--save", "--cluster", "dgx-h100")  # fmt: skip
-    elapsed = time.monotonic() - start
+def test_gloo_bench_records_busbw_and_feeds_the_measured_bandwidth(napkin: Run) -> None:
+    result = napkin(
+        "bench",
+        "all-reduce",
+        "--backend",
+        "gloo",
+        "--world-size",
+        "2",
+        "--budget",
+        "20",
+        "--sizes",
+        "1MiB,4MiB",
+        "--json",
+        "--save",
+        "--cluster",
+        "dgx-h100",
+    )
     assert result.exit_code == 0, result.stderr
-    # The budget counts from the command's start (torch import included); the sweep keeps max(1.5 s, half
-    # the workers' start-up) for them to exit. The slack is for a loaded 2-core machine.
-    assert elapsed < 20 + 3, "the budget includes start-up and tear-down"
+    # How long the sweep takes, and how its busbw compares with plain torch.distributed timed beside it, are
+    # machine-speed questions: examples/bench_agreement.py and examples/bench_budget.py measure them.
     records = json.loads(result.stdout)
     assert [r["bytes"] for r in records] == [2**20, SIZE]
     for rec in records:
@@ -69,13 +44,23 @@ def test_gloo_bench_agrees_with_plain_torch_distributed(napkin: Run, tmp_path: P
         assert rec["algbw"] == pytest.approx(rec["bytes"] / rec["seconds"])
         assert rec["busbw"] == pytest.approx(rec["algbw"] * 2 * (2 - 1) / 2)  # nccl-tests: 2(n−1)/n
         assert 1e6 < rec["busbw"] < 1e12  # between 1 MB/s and 1 TB/s: a CPU copy, not a broken timer
-    plain_busbw = SIZE / _plain_seconds(tmp_path)
-    # Same machine, same op, timed a moment apart on shared cores: agree within a factor of 3.
-    assert 1 / 3 < records[1]["busbw"] / plain_busbw < 3
     # --save → --bandwidth measured: t = latency + 2(n−1)/n · S / saved busbw.
     best = max(r["busbw"] for r in records)
-    used = napkin("comm", "all-reduce", "--bytes", "1GB", "--gpus", "8", "-c", "dgx-h100", "--algorithm", "ring",
-                  "--bandwidth", "measured", "--json")  # fmt: skip
+    used = napkin(
+        "comm",
+        "all-reduce",
+        "--bytes",
+        "1GB",
+        "--gpus",
+        "8",
+        "-c",
+        "dgx-h100",
+        "--algorithm",
+        "ring",
+        "--bandwidth",
+        "measured",
+        "--json",
+    )
     assert used.exit_code == 0, used.stderr
     data = json.loads(used.stdout)
     assert data["measured"] and data["bottleneck_bandwidth"] == pytest.approx(best)
@@ -99,7 +84,7 @@ def _children() -> list[int]:
 def test_a_dying_rank_ends_the_run_with_one_message_and_no_orphans() -> None:
     import torch
 
-    from napkin import bench_comm
+    from napkin.live import bench_comm
 
     with pytest.raises(NapkinError, match=r"rank \d of 2 exited with code 1: ValueError: op 'no-such-op'"):
         bench_comm._launch(torch, "no-such-op", "gloo", 2, 30.0, [65536], None)

@@ -65,8 +65,22 @@ def test_explain_shows_formulas_and_sources(napkin: Run) -> None:
 
 
 def test_narayanan_through_the_cli(napkin: Run) -> None:
-    r = napkin("train-time", "-N", "175B", "-D", "300B", "-G", "1024", "-H", "a100", "--achieved", "140 TFLOP/s",
-               "--recompute", "full", "--json")  # fmt: skip
+    r = napkin(
+        "train-time",
+        "-N",
+        "175B",
+        "-D",
+        "300B",
+        "-G",
+        "1024",
+        "-H",
+        "a100",
+        "--achieved",
+        "140 TFLOP/s",
+        "--recompute",
+        "full",
+        "--json",
+    )
     data = json.loads(r.stdout)
     assert round(data["days"], 1) == 33.9
     assert "under-trained" in r.stderr  # 1.7 tokens per parameter
@@ -94,16 +108,22 @@ def test_memory_json_and_bar(napkin: Run) -> None:
 
 
 def test_memory_with_a_model_and_activations(napkin: Run) -> None:
-    data = json.loads(napkin("memory", "--model", "llama3-8b", "--gpus", "8", "--precision", "mixed",
-                             "--recompute", "full", "--json").stdout)  # fmt: skip
+    data = json.loads(
+        napkin(
+            "memory", "--model", "llama3-8b", "--gpus", "8", "--precision", "mixed", "--recompute", "full", "--json"
+        ).stdout
+    )
     assert data["params"] == 8_030_261_248
     assert data["breakdown"]["activations"] == 8192 * 4096 * 2 * 32
     assert data["max_micro_batch"] >= 1
 
 
 def test_mfu_command(napkin: Run) -> None:
-    data = json.loads(napkin("mfu", "--model", "palm-540b", "--gpus", "6144", "-H", "tpu-v4",
-                             "--tokens-per-second", "238.3e3", "--json").stdout)  # fmt: skip
+    data = json.loads(
+        napkin(
+            "mfu", "--model", "palm-540b", "--gpus", "6144", "-H", "tpu-v4", "--tokens-per-second", "238.3e3", "--json"
+        ).stdout
+    )
     assert round(data["mfu"], 3) == 0.462
     r = napkin("mfu", "-N", "65.2B", "-D", "1.4T", "-G", "2048", "-H", "a100", "--tokens-per-second-per-gpu", "380")
     assert "47.6 %" in r.stdout and "20.8 days" in r.stdout
@@ -135,46 +155,81 @@ def test_dtypes_tensor_optimizers(napkin: Run) -> None:
 
 
 BAD_INPUTS = [
-    (["train-time", "--params", "abc", "-D", "1T", "-G", "8"], 2,
-     "napkin: error: --params: 'abc' is not understood; expected a positive count such as 70e9, 70B, 1.5T, 7M or "
-     "70_000_000_000"),
+    (
+        ["train-time", "--params", "abc", "-D", "1T", "-G", "8"],
+        2,
+        "napkin: error: --params: 'abc' is not understood; expected a positive count such as 70e9, 70B, 1.5T, 7M or "
+        "70_000_000_000",
+    ),
     (["train-time", "-N", "-5", "-D", "1T", "-G", "8"], 2, "napkin: error: --params: '-5' must be positive and finite"),
     (["train-time", "-N", "nan", "-D", "1T", "-G", "8"], 2, "napkin: error: --params: 'nan' is not understood"),
     (["train-time", "-N", "inf", "-D", "1T", "-G", "8"], 2, "napkin: error: --params: 'inf' is not understood"),
     (["train-time", "-N", "0", "-D", "1T", "-G", "8"], 2, "napkin: error: --params: '0' must be positive"),
     (["train-time", "-N", "7B", "-D", "1T", "-G", "2.5"], 2, "napkin: error: --gpus: '2.5' must be a whole number"),
-    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--mfu", "1.5"], 2,
-     "napkin: error: --mfu: '1.5' is out of range; expected a number in (0, 1] such as 0.5 or 50%"),
+    (
+        ["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--mfu", "1.5"],
+        2,
+        "napkin: error: --mfu: '1.5' is out of range; expected a number in (0, 1] such as 0.5 or 50%",
+    ),
     (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--mfu", "0"], 2, "napkin: error: --mfu: '0' is out of range"),
-    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--mfu", "0.5:0.3"], 2,
-     "napkin: error: --mfu: range '0.5:0.3' is written backwards; write LOW:HIGH, e.g. 0.3:0.5"),
-    (["train-time", "-N", "7B"], 2,
-     "napkin: error: give three of --params, --tokens, --gpus and --days/--hours; missing: --tokens, --gpus, "
-     "--days/--hours"),
-    (["train-time", "-N", "70B", "-D", "15T", "-G", "1024", "--days", "10"], 2,
-     "napkin: error: --params, --tokens, --gpus and --days/--hours disagree"),
-    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--hardware", "h10"], 2,
-     "napkin: error: --hardware: unknown hardware 'h10'; closest: h100-sxm"),
-    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "-H", "v100"], 2,
-     "napkin: error: --dtype: v100-sxm2-32gb has no bf16 peak; it has: fp64, fp32, fp16"),
-    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--dtype", "fp7"], 2, "napkin: error: Invalid value for '--dtype'"),
-    (["max-model", "--optimizer", "adamx"], 2,
-     "napkin: error: Invalid value for '--optimizer' / '-o': 'adamx' is not one of 'sgd', 'sgd-momentum'"),
+    (
+        ["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--mfu", "0.5:0.3"],
+        2,
+        "napkin: error: --mfu: range '0.5:0.3' is written backwards; write LOW:HIGH, e.g. 0.3:0.5",
+    ),
+    (
+        ["train-time", "-N", "7B"],
+        2,
+        "napkin: error: give three of --params, --tokens, --gpus and --days/--hours; missing: --tokens, --gpus, "
+        "--days/--hours",
+    ),
+    (
+        ["train-time", "-N", "70B", "-D", "15T", "-G", "1024", "--days", "10"],
+        2,
+        "napkin: error: --params, --tokens, --gpus and --days/--hours disagree",
+    ),
+    (
+        ["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--hardware", "h10"],
+        2,
+        "napkin: error: --hardware: unknown hardware 'h10'; closest: h100-sxm",
+    ),
+    (
+        ["train-time", "-N", "7B", "-D", "1T", "-G", "8", "-H", "v100"],
+        2,
+        "napkin: error: --dtype: v100-sxm2-32gb has no bf16 peak; it has: fp64, fp32, fp16",
+    ),
+    (
+        ["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--dtype", "fp7"],
+        2,
+        "napkin: error: Invalid value for '--dtype'",
+    ),
+    (
+        ["max-model", "--optimizer", "adamx"],
+        2,
+        "napkin: error: Invalid value for '--optimizer' / '-o': 'adamx' is not one of 'sgd', 'sgd-momentum'",
+    ),
     (["max-model", "--precision", "fp8"], 2, "napkin: error: Invalid value for '--precision' / '-p': 'fp8'"),
     (["max-model", "--sharding", "zero4"], 2, "napkin: error: Invalid value for '--sharding': 'zero4' is not one of"),
     (["max-model", "--gpus", "0"], 2, "napkin: error: --gpus: '0' must be positive"),
     (["max-model", "--reserve", "200GB"], 2, "napkin: error: --reserve (200 GB (186 GiB)) leaves no room on h100-sxm"),
     (["memory", "--gpus", "8"], 2, "napkin: error: --params (or --model) is required"),
-    (["memory", "-N", "7B", "--batch", "4"], 2, "napkin: error: activation options need an architecture: --model, --model-config or --layers"),
+    (
+        ["memory", "-N", "7B", "--batch", "4"],
+        2,
+        "napkin: error: activation options need an architecture: --model, --model-config or --layers",
+    ),
     (["memory", "-N", "7B", "--model", "nope"], 2, "napkin: error: --model: unknown preset 'nope'"),
     (["mfu", "-N", "7B", "-G", "8"], 2, "napkin: error: give exactly one of --days, --hours, --gpu-hours"),
     (["tensor", "12xq"], 2, "napkin: error: SHAPE: '12xq' is not a shape"),
     (["dtypes", "--value", "big"], 2, "napkin: error: --value: 'big' is not a number"),
     (["train-time", "--bogus"], 2, "napkin: error: No such option: --bogus"),
     (["frobnicate"], 2, "napkin: error: No such command 'frobnicate'. (see 'napkin --help')"),
-    (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--hardware-file", "/nonexistent.yaml"], 2,
-     "napkin: error: --hardware-file: cannot read '/nonexistent.yaml': No such file or directory"),
-]  # fmt: skip
+    (
+        ["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--hardware-file", "/nonexistent.yaml"],
+        2,
+        "napkin: error: --hardware-file: cannot read '/nonexistent.yaml': No such file or directory",
+    ),
+]
 
 
 @pytest.mark.parametrize(("args", "code", "message"), BAD_INPUTS, ids=[" ".join(a[0][:3]) for a in BAD_INPUTS])
@@ -187,11 +242,28 @@ def test_bad_inputs_get_one_line_errors(napkin: Run, args: list[str], code: int,
 
 
 COMMANDS = [
-    ["train-time"], ["max-model"], ["memory"], ["mfu"], ["optimal"], ["models"], ["optimizers"], ["dtypes"],
-    ["tensor"], ["flops", "matmul"], ["flops", "train"], ["bench", "matmul"], ["verify"], ["hardware", "list"],
-    ["hardware", "show"], ["hardware", "compare"], ["hardware", "validate"], ["hardware", "new"],
-    ["hardware", "edit"], ["hardware", "path"], ["hardware", "schema"],
-]  # fmt: skip
+    ["train-time"],
+    ["max-model"],
+    ["memory"],
+    ["mfu"],
+    ["optimal"],
+    ["models"],
+    ["optimizers"],
+    ["dtypes"],
+    ["tensor"],
+    ["flops", "matmul"],
+    ["flops", "train"],
+    ["bench", "matmul"],
+    ["verify"],
+    ["hardware", "list"],
+    ["hardware", "show"],
+    ["hardware", "compare"],
+    ["hardware", "validate"],
+    ["hardware", "new"],
+    ["hardware", "edit"],
+    ["hardware", "path"],
+    ["hardware", "schema"],
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
@@ -212,8 +284,11 @@ def test_root_help_and_version(napkin: Run) -> None:
 
 
 def test_max_model_with_a_shape_reports_the_largest_micro_batch(napkin: Run) -> None:
-    data = json.loads(napkin("max-model", "--gpus", "8", "--model", "llama3-8b", "--precision", "mixed",
-                             "--recompute", "full", "--json").stdout)  # fmt: skip
+    data = json.loads(
+        napkin(
+            "max-model", "--gpus", "8", "--model", "llama3-8b", "--precision", "mixed", "--recompute", "full", "--json"
+        ).stdout
+    )
     states = 16 * 8_030_261_248 / 8
     # full recomputation keeps s·b·h·e per layer; + int64 ids, final-norm/output inputs, fp32 logits (V = 128256)
     per_sample = 8192 * 4096 * 2 * 32 + 8192 * 8 + 8192 * (2 * 2 * 4096 + 4 * 128256)
@@ -224,8 +299,23 @@ def test_max_model_with_a_shape_reports_the_largest_micro_batch(napkin: Run) -> 
 
 
 def test_flops_need_no_heads_but_activations_do(napkin: Run) -> None:
-    data = json.loads(napkin("flops", "train", "-N", "175B", "-D", "300B", "--layers", "96", "--hidden", "12288",
-                             "--seq", "2048", "--json").stdout)  # fmt: skip
+    data = json.loads(
+        napkin(
+            "flops",
+            "train",
+            "-N",
+            "175B",
+            "-D",
+            "300B",
+            "--layers",
+            "96",
+            "--hidden",
+            "12288",
+            "--seq",
+            "2048",
+            "--json",
+        ).stdout
+    )
     assert data["flops_attention"] == pytest.approx(12 * 96 * 2048 * 12288 * 300e9)
     r = napkin("memory", "-N", "7B", "--layers", "32", "--hidden", "4096", "--seq", "4096")
     assert r.exit_code == 2
@@ -248,18 +338,27 @@ def test_hardware_from_the_environment_and_explicit_choices(napkin: Run, monkeyp
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--price", "-3"],
-         "napkin: error: --price: '-3' must be positive and finite; expected a positive number such as 90, 2.49"),
+        (
+            ["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--price", "-3"],
+            "napkin: error: --price: '-3' must be positive and finite; expected a positive number such as 90, 2.49",
+        ),
         (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--pue", "0.5"], "napkin: error: --pue: '0.5' must be ≥ 1"),
-        (["train-time", "-N", "7B", "-D", "1T", "--days", "1", "--hours", "2"], "napkin: error: give --days or --hours, not both"),
+        (
+            ["train-time", "-N", "7B", "-D", "1T", "--days", "1", "--hours", "2"],
+            "napkin: error: give --days or --hours, not both",
+        ),
         (["hardware", "compare", "h100"], "napkin: error: NAMES: give two or more profiles to compare"),
-        (["memory", "--gpus", "3", "--model", "llama3-8b", "--tensor-parallel", "2"],
-         "napkin: error: --gpus (3) is not a multiple of tensor × pipeline × context (2 × 1 × 1 = 2)"),
-        (["memory", "-N", "7B", "--model", "llama3-8b"],
-         "napkin: error: give --params or --model, not both (the preset fixes the parameter count)"),
+        (
+            ["memory", "--gpus", "3", "--model", "llama3-8b", "--tensor-parallel", "2"],
+            "napkin: error: --gpus (3) is not a multiple of tensor × pipeline × context (2 × 1 × 1 = 2)",
+        ),
+        (
+            ["memory", "-N", "7B", "--model", "llama3-8b"],
+            "napkin: error: give --params or --model, not both (the preset fixes the parameter count)",
+        ),
         (["flops", "train", "-N", "7B"], "napkin: error: --tokens is required"),
     ],
-)  # fmt: skip
+)
 def test_more_bad_combinations(napkin: Run, args: list[str], message: str) -> None:
     r = napkin(*args)
     assert r.exit_code == 2 and r.stderr.startswith(message) and r.stderr.count("\n") == 1
@@ -274,8 +373,10 @@ def test_prices_may_carry_a_dollar_sign_and_dtypes_handle_infinity(napkin: Run) 
 
 def test_recompute_flags(napkin: Run) -> None:
     base = ["flops", "train", "--model", "gpt3-175b", "-D", "300B", "--json"]
-    plain, full, selective = (json.loads(napkin(*base, *extra).stdout)
-                              for extra in ([], ["--recompute", "full"], ["--recompute", "selective"]))  # fmt: skip
+    plain, full, selective = (
+        json.loads(napkin(*base, *extra).stdout)
+        for extra in ([], ["--recompute", "full"], ["--recompute", "selective"])
+    )
     assert plain["hardware_flops"] == plain["flops"]
     assert full["flops"] == plain["flops"] < selective["hardware_flops"] < full["hardware_flops"]
     assert selective["hardware_flops"] - plain["flops"] == pytest.approx(plain["flops_attention"] / 3)
@@ -382,7 +483,7 @@ def test_notes_wrap_to_a_terminal_and_stay_one_line_when_piped(monkeypatch: pyte
     assert all(line.startswith("        ") for line in lines[1:])
     assert " ".join(line.strip() for line in lines) == message
     assert common.wrapped(message, None) == message
-    monkeypatch.setattr("napkin.terminal.stderr_columns", lambda: 60)
+    monkeypatch.setattr("napkin.io.terminal.stderr_columns", lambda: 60)
     seen: list[str] = []
     monkeypatch.setattr("napkin.cli.common.typer.echo", lambda text, err=False: seen.append(text))
     common.note(message.removeprefix("napkin: "))
@@ -394,7 +495,7 @@ def test_columns_from_the_environment_are_plain_numbers(
     monkeypatch: pytest.MonkeyPatch, value: str, width: int | None
 ) -> None:
     """One rule for COLUMNS, shared by the tables and the wrapped notes: a '²' there crashed a note on a terminal."""
-    from napkin.terminal import env_columns
+    from napkin.io.terminal import env_columns
 
     monkeypatch.setenv("COLUMNS", value)
     assert env_columns() == width

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from napkin import cluster, profiles
 from napkin.errors import ProfileError, UsageError
+from napkin.systems import cluster, profiles
 from tests.conftest import Run
 
 BUILT_IN = sorted(Path(__file__).resolve().parent.parent.joinpath("clusters").glob("*.yaml"))

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from napkin import cluster, comm
+from napkin.engines import comm
 from napkin.errors import UsageError
+from napkin.systems import cluster
 from tests.conftest import Run
 
 H100 = cluster.find("dgx-h100").cluster.fabric()
@@ -45,8 +46,9 @@ def test_done_when_70b_bf16_on_1024_h100(napkin: Run) -> None:
     2 × 127/128 × 140 GB = 277.8 GB → 0.6945 s. Latency: NCCL's 8.4 µs launch (baseLat, Simple) + 2 NVLS
     (25 µs) + 2·log2(128) = 14 network hops (14 µs).
     """
-    result = napkin("comm", "all-reduce", "--params", "70B", "--dtype", "bf16", "--gpus", "1024",
-                    "--cluster", "dgx-h100", "--json")  # fmt: skip
+    result = napkin(
+        "comm", "all-reduce", "--params", "70B", "--dtype", "bf16", "--gpus", "1024", "--cluster", "dgx-h100", "--json"
+    )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     by_hand = 2 * 127 / 128 * 140e9 / (8 * 50e9) + BASE + 2 * 25 * US + 14 * 14 * US
@@ -167,13 +169,21 @@ def test_time_grows_with_bytes(op: comm.Op, size: float, n: int, more: float) ->
 
 @given(op=OPS, size=SIZES, n=GROUPS, slower=st.floats(min_value=1.01, max_value=100))
 def test_time_grows_with_latency(op: comm.Op, size: float, n: int, slower: float) -> None:
-    fabric = replace(H100, up_latency=H100.up_latency * slower, out_latency=H100.out_latency * slower,
-                     nvls_latency=H100.nvls_latency * slower)  # fmt: skip
+    fabric = replace(
+        H100,
+        up_latency=H100.up_latency * slower,
+        out_latency=H100.out_latency * slower,
+        nvls_latency=H100.nvls_latency * slower,
+    )
     assert comm.collective_seconds(op, size, n, fabric) > comm.collective_seconds(op, size, n, H100)
 
 
-@given(op=st.sampled_from([comm.Op.all_reduce, comm.Op.all_gather, comm.Op.reduce_scatter]), size=SIZES,
-       n=GROUPS, r=st.sampled_from([1, 2, 4, 8]))  # fmt: skip
+@given(
+    op=st.sampled_from([comm.Op.all_reduce, comm.Op.all_gather, comm.Op.reduce_scatter]),
+    size=SIZES,
+    n=GROUPS,
+    r=st.sampled_from([1, 2, 4, 8]),
+)
 def test_ring_busbw_never_exceeds_the_links(op: comm.Op, size: float, n: int, r: int) -> None:
     if n % r:
         return

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import napkin
-from napkin.choices import Recompute
-from napkin.compute import (
+from napkin.domain.choices import Recompute
+from napkin.engines.compute import (
     Money,
     Throughput,
     TrainQuery,
@@ -23,8 +23,8 @@ from napkin.compute import (
     train_time,
 )
 from napkin.errors import UsageError
-from napkin.presets import get_preset
-from napkin.profiles import HardwareProfile
+from napkin.systems.presets import get_preset
+from napkin.systems.profiles import HardwareProfile
 from tests.conftest import builtin
 
 H100 = builtin("h100")
@@ -32,8 +32,14 @@ A100 = builtin("a100")
 TPU_V4 = builtin("tpu-v4")
 
 
-def _time(params: float | None, tokens: float | None, gpus: int | None, seconds: float | None = None,
-          mfu_value: float = 0.5, hw: HardwareProfile = H100) -> TrainTimeResult:  # fmt: skip
+def _time(
+    params: float | None,
+    tokens: float | None,
+    gpus: int | None,
+    seconds: float | None = None,
+    mfu_value: float = 0.5,
+    hw: HardwareProfile = H100,
+) -> TrainTimeResult:
     return train_time(
         TrainQuery(params=params, tokens=tokens, gpus=gpus, seconds=seconds),
         hw,
@@ -54,13 +60,18 @@ def test_the_lecture_example_70b_15t_1024_h100_is_143_9_days() -> None:
 
 def test_narayanan_gpt3_175b_on_1024_a100_at_140_tflops_is_34_days() -> None:
     """Narayanan et al. 2021 eq. (4): 8·T·P/(n·X) with X the achieved (hardware) FLOP/s — "34 days"."""
-    r = train_time(TrainQuery(params=175e9, tokens=300e9, gpus=1024, recompute=Recompute.full), A100, "bf16",
-                   Throughput(peak_flops=312e12, achieved=140e12))  # fmt: skip
+    r = train_time(
+        TrainQuery(params=175e9, tokens=300e9, gpus=1024, recompute=Recompute.full),
+        A100,
+        "bf16",
+        Throughput(peak_flops=312e12, achieved=140e12),
+    )
     assert r.days == pytest.approx(33.9, abs=0.05)
     assert r.hardware_flops == pytest.approx(8 * 175e9 * 300e9)
     assert r.hfu == pytest.approx(140 / 312)
-    plain = train_time(TrainQuery(params=175e9, tokens=300e9, gpus=1024), A100, "bf16",
-                       Throughput(peak_flops=312e12, achieved=140e12))  # fmt: skip
+    plain = train_time(
+        TrainQuery(params=175e9, tokens=300e9, gpus=1024), A100, "bf16", Throughput(peak_flops=312e12, achieved=140e12)
+    )
     assert plain.days == pytest.approx(25.4, abs=0.05)  # the same run counted as model FLOPs (6TP/nX)
 
 
@@ -129,8 +140,9 @@ def test_solving_for_params_and_tokens() -> None:
 
 
 def test_bad_combinations() -> None:
-    with pytest.raises(UsageError, match="give three of --params, --tokens, --gpus and --days/--hours; missing: "
-                                         "--params, --gpus"):  # fmt: skip
+    with pytest.raises(
+        UsageError, match="give three of --params, --tokens, --gpus and --days/--hours; missing: --params, --gpus"
+    ):
         _time(None, 15e12, None, 1e6)
     with pytest.raises(UsageError, match=re.escape("disagree: these inputs give 143.9 days at MFU 0.5, not 10.0 days")):
         _time(70e9, 15e12, 1024, 10 * 86400)
@@ -138,18 +150,28 @@ def test_bad_combinations() -> None:
 
 
 def test_mfu_range_gives_a_time_range_and_goodput_stretches_it() -> None:
-    r = train_time(TrainQuery(params=70e9, tokens=15e12, gpus=1024), H100, "bf16",
-                   Throughput(peak_flops=989.5e12, mfu_low=0.35, mfu_high=0.5))  # fmt: skip
+    r = train_time(
+        TrainQuery(params=70e9, tokens=15e12, gpus=1024),
+        H100,
+        "bf16",
+        Throughput(peak_flops=989.5e12, mfu_low=0.35, mfu_high=0.5),
+    )
     assert r.seconds_range[0] == pytest.approx(1.2435e7, rel=1e-4)
     assert r.seconds == r.seconds_range[1] == pytest.approx(1.2435e7 * 0.5 / 0.35, rel=1e-4)
-    g = train_time(TrainQuery(params=70e9, tokens=15e12, gpus=1024), H100, "bf16",
-                   Throughput(peak_flops=989.5e12, goodput=0.9))  # fmt: skip
+    g = train_time(
+        TrainQuery(params=70e9, tokens=15e12, gpus=1024), H100, "bf16", Throughput(peak_flops=989.5e12, goodput=0.9)
+    )
     assert g.seconds == pytest.approx(1.2435e7 / 0.9, rel=1e-4)
 
 
 def test_cost_energy_and_carbon() -> None:
-    r = train_time(TrainQuery(params=70e9, tokens=15e12, gpus=1024), H100, "bf16", Throughput(peak_flops=989.5e12),
-                   Money(price_per_hour=2.0, pue=1.2, carbon_g_per_kwh=400))  # fmt: skip
+    r = train_time(
+        TrainQuery(params=70e9, tokens=15e12, gpus=1024),
+        H100,
+        "bf16",
+        Throughput(peak_flops=989.5e12),
+        Money(price_per_hour=2.0, pue=1.2, carbon_g_per_kwh=400),
+    )
     assert r.cost_usd == pytest.approx(r.gpu_hours * 2.0)
     assert r.energy_kwh == pytest.approx(r.gpu_hours * 0.7 * 1.2)
     assert r.energy_kwh is not None

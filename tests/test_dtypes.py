@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from napkin.engines.number_formats import FORMATS, parse_shape, table, tensor_size
 from napkin.errors import UsageError
-from napkin.number_formats import FORMATS, parse_shape, table, tensor_size
 from tests.conftest import needs_torch
 
 # numpy.finfo (fp64/32/16) and ml_dtypes.finfo (bf16, fp8) values; fp8: Micikevicius et al. 2022, arXiv:2209.05433.

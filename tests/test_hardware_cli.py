@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from napkin.profiles import schema
+from napkin.systems.profiles import schema
 from tests.conftest import Run
 
 
@@ -80,8 +80,9 @@ def test_new_copies_and_never_clobbers(napkin: Run, isolated: Path) -> None:
 def test_user_edits_a_copy_and_max_model_uses_it(napkin: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The acceptance flow: copy the H100 profile, change its memory in an editor, use it."""
     assert napkin("hardware", "new", "my-h100", "--from", "h100").exit_code == 0
-    monkeypatch.setenv("EDITOR", fake_editor(tmp_path, "open(path, 'w').write(text.replace('memory: 80 GB', "
-                                                       "'memory: 160 GB'))"))  # fmt: skip
+    monkeypatch.setenv(
+        "EDITOR", fake_editor(tmp_path, "open(path, 'w').write(text.replace('memory: 80 GB', 'memory: 160 GB'))")
+    )
     r = napkin("hardware", "edit", "my-h100")
     assert r.exit_code == 0, r.stderr
     data = json.loads(napkin("max-model", "--gpus", "8", "--hardware", "my-h100", "--json").stdout)
@@ -94,8 +95,9 @@ def test_edit_keeps_the_last_good_version_and_the_draft(
     assert napkin("hardware", "new", "box", "--from", "a100").exit_code == 0
     target = isolated / "hardware" / "box.yaml"
     good = target.read_text()
-    monkeypatch.setenv("EDITOR", fake_editor(tmp_path, "open(path, 'w').write(text.replace('memory_bandwidth:', "
-                                                       "'memory_bandwith:'))"))  # fmt: skip
+    monkeypatch.setenv(
+        "EDITOR", fake_editor(tmp_path, "open(path, 'w').write(text.replace('memory_bandwidth:', 'memory_bandwith:'))")
+    )
     r = napkin("hardware", "edit", "box")
     assert r.exit_code == 1
     draft = isolated / "hardware" / ".box.draft.yaml"
@@ -106,8 +108,12 @@ def test_edit_keeps_the_last_good_version_and_the_draft(
     assert "keeps its previous version" in r.stderr
     assert target.read_text() == good and "memory_bandwith" in draft.read_text()
     # the next edit reopens the draft; fixing it saves it and removes the draft
-    monkeypatch.setenv("EDITOR", fake_editor(tmp_path, "open(path, 'w').write(text.replace('bandwith', 'bandwidth')"
-                                                       ".replace('2039 GB/s', '2000 GB/s'))"))  # fmt: skip
+    monkeypatch.setenv(
+        "EDITOR",
+        fake_editor(
+            tmp_path, "open(path, 'w').write(text.replace('bandwith', 'bandwidth').replace('2039 GB/s', '2000 GB/s'))"
+        ),
+    )
     r = napkin("hardware", "edit", "box")
     assert r.exit_code == 0 and "reopening your unsaved draft" in r.stderr
     assert "memory_bandwidth: 2000 GB/s" in target.read_text() and not draft.exists()
@@ -116,8 +122,9 @@ def test_edit_keeps_the_last_good_version_and_the_draft(
 def test_edit_of_a_builtin_creates_an_overriding_copy(
     napkin: Run, isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("EDITOR", fake_editor(tmp_path, "open(path, 'w').write(text.replace('power: 700 W', "
-                                                       "'power: 650 W'))"))  # fmt: skip
+    monkeypatch.setenv(
+        "EDITOR", fake_editor(tmp_path, "open(path, 'w').write(text.replace('power: 700 W', 'power: 650 W'))")
+    )
     assert napkin("hardware", "edit", "h100").exit_code == 0
     shown = json.loads(napkin("hardware", "show", "h100", "--json").stdout)
     assert shown["power"] == 650 and shown["origin"] == "user" and "h100" in shown["aliases"]

@@ -12,10 +12,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import napkin
-from napkin import profiles
 from napkin.cli import app
-from napkin.presets import get_preset
-from napkin.serving import (
+from napkin.engines.serving import (
     KvDtype,
     WeightFormat,
     experts_touched,
@@ -23,6 +21,8 @@ from napkin.serving import (
     kv_bytes_per_token,
     weights_bytes,
 )
+from napkin.systems import profiles
+from napkin.systems.presets import get_preset
 
 H100 = profiles.resolve("h100").profile
 LLAMA3_70B = get_preset("llama3-70b").model
@@ -79,9 +79,11 @@ def test_decode_floor_is_bytes_over_bandwidth() -> None:
 
 @pytest.mark.parametrize(
     ("tp", "shape", "prefill_ms", "decode_ms", "kv_mb"),
-    [(2, {"layers": 80, "hidden": 8192, "heads": 64, "ffn": 22016}, 113.33, 33.85, 713.03),
-     (1, {"layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008}, 22.41, 6.73, 285.21)],
-)  # fmt: skip
+    [
+        (2, {"layers": 80, "hidden": 8192, "heads": 64, "ffn": 22016}, 113.33, 33.85, 713.03),
+        (1, {"layers": 32, "hidden": 4096, "heads": 32, "ffn": 11008}, 22.41, 6.73, 285.21),
+    ],
+)
 def test_llama_1_matches_llm_analysis_ideal_inference(
     tp: int, shape: dict[str, Any], prefill_ms: float, decode_ms: float, kv_mb: float
 ) -> None:
@@ -91,9 +93,17 @@ def test_llama_1_matches_llm_analysis_ideal_inference(
     (gpu_configs/a100-sxm-80gb.json, intra-node efficiency 1), napkin at the dgx-a100 cluster's measured
     ~200 GB/s; prefill +3.1 %, decode −0.5 %. TP 1: −0.3 %, +0.2 %."""
     r = napkin.inference(
-        **shape, vocab=32000, mlp="swiglu", norm="rmsnorm", tied_embeddings=False, gpus=tp, hardware="a100-sxm-80gb",
-        prompt=512, output=32, efficiency=1,
-    )  # fmt: skip
+        **shape,
+        vocab=32000,
+        mlp="swiglu",
+        norm="rmsnorm",
+        tied_embeddings=False,
+        gpus=tp,
+        hardware="a100-sxm-80gb",
+        prompt=512,
+        output=32,
+        efficiency=1,
+    )
     assert r.ttft_seconds * 1e3 == pytest.approx(prefill_ms, rel=0.035)
     assert r.decode_seconds_per_token * 1e3 == pytest.approx(decode_ms, rel=0.035)
     assert round(r.kv_cache_bytes_per_gpu / 1e6, 2) == kv_mb
@@ -153,8 +163,16 @@ def test_cli_json_has_the_promised_keys_and_is_strict() -> None:
     )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
-    for key in ("kv_cache_bytes", "kv_bytes_per_token", "weights_bytes", "max_batch", "ttft_seconds",
-                "decode_seconds_per_token", "tokens_per_second", "usd_per_million_tokens"):  # fmt: skip
+    for key in (
+        "kv_cache_bytes",
+        "kv_bytes_per_token",
+        "weights_bytes",
+        "max_batch",
+        "ttft_seconds",
+        "decode_seconds_per_token",
+        "tokens_per_second",
+        "usd_per_million_tokens",
+    ):
         assert key in data
     assert data["kv_cache_bytes"] == 8 * 32768 * 327_680
     assert "no room for one sequence" in result.stderr
@@ -162,12 +180,14 @@ def test_cli_json_has_the_promised_keys_and_is_strict() -> None:
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--weights", "int3"], "--weights: 'int3' is not one of bf16, fp16, fp8, int8, int4"),
-     (["--kv-dtype", "fp4"], "--kv-dtype: 'fp4' is not one of"),
-     (["--gpus", "3"], "--tensor-parallel (3) must divide the model's heads (64)"),
-     (["--prompt", "8k", "--output", "1k", "--context", "4k"], "does not fit in --context"),
-     (["--batch", "0"], "--batch: '0' must be positive")],
-)  # fmt: skip
+    [
+        (["--weights", "int3"], "--weights: 'int3' is not one of bf16, fp16, fp8, int8, int4"),
+        (["--kv-dtype", "fp4"], "--kv-dtype: 'fp4' is not one of"),
+        (["--gpus", "3"], "--tensor-parallel (3) must divide the model's heads (64)"),
+        (["--prompt", "8k", "--output", "1k", "--context", "4k"], "does not fit in --context"),
+        (["--batch", "0"], "--batch: '0' must be positive"),
+    ],
+)
 def test_cli_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
     result = CliRunner().invoke(app, ["inference", "--model", "llama3-70b", *args])
     assert result.exit_code == 2

@@ -148,8 +148,7 @@ def test_every_name_a_user_types_appears_whole_at_80_columns(listing: list[str],
 @needs_torch
 @pytest.mark.torch
 def test_bench_rows_fit_80_columns_on_one_line() -> None:
-    args = ["bench", "matmul", "--device", "cpu", "--dtype", "fp32,tf32", "--sizes", "64,128", "--shape",
-            "64x4096x128"]  # fmt: skip
+    args = ["bench", "matmul", "--device", "cpu", "--dtype", "fp32,tf32", "--sizes", "64,128", "--shape", "64x4096x128"]
     out = run(args, NARROW)
     row = re.compile(r"^ fp32 +(64³|128³|64×4096×128) +[\d.]+ [kMGT]?FLOP/s +– +– +[\d.]+ [mµn]?s$")
     assert len([line for line in out.splitlines() if row.match(line)]) == 3, out
@@ -160,12 +159,33 @@ def test_bench_rows_fit_80_columns_on_one_line() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["train-time", "mfu", "memory", "max-model", "step", "plan", "inference", "kv-cache", "optimal", "tensor",
-     "flops train", "comm all-reduce", "bench matmul", "bench all-reduce", "hardware new", "cluster show"],
-)  # fmt: skip
+    [
+        "train-time",
+        "mfu",
+        "memory",
+        "max-model",
+        "step",
+        "plan",
+        "inference",
+        "kv-cache",
+        "optimal",
+        "tensor",
+        "flops train",
+        "comm all-reduce",
+        "bench matmul",
+        "bench all-reduce",
+        "hardware new",
+        "cluster show",
+    ],
+)
 def test_help_fits_80_columns_with_every_flag_whole(command: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "napkin", *command.split(), "--help"], capture_output=True,
-                         text=True, env={**os.environ, "COLUMNS": "80"}, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "napkin", *command.split(), "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+        check=True,
+    ).stdout
     assert all(len(line) <= 80 for line in out.splitlines()), command
     assert not re.search(r"--[a-z0-9-]+…", out)  # rich's option table truncated long flags
     flags = re.findall(r"--[a-z][a-z0-9-]*", out)

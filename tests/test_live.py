@@ -20,7 +20,9 @@ def test_bench_matmul_cpu_json_records_are_consistent(napkin: Run) -> None:
     assert r.exit_code == 0, r.stderr
     records = json.loads(r.stdout)
     assert [(x["m"], x["k"], x["n"], x["dtype"], x["device"], x["status"]) for x in records] == [
-        (256, 256, 256, "fp32", "cpu", "ok"), (512, 512, 512, "fp32", "cpu", "ok")]  # fmt: skip
+        (256, 256, 256, "fp32", "cpu", "ok"),
+        (512, 512, 512, "fp32", "cpu", "ok"),
+    ]
     for record in records:
         assert {"flops_per_second", "peak_flops", "fraction_of_peak"} <= set(record)
         assert record["relative_error"] < 1e-5
@@ -101,7 +103,7 @@ def test_without_torch_bench_and_verify_say_how_to_install(napkin: Run, monkeypa
 
 
 def test_device_names_map_to_profiles() -> None:
-    from napkin.profiles import find_by_device
+    from napkin.systems.profiles import find_by_device
 
     def matched(device_name: str) -> str | None:
         found = find_by_device(device_name)
@@ -116,17 +118,27 @@ def test_device_names_map_to_profiles() -> None:
 
 @pytest.mark.parametrize(("fraction", "phrase"), [(1.4, "the profile is wrong or uses a sparse"), (0.2, "throttled")])
 def test_bench_warns_when_the_peak_is_implausible(fraction: float, phrase: str) -> None:
-    from napkin.bench import MatmulRecord, peak_warnings
+    from napkin.live.bench import MatmulRecord, peak_warnings
 
-    record = MatmulRecord(device="cpu", device_name="cpu", dtype="fp32", m=128, k=128, n=128, status="ok",
-                          flops_per_second=fraction * 1e12, peak_flops=1e12, fraction_of_peak=fraction)  # fmt: skip
+    record = MatmulRecord(
+        device="cpu",
+        device_name="cpu",
+        dtype="fp32",
+        m=128,
+        k=128,
+        n=128,
+        status="ok",
+        flops_per_second=fraction * 1e12,
+        peak_flops=1e12,
+        fraction_of_peak=fraction,
+    )
     (warning,) = peak_warnings({"fp32": record})
     assert warning.startswith("fp32: ") and phrase in warning
     assert peak_warnings({"fp32": record.model_copy(update={"fraction_of_peak": 0.8})}) == []
 
 
 def test_bench_measures_the_default_dtype_then_fp32_first() -> None:
-    from napkin.bench import priority
+    from napkin.live.bench import priority
 
     assert priority(["fp8", "fp16", "fp32", "tf32", "bf16"]) == ["bf16", "fp32", "fp8", "fp16", "tf32"]
     assert priority(["fp16", "fp32"], default="fp16") == ["fp16", "fp32"]
@@ -134,7 +146,7 @@ def test_bench_measures_the_default_dtype_then_fp32_first() -> None:
 
 
 def test_the_deadline_refuses_a_call_that_would_pass_it() -> None:
-    from napkin.bench import SAFETY, Clock, OutOfTime
+    from napkin.live.bench import SAFETY, Clock, OutOfTime
 
     seen: list[tuple[str, float]] = []
     clock = Clock(100.0, progress=lambda label, done: seen.append((label, done)))
@@ -160,7 +172,7 @@ def test_a_budget_too_small_for_anything_says_so_and_fails(napkin: Run) -> None:
 
 
 def test_budget_decisions_use_the_whole_cost_of_a_measurement() -> None:
-    from napkin.bench import MatmulRecord, measure_cost, plan
+    from napkin.live.bench import MatmulRecord, measure_cost, plan
 
     record = MatmulRecord(device="cpu", device_name="cpu", dtype="fp16", m=1024, k=1024, n=1024, status="skipped")
     one = 2 * 1024**3 / 1e9  # seconds per matmul at 1 GFLOP/s

@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from napkin.choices import Optimizer, Precision, Recompute, Sharding
-from napkin.layout import Layout
-from napkin.model import Model
-from napkin.training_memory import (
+from napkin.domain.choices import Optimizer, Precision, Recompute, Sharding
+from napkin.domain.layout import Layout
+from napkin.domain.model import Model
+from napkin.domain.workload import Workload
+from napkin.engines.training_memory import (
     OPTIMIZERS,
     PRECISIONS,
     ActivationInputs,
@@ -20,7 +21,6 @@ from napkin.training_memory import (
     parse_reserve,
     state_elements,
 )
-from napkin.workload import Workload
 from tests.conftest import builtin
 
 H100 = builtin("h100")
@@ -30,11 +30,17 @@ MIB = 2**20
 @pytest.mark.parametrize(
     ("optimizer", "fp32", "mixed", "fp32_grads", "bf16"),
     [
-        (Optimizer.sgd, 8, 8, 10, 4), (Optimizer.sgd_momentum, 12, 12, 14, 6), (Optimizer.adagrad, 12, 12, 14, 6),
-        (Optimizer.rmsprop, 12, 12, 14, 6), (Optimizer.adam, 16, 16, 18, 8), (Optimizer.adamw, 16, 16, 18, 8),
-        (Optimizer.adafactor, 8, 8, 10, 4), (Optimizer.lion, 12, 12, 14, 6), (Optimizer.muon, 12, 12, 14, 6),
+        (Optimizer.sgd, 8, 8, 10, 4),
+        (Optimizer.sgd_momentum, 12, 12, 14, 6),
+        (Optimizer.adagrad, 12, 12, 14, 6),
+        (Optimizer.rmsprop, 12, 12, 14, 6),
+        (Optimizer.adam, 16, 16, 18, 8),
+        (Optimizer.adamw, 16, 16, 18, 8),
+        (Optimizer.adafactor, 8, 8, 10, 4),
+        (Optimizer.lion, 12, 12, 14, 6),
+        (Optimizer.muon, 12, 12, 14, 6),
     ],
-)  # fmt: skip
+)
 def test_bytes_per_param_table_matches_formulas_5_3(
     optimizer: Optimizer, fp32: float, mixed: float, fp32_grads: float, bf16: float
 ) -> None:
@@ -44,9 +50,17 @@ def test_bytes_per_param_table_matches_formulas_5_3(
 
 def test_adam_is_4_4_4_4_in_fp32_and_2_2_12_in_mixed_precision() -> None:
     assert bytes_per_param(Optimizer.adamw, Precision.fp32).breakdown == {
-        "params": 4, "gradients": 4, "master_weights": 0, "optimizer_states": 8}  # fmt: skip
+        "params": 4,
+        "gradients": 4,
+        "master_weights": 0,
+        "optimizer_states": 8,
+    }
     assert bytes_per_param(Optimizer.adam, Precision.mixed).breakdown == {
-        "params": 2, "gradients": 2, "master_weights": 4, "optimizer_states": 8}  # fmt: skip
+        "params": 2,
+        "gradients": 2,
+        "master_weights": 4,
+        "optimizer_states": 8,
+    }
 
 
 def test_8bit_adam_counts_block_absmax() -> None:
@@ -75,8 +89,9 @@ def test_zero_paper_example_7_5b_on_64_gpus() -> None:
             7.5e9, H100, optimizer=Optimizer.adam, precision=Precision.mixed, layout=Layout(sharding=sharding), gpus=64
         )
         assert r.per_gpu_bytes / 1e9 == pytest.approx(gb, abs=0.05), sharding
-    assert not memory(7.5e9, H100, optimizer=Optimizer.adam, precision=Precision.mixed,
-                      layout=Layout(sharding=Sharding.none), gpus=64).fits  # fmt: skip
+    assert not memory(
+        7.5e9, H100, optimizer=Optimizer.adam, precision=Precision.mixed, layout=Layout(sharding=Sharding.none), gpus=64
+    ).fits
 
 
 def test_max_model_is_40b_fully_sharded_and_5b_replicated() -> None:
@@ -126,9 +141,18 @@ def test_flash_attention_drops_the_score_term_but_keeps_statistics() -> None:
 
 
 def test_max_micro_batch() -> None:
-    r = memory(7e9, H100, optimizer=Optimizer.adamw, precision=Precision.mixed, gpus=8,
-               activations=ActivationInputs(model=Model(layers=32, hidden=4096, heads=32), workload=Workload(seq=4096),
-                                            layout=Layout(recompute=Recompute.full)))  # fmt: skip
+    r = memory(
+        7e9,
+        H100,
+        optimizer=Optimizer.adamw,
+        precision=Precision.mixed,
+        gpus=8,
+        activations=ActivationInputs(
+            model=Model(layers=32, hidden=4096, heads=32),
+            workload=Workload(seq=4096),
+            layout=Layout(recompute=Recompute.full),
+        ),
+    )
     # 32 layer inputs (full recompute) + int64 token ids + final-norm and output-layer inputs + fp32 logits
     per_sample = 4096 * 4096 * 2 * 32 + 4096 * 8 + 4096 * (2 * 2 * 4096 + 4 * 50257)
     assert r.max_micro_batch == int((85_520_809_984 - 16 * 7e9 / 8) // per_sample)
@@ -158,18 +182,20 @@ def test_activations_grow_with_batch_and_sequence(
 
     def per_layer(s: int, b: int, flash: bool = False) -> float:
         work = Workload(seq=s, micro_batch=b)
-        return activation_bytes_per_layer(ActivationInputs(model=shape, workload=work, layout=lay,
-                                                           flash_attention=flash))[0]  # fmt: skip
+        return activation_bytes_per_layer(
+            ActivationInputs(model=shape, workload=work, layout=lay, flash_attention=flash)
+        )[0]
 
     assert per_layer(seq, lo, flash) <= per_layer(seq, hi, flash)
     assert per_layer(2 * seq, lo) >= per_layer(seq, lo)
 
 
-@given(st.floats(1e6, 1e12), st.sampled_from(list(OPTIMIZERS)), st.sampled_from(list(PRECISIONS)),
-       st.integers(1, 1024))  # fmt: skip
+@given(st.floats(1e6, 1e12), st.sampled_from(list(OPTIMIZERS)), st.sampled_from(list(PRECISIONS)), st.integers(1, 1024))
 def test_sharding_never_increases_per_gpu_memory(n: float, opt: Optimizer, prec: Precision, gpus: int) -> None:
-    per = [memory(n, H100, optimizer=opt, precision=prec, layout=Layout(sharding=s), gpus=gpus).per_gpu_bytes
-           for s in (Sharding.none, Sharding.zero1, Sharding.zero2, Sharding.zero3)]  # fmt: skip
+    per = [
+        memory(n, H100, optimizer=opt, precision=prec, layout=Layout(sharding=s), gpus=gpus).per_gpu_bytes
+        for s in (Sharding.none, Sharding.zero1, Sharding.zero2, Sharding.zero3)
+    ]
     assert per == sorted(per, reverse=True)
     assert (
         memory(n, H100, optimizer=opt, precision=prec, layout=Layout(sharding=Sharding.fsdp), gpus=gpus).per_gpu_bytes

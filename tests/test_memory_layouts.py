@@ -10,13 +10,20 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from napkin import profiles
-from napkin.activations import in_flight, interleave_factor, layer_bytes
-from napkin.choices import Offload, Optimizer, Precision, Recompute, Sharding
-from napkin.layout import Layout
-from napkin.model import Model
-from napkin.training_memory import ActivationInputs, MemoryResult, bytes_per_param, memory, per_gpu_bytes, stage_memory
-from napkin.workload import Workload
+from napkin.domain.choices import Offload, Optimizer, Precision, Recompute, Sharding
+from napkin.domain.layout import Layout
+from napkin.domain.model import Model
+from napkin.domain.workload import Workload
+from napkin.engines.activations import in_flight, interleave_factor, layer_bytes
+from napkin.engines.training_memory import (
+    ActivationInputs,
+    MemoryResult,
+    bytes_per_param,
+    memory,
+    per_gpu_bytes,
+    stage_memory,
+)
+from napkin.systems import profiles
 from tests.conftest import Run
 
 A100 = profiles.resolve("a100-80gb").profile
@@ -41,11 +48,17 @@ def run_memory(
     name: str, sp: bool, recompute: Recompute, precision: Precision = Precision.mixed_fp32_grads
 ) -> tuple[MemoryResult, Model, int, int, int, int]:
     model, t, p, v, b = TABLE_3[name]
-    lay = Layout(tensor=t, pipeline=p, interleave=v, sequence_parallel=sp, recompute=recompute,
-                 sharding=Sharding.none)  # fmt: skip
+    lay = Layout(tensor=t, pipeline=p, interleave=v, sequence_parallel=sp, recompute=recompute, sharding=Sharding.none)
     acts = ActivationInputs(model=model, workload=Workload(seq=S, micro_batch=b), layout=lay)
-    r = memory(float(model.params()), A100, optimizer=Optimizer.adam, precision=precision, gpus=t * p, layout=lay,
-               activations=acts)  # fmt: skip
+    r = memory(
+        float(model.params()),
+        A100,
+        optimizer=Optimizer.adam,
+        precision=precision,
+        gpus=t * p,
+        layout=lay,
+        activations=acts,
+    )
     return r, model, t, p, v, b
 
 
@@ -80,7 +93,8 @@ def test_no_recompute_layers_match_korthikanti_table_2_times_the_pipeline_factor
     per_layer = S * b * h * (10 + 24 / t + 5 * a * S / (h * t))
     expected = per_layer * model.layers * (1 + (p - 1) / (p * v) if v > 1 else 1)
     assert r.stages[0].activation_bytes - r.breakdown.get("embedding", 0) - (
-        r.breakdown["logits"] if p == 1 else 0) == pytest.approx(expected, rel=1e-12)  # fmt: skip
+        r.breakdown["logits"] if p == 1 else 0
+    ) == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("name", list(TABLE_3))
@@ -109,8 +123,14 @@ def test_model_states_with_megatron_18_bytes_per_param(name: str) -> None:
 
 def test_distributed_optimizer_is_6_plus_12_over_dp() -> None:
     """Megatron: 6 + 12/DP bytes per parameter with the distributed optimizer = napkin's zero1 over DP."""
-    r = memory(7e9, A100, optimizer=Optimizer.adam, precision=Precision.mixed_fp32_grads, gpus=64,
-               layout=Layout(sharding=Sharding.zero1))  # fmt: skip
+    r = memory(
+        7e9,
+        A100,
+        optimizer=Optimizer.adam,
+        precision=Precision.mixed_fp32_grads,
+        gpus=64,
+        layout=Layout(sharding=Sharding.zero1),
+    )
     assert r.per_gpu_bytes == pytest.approx(7e9 * (6 + 12 / 64))
 
 
@@ -123,8 +143,17 @@ def test_micro_batches_in_flight_per_stage(p: int, v: int, expected: list[float]
     assert in_flight(0, lay, 2) == min(expected[0], 2)
 
 
-LLAMA = Model(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, mlp="swiglu", norm="rmsnorm",
-              tied_embeddings=False)  # fmt: skip
+LLAMA = Model(
+    layers=32,
+    hidden=4096,
+    heads=32,
+    kv_heads=8,
+    ffn=14336,
+    vocab=128256,
+    mlp="swiglu",
+    norm="rmsnorm",
+    tied_embeddings=False,
+)
 
 
 def test_llama_block_counts_gqa_swiglu_and_no_dropout_masks() -> None:
@@ -161,10 +190,12 @@ def test_expert_parallel_divides_expert_weights_and_offload_moves_states_to_host
     acts = ActivationInputs(model=moe, workload=Workload(seq=128))
     n = float(moe.params())
     base = memory(n, A100, precision=Precision.mixed, gpus=8, layout=Layout(sharding=Sharding.none), activations=acts)
-    ep = memory(n, A100, precision=Precision.mixed, gpus=8, layout=Layout(sharding=Sharding.none, expert=8),
-                activations=acts)  # fmt: skip
+    ep = memory(
+        n, A100, precision=Precision.mixed, gpus=8, layout=Layout(sharding=Sharding.none, expert=8), activations=acts
+    )
     saved = sum(base.breakdown[c] for c in ("params", "gradients", "master_weights", "optimizer_states")) - sum(
-        ep.breakdown[c] for c in ("params", "gradients", "master_weights", "optimizer_states"))  # fmt: skip
+        ep.breakdown[c] for c in ("params", "gradients", "master_weights", "optimizer_states")
+    )
     assert saved == pytest.approx(moe.expert_params() * 16 * 7 / 8)
     off = memory(7e9, A100, precision=Precision.mixed, gpus=8, layout=Layout(offload=Offload.optimizer))
     # ZeRO-Offload: gradients, master weights and Adam states on the CPU, 16-bit parameters on the GPU
@@ -186,18 +217,35 @@ def test_offload_matches_deepspeed_zero3_estimator_before_its_buffer_factor() ->
 
 def test_fast_path_equals_the_result() -> None:
     r, model, t, p, v, b = run_memory("175B", sp=True, recompute=Recompute.selective)
-    lay = Layout(tensor=t, pipeline=p, interleave=v, sequence_parallel=True, recompute=Recompute.selective,
-                 sharding=Sharding.none)  # fmt: skip
+    lay = Layout(
+        tensor=t,
+        pipeline=p,
+        interleave=v,
+        sequence_parallel=True,
+        recompute=Recompute.selective,
+        sharding=Sharding.none,
+    )
     acts = ActivationInputs(model=model, workload=Workload(seq=S, micro_batch=b), layout=lay)
-    fast = per_gpu_bytes(float(model.params()), optimizer=Optimizer.adam, precision=Precision.mixed_fp32_grads,
-                         gpus=t * p, layout=lay, activations=acts)  # fmt: skip
+    fast = per_gpu_bytes(
+        float(model.params()),
+        optimizer=Optimizer.adam,
+        precision=Precision.mixed_fp32_grads,
+        gpus=t * p,
+        layout=lay,
+        activations=acts,
+    )
     assert fast == r.per_gpu_bytes
 
 
 @given(
-    st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 3, 4, 6, 12]), st.sampled_from([1, 2]),
-    st.integers(1, 4), st.sampled_from(list(Recompute)), st.booleans(), st.sampled_from([None, 64, 256]),
-)  # fmt: skip
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 3, 4, 6, 12]),
+    st.sampled_from([1, 2]),
+    st.integers(1, 4),
+    st.sampled_from(list(Recompute)),
+    st.booleans(),
+    st.sampled_from([None, 64, 256]),
+)
 def test_the_most_loaded_stage_is_the_first_or_the_last(
     t: int, p: int, v: int, b: int, recompute: Recompute, tied: bool, batch: int | None
 ) -> None:
@@ -207,8 +255,14 @@ def test_the_most_loaded_stage_is_the_first_or_the_last(
     work = Workload(seq=1024, micro_batch=b, global_batch=None if batch is None else batch * b * 4)
     acts = ActivationInputs(model=model, workload=work, layout=lay)
     every = stage_memory(float(model.params()), bytes_per_param(Optimizer.adam, Precision.mixed), lay, acts, 2.0)
-    fast = per_gpu_bytes(float(model.params()), optimizer=Optimizer.adam, precision=Precision.mixed, gpus=t * p * 4,
-                         layout=lay, activations=acts)  # fmt: skip
+    fast = per_gpu_bytes(
+        float(model.params()),
+        optimizer=Optimizer.adam,
+        precision=Precision.mixed,
+        gpus=t * p * 4,
+        layout=lay,
+        activations=acts,
+    )
     assert fast == max(s.total for s in every)
 
 
@@ -216,8 +270,9 @@ def test_cli_memory_70b_tp8_without_a_shape_and_pipeline_json(napkin: Run) -> No
     out = napkin("memory", "-N", "70B", "-G", "8", "--tensor-parallel", "8", "--json")
     data = json.loads(out.stdout)
     assert data["per_gpu_bytes"] == pytest.approx(70e9 * 16 / 8)
-    out = napkin("memory", "--model", "llama3-8b", "-G", "8", "--pipeline-parallel", "4", "--precision", "mixed",
-                 "--json")  # fmt: skip
+    out = napkin(
+        "memory", "--model", "llama3-8b", "-G", "8", "--pipeline-parallel", "4", "--precision", "mixed", "--json"
+    )
     data = json.loads(out.stdout)
     assert set(data) >= {"per_gpu_bytes", "breakdown", "stage", "fits", "stages"}
     assert data["stage"] == 0 and len(data["stages"]) == 4
@@ -228,10 +283,24 @@ def test_cli_memory_70b_tp8_without_a_shape_and_pipeline_json(napkin: Run) -> No
 
 def test_max_model_scales_the_shape_in_depth_to_the_last_layer_that_fits(napkin: Run) -> None:
     """max-model with a shape: the most layers (multiples of p) whose most loaded GPU fits; one more does not."""
-    from napkin.presets import get_preset
+    from napkin.systems.presets import get_preset
 
-    data = json.loads(napkin("max-model", "--gpus", "8", "--model", "llama3-8b", "--precision", "mixed",
-                             "--recompute", "full", "--pipeline-parallel", "2", "--json").stdout)  # fmt: skip
+    data = json.loads(
+        napkin(
+            "max-model",
+            "--gpus",
+            "8",
+            "--model",
+            "llama3-8b",
+            "--precision",
+            "mixed",
+            "--recompute",
+            "full",
+            "--pipeline-parallel",
+            "2",
+            "--json",
+        ).stdout
+    )
     layers = data["max_layers"]
     assert layers % 2 == 0 and data["max_layers_params"] > data["shape_params"]
     h100 = profiles.resolve("h100").profile
@@ -250,7 +319,7 @@ def test_max_model_scales_the_shape_in_depth_to_the_last_layer_that_fits(napkin:
 def test_stage_layers_split_as_evenly_as_they_go_with_the_ends_lighter(layers: int, pipeline: int) -> None:
     """Every layer lands on one stage, stages differ by one layer at most, and the first and last stages hold
     the extra layers only after every middle stage does."""
-    from napkin.layout import stage_layers, uneven_note
+    from napkin.domain.layout import stage_layers, uneven_note
 
     assume(pipeline <= layers)
     split = stage_layers(layers, pipeline)
@@ -260,8 +329,13 @@ def test_stage_layers_split_as_evenly_as_they_go_with_the_ends_lighter(layers: i
     assert (uneven_note(layers, pipeline) is None) == (layers % pipeline == 0)
 
 
-@given(st.sampled_from([2, 3, 4, 8, 16]), st.integers(0, 15), st.sampled_from([1, 2]), st.integers(1, 3),
-       st.sampled_from(list(Recompute)))  # fmt: skip
+@given(
+    st.sampled_from([2, 3, 4, 8, 16]),
+    st.integers(0, 15),
+    st.sampled_from([1, 2]),
+    st.integers(1, 3),
+    st.sampled_from(list(Recompute)),
+)
 def test_uneven_stages_keep_the_fast_path_on_the_most_loaded_gpu(
     p: int, spare: int, v: int, b: int, recompute: Recompute
 ) -> None:
@@ -272,16 +346,36 @@ def test_uneven_stages_keep_the_fast_path_on_the_most_loaded_gpu(
     lay = Layout(tensor=2, pipeline=p, interleave=v, recompute=recompute).resolve(2 * p * 4)
     acts = ActivationInputs(model=model, workload=Workload(seq=1024, micro_batch=b), layout=lay)
     every = stage_memory(float(model.params()), bytes_per_param(Optimizer.adam, Precision.mixed), lay, acts, 2.0)
-    fast = per_gpu_bytes(float(model.params()), optimizer=Optimizer.adam, precision=Precision.mixed, gpus=2 * p * 4,
-                         layout=lay, activations=acts)  # fmt: skip
+    fast = per_gpu_bytes(
+        float(model.params()),
+        optimizer=Optimizer.adam,
+        precision=Precision.mixed,
+        gpus=2 * p * 4,
+        layout=lay,
+        activations=acts,
+    )
     assert fast == max(s.total for s in every)
     assert sum(s.layers for s in every) == layers
 
 
 def test_deepseek_v3_on_16_stages_names_its_uneven_split(napkin: Run) -> None:
     """61 layers on PP 16: 13 stages of 4 and 3 of 3 (first, second-to-last and last), said on stderr."""
-    out = napkin("memory", "--model", "deepseek-v3", "--gpus", "1024", "--pipeline-parallel", "16",
-                 "--expert-parallel", "64", "--seq", "4096", "--global-batch", "8192", "--json")  # fmt: skip
+    out = napkin(
+        "memory",
+        "--model",
+        "deepseek-v3",
+        "--gpus",
+        "1024",
+        "--pipeline-parallel",
+        "16",
+        "--expert-parallel",
+        "64",
+        "--seq",
+        "4096",
+        "--global-batch",
+        "8192",
+        "--json",
+    )
     assert out.exit_code == 0, out.stderr
     layers = [row["layers"] for row in json.loads(out.stdout)["stages"]]
     assert layers == [3] + [4] * 13 + [3, 3]
@@ -293,8 +387,10 @@ def test_deepseek_v3_on_16_stages_names_its_uneven_split(napkin: Run) -> None:
     for v in ("3", "4"):  # 3 does not divide the 4-layer stages; 4 chunks would leave a 3-layer stage one empty
         bad = napkin(*args, "--gpus", "1024", "--pipeline-parallel", "16", "--interleave", v)
         assert bad.exit_code == 2
-        assert (f"--interleave ({v}) must divide the layers of the heaviest stage and not exceed the lightest's (4 "
-                "and 3 of the model's 61 over --pipeline-parallel 16)") in bad.stderr  # fmt: skip
+        assert (
+            f"--interleave ({v}) must divide the layers of the heaviest stage and not exceed the lightest's (4 "
+            "and 3 of the model's 61 over --pipeline-parallel 16)"
+        ) in bad.stderr
     assert napkin(*args, "--gpus", "1024", "--pipeline-parallel", "16", "--interleave", "2").exit_code == 0
     over = napkin(*args, "--gpus", "4096", "--pipeline-parallel", "64")
     assert over.exit_code == 2

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from napkin.choices import Mlp, Norm
-from napkin.model import Model
-from napkin.presets import get_preset, load_presets
+from napkin.domain.choices import Mlp, Norm
+from napkin.domain.model import Model
+from napkin.systems.presets import get_preset, load_presets
 
 
 def test_gpt2_small_is_124_439_808() -> None:
@@ -17,9 +17,15 @@ def test_gpt2_small_is_124_439_808() -> None:
 
 @pytest.mark.parametrize(
     ("name", "params"),
-    [("llama3-8b", 8_030_261_248), ("llama3-70b", 70_553_706_496), ("llama3.1-405b", 405_853_388_800),
-     ("llama2-7b", 6_738_415_616), ("llama2-70b", 68_976_648_192), ("mixtral-8x7b", 46_702_792_704)],
-)  # fmt: skip
+    [
+        ("llama3-8b", 8_030_261_248),
+        ("llama3-70b", 70_553_706_496),
+        ("llama3.1-405b", 405_853_388_800),
+        ("llama2-7b", 6_738_415_616),
+        ("llama2-70b", 68_976_648_192),
+        ("mixtral-8x7b", 46_702_792_704),
+    ],
+)
 def test_presets_reproduce_published_integers(name: str, params: int) -> None:
     preset = get_preset(name)
     assert preset.params == params == preset.published_params

@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_wheel_contains_data_and_a_non_editable_install_uses_it(tmp_path: Path) -> None:
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert build.returncode == 0, build.stderr[-2000:]
     (wheel,) = tmp_path.glob("napkin_math-*.whl")  # distribution napkin-math, import napkin
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -32,17 +34,20 @@ def test_wheel_contains_data_and_a_non_editable_install_uses_it(tmp_path: Path) 
     site = tmp_path / "site"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(site), str(wheel)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert install.returncode == 0, install.stderr[-2000:]
     env = {**os.environ, "PYTHONPATH": str(site), "NAPKIN_CONFIG_DIR": str(tmp_path / "cfg")}
     probe = (
-        "import napkin, napkin.profiles as p; from napkin.cli import main; import sys;"
-        "import napkin.cluster as c; print(napkin.__file__); print(p.builtin_dir()); print(c.builtin_dir()); sys.argv=['napkin','train-time','-N','70e9','-D','15e12',"
+        "import napkin, napkin.systems.profiles as p; from napkin.cli import main; import sys;"
+        "import napkin.systems.cluster as c; print(napkin.__file__); print(p.builtin_dir()); print(c.builtin_dir()); sys.argv=['napkin','train-time','-N','70e9','-D','15e12',"
         "'-G','1024','--json']; main()"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
-                         check=False)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path, check=False
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith(str(site)) and lines[1] == str(site / "napkin" / "hardware")

@@ -7,16 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from napkin import profiles
 from napkin.errors import ProfileError, UsageError
+from napkin.systems import profiles
 
 BUILTIN = Path(__file__).resolve().parent.parent / "hardware"
 
 # Dense peaks (FLOP/s), memory (B) and bandwidth (B/s) as the vendors' datasheets give them; where a
 # datasheet quotes 2:4 sparsity the dense figure is half. Sources are in each YAML file.
 DATASHEET = {
-    "h100-sxm": {"bf16": 989.5e12, "fp16": 989.5e12, "fp8": 1979e12, "tf32": 494.5e12, "fp32": 67e12,
-                 "memory": 80e9, "bw": 3.35e12},
+    "h100-sxm": {
+        "bf16": 989.5e12,
+        "fp16": 989.5e12,
+        "fp8": 1979e12,
+        "tf32": 494.5e12,
+        "fp32": 67e12,
+        "memory": 80e9,
+        "bw": 3.35e12,
+    },
     "h100-pcie": {"bf16": 756.5e12, "fp8": 1513e12, "memory": 80e9, "bw": 2e12},
     "h100-nvl": {"bf16": 835.5e12, "fp8": 1670.5e12, "memory": 94e9, "bw": 3.9e12},
     "h200-sxm": {"bf16": 989.5e12, "fp8": 1979e12, "memory": 141e9, "bw": 4.8e12},
@@ -40,7 +47,7 @@ DATASHEET = {
     "mi355x": {"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15, "memory": 288e9, "bw": 8e12},
     "tpu-v6e": {"bf16": 918e12, "memory": 32e9, "bw": 1640e9},
     "trainium2": {"bf16": 667e12, "fp8": 1299e12, "memory": 96 * 2**30, "bw": 2.9e12},
-}  # fmt: skip
+}
 
 
 def test_every_builtin_profile_validates_and_the_catalog_is_complete() -> None:

@@ -58,8 +58,11 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert finder is not None
     ci = subprocess.run(  # .ci/run finds the README's test command itself rather than keeping a copy
         ["bash", "-c", finder.group(1)],
-        cwd=README.parent, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        cwd=README.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert ci.stdout.strip() == lines[1]
     assert 'eval "$readme_test_command"' in CI.read_text(encoding="utf-8")
     assert "download.pytorch.org" not in lines[1]  # only the public package index

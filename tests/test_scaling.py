@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from napkin.choices import Fit
-from napkin.scaling import CONSTANTS, loss, optimal
+from napkin.domain.choices import Fit
+from napkin.engines.scaling import CONSTANTS, loss, optimal
 
 
 def sig3(x: float) -> float:

@@ -13,14 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from napkin import api, sources
-from napkin.choices import Recompute, Sharding
-from napkin.cluster import find
-from napkin.layout import stage_layers
-from napkin.model import Model
-from napkin.planner import candidates
-from napkin.presets import get_preset
-from napkin.profiles import resolve
-from napkin.step_time import (
+from napkin.domain.choices import Recompute, Sharding
+from napkin.domain.layout import stage_layers
+from napkin.domain.model import Model
+from napkin.domain.workload import Workload
+from napkin.engines.planner import candidates
+from napkin.engines.step_time import (
     BREAKDOWN,
     MEMORY_EFFICIENCY,
     Knobs,
@@ -29,8 +27,10 @@ from napkin.step_time import (
     machine,
     pipeline_bubble,
 )
-from napkin.training_memory import ActivationInputs, memory
-from napkin.workload import Workload
+from napkin.engines.training_memory import ActivationInputs, memory
+from napkin.systems.cluster import find
+from napkin.systems.presets import get_preset
+from napkin.systems.profiles import resolve
 from tests.conftest import Run
 from tests.megatron_runs import (
     DP8_530B,
@@ -111,8 +111,20 @@ def test_korthikanti_530b_at_8_way_data_parallelism_as_the_readme_says() -> None
 def test_unfused_gradient_accumulation_adds_one_read_read_write_per_micro_batch(napkin: Run) -> None:
     """Without fusion every micro-batch after the first moves the local gradients twice and the new ones once:
     (m − 1) × L × (2 × 2 B + 2 B) × N/L / (HBM × η_mem), here 8 micro-batches of an 8B model on one GPU each."""
-    args = ("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "64", "--cluster", "dgx-h100",
-            "--sharding", "none", "--json")  # fmt: skip
+    args = (
+        "step",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--global-batch",
+        "64",
+        "--cluster",
+        "dgx-h100",
+        "--sharding",
+        "none",
+        "--json",
+    )
     fused = json.loads(napkin(*args).stdout)
     unfused = json.loads(napkin(*args, "--no-gradient-accumulation-fusion").stdout)
     assert fused["microbatches"] == 8
@@ -122,8 +134,10 @@ def test_unfused_gradient_accumulation_adds_one_read_read_write_per_micro_batch(
     expected = 7 * 32 * per_layer / (hbm * dict(MEMORY_EFFICIENCY)[100e6])
     assert unfused["breakdown"]["compute"] - fused["breakdown"]["compute"] == pytest.approx(expected, rel=1e-9)
     one = ("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--cluster", "dgx-h100", "--json")
-    assert json.loads(napkin(*one).stdout)["step_seconds"] == json.loads(
-        napkin(*one, "--no-gradient-accumulation-fusion").stdout)["step_seconds"]  # fmt: skip
+    assert (
+        json.loads(napkin(*one).stdout)["step_seconds"]
+        == json.loads(napkin(*one, "--no-gradient-accumulation-fusion").stdout)["step_seconds"]
+    )
 
 
 @pytest.mark.parametrize("run", TABLE_5, ids=lambda r: r.name)
@@ -143,8 +157,10 @@ def test_mean_errors_and_readme_tables() -> None:
         assert table in readme, "regenerate with python -m tests.megatron_runs"
     worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
     text = " ".join(readme.split())
-    headline = (f"Every Table 1 row lands within 10 % (the worst, {TABLE_1[worst].billions:g}B, {errors[worst]:+.1%}), "
-                f"and the Table 5 runs within 4 % (mean {sum(map(abs, errors5)) / len(errors5):.1%})")  # fmt: skip
+    headline = (
+        f"Every Table 1 row lands within 10 % (the worst, {TABLE_1[worst].billions:g}B, {errors[worst]:+.1%}), "
+        f"and the Table 5 runs within 4 % (mean {sum(map(abs, errors5)) / len(errors5):.1%})"
+    )
     assert headline.replace("%)", " %)").replace("%,", " %,") in text
     assert max(map(abs, errors5)) <= RUN_TOLERANCE
 
@@ -257,8 +273,15 @@ def test_fast_memory_path_equals_the_memory_engine(k: Knobs) -> None:
     gpus = k.tensor * k.pipeline * k.data
     layout = k.layout()
     work = Workload(seq=sm.seq, micro_batch=k.micro_batch, global_batch=sm.batch)
-    engine = memory(sm.params, resolve("h100").profile, optimizer=sm.optimizer, precision=sm.precision, gpus=gpus,
-                    layout=layout, activations=ActivationInputs(model=sm.model, workload=work, layout=layout))  # fmt: skip
+    engine = memory(
+        sm.params,
+        resolve("h100").profile,
+        optimizer=sm.optimizer,
+        precision=sm.precision,
+        gpus=gpus,
+        layout=layout,
+        activations=ActivationInputs(model=sm.model, workload=work, layout=layout),
+    )
     assert sm.memory_bytes(k) == pytest.approx(engine.per_gpu_bytes, rel=1e-12)
 
 
@@ -318,8 +341,9 @@ def test_routed_experts_sync_over_their_own_data_parallel_group() -> None:
     64 DP ranks, each GPU's 1/8 of the experts over the 8 ranks that hold the same experts."""
     cluster = find("dgx-h100").cluster
     preset = get_preset("mixtral-8x7b")
-    sm = StepModel(preset.model, 4096, 512, machine(cluster, resolve(cluster.device).profile),
-                   overlap_grad_reduce=False)  # fmt: skip
+    sm = StepModel(
+        preset.model, 4096, 512, machine(cluster, resolve(cluster.device).profile), overlap_grad_reduce=False
+    )
     experts = float(preset.model.expert_params())
     assert 0.9 < experts / sm.params < 1  # nearly all of Mixtral is experts
     k = Knobs(1, 1, 64, 1, 8, 1, 1, False, Recompute.full, Sharding.none)
@@ -374,9 +398,27 @@ def test_candidates_respect_divisibility() -> None:
 
 
 def test_step_json_has_the_documented_fields(napkin: Run) -> None:
-    r = napkin("step", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--cluster",
-               "dgx-h100", "-t", "8", "--pipeline-parallel", "4", "--sequence-parallel", "--recompute", "selective",
-               "--sharding", "zero1", "--json")  # fmt: skip
+    r = napkin(
+        "step",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "512",
+        "--global-batch-tokens",
+        "4M",
+        "--cluster",
+        "dgx-h100",
+        "-t",
+        "8",
+        "--pipeline-parallel",
+        "4",
+        "--sequence-parallel",
+        "--recompute",
+        "selective",
+        "--sharding",
+        "zero1",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     for key in ("step_seconds", "mfu", "hfu", "tokens_per_second", "breakdown", "per_gpu_bytes", "fits"):
@@ -386,8 +428,20 @@ def test_step_json_has_the_documented_fields(napkin: Run) -> None:
 
 
 def test_no_overlap_grad_reduce_exposes_the_whole_gradient_all_reduce(napkin: Run) -> None:
-    args = ("step", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "64", "--cluster", "dgx-h100",
-            "--sharding", "none", "--json")  # fmt: skip
+    args = (
+        "step",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "64",
+        "--global-batch",
+        "64",
+        "--cluster",
+        "dgx-h100",
+        "--sharding",
+        "none",
+        "--json",
+    )
     overlapped = json.loads(napkin(*args).stdout)["breakdown"]["data_parallel"]
     exposed = json.loads(napkin(*args, "--no-overlap-grad-reduce").stdout)["breakdown"]["data_parallel"]
     cluster = find("dgx-h100").cluster
@@ -402,10 +456,37 @@ def test_no_overlap_grad_reduce_exposes_the_whole_gradient_all_reduce(napkin: Ru
 
 def test_the_1t_row_from_the_command_line(napkin: Run) -> None:
     """Narayanan Table 1's 1T run typed as flags: 163 teraFLOP/s per GPU published, napkin within 10 %."""
-    r = napkin("step", "--layers", "128", "--hidden", "25600", "--heads", "160", "--vocab", "51200", "--seq", "2048",
-               "--dropout", "--gpus", "3072", "-t", "8", "--pipeline-parallel", "64", "--global-batch", "3072",
-               "--cluster", "dgx-a100", "--recompute", "full", "--sharding", "none", "--no-overlap-grad-reduce",
-               "--no-gradient-accumulation-fusion", "--json")  # fmt: skip
+    r = napkin(
+        "step",
+        "--layers",
+        "128",
+        "--hidden",
+        "25600",
+        "--heads",
+        "160",
+        "--vocab",
+        "51200",
+        "--seq",
+        "2048",
+        "--dropout",
+        "--gpus",
+        "3072",
+        "-t",
+        "8",
+        "--pipeline-parallel",
+        "64",
+        "--global-batch",
+        "3072",
+        "--cluster",
+        "dgx-a100",
+        "--recompute",
+        "full",
+        "--sharding",
+        "none",
+        "--no-overlap-grad-reduce",
+        "--no-gradient-accumulation-fusion",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["achieved_flops_per_gpu"] / 1e12 == pytest.approx(163, rel=0.10)
@@ -415,7 +496,7 @@ def test_the_1t_row_from_the_command_line(napkin: Run) -> None:
 
 
 def test_explain_wraps_under_its_own_indent() -> None:
-    from napkin import render
+    from napkin.results import render
 
     result = api.step(model="llama3-8b", gpus=8, global_batch=16, hardware="h100", flash_attention=True)
     lines = render.plain(render.explanation(result.steps, columns=80), width=80).splitlines()
@@ -426,21 +507,27 @@ def test_explain_wraps_under_its_own_indent() -> None:
 
 
 def test_step_explain_shows_every_term(napkin: Run) -> None:
-    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--hardware", "h100",
-               "--explain")  # fmt: skip
+    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--hardware", "h100", "--explain")
     assert r.exit_code == 0, r.stderr
-    for term in ("achievable matmul rate", "tensor-parallel comm", "pipeline bubble", "data-parallel comm",
-                 "optimizer step", "MFU", "fits?"):  # fmt: skip
+    for term in (
+        "achievable matmul rate",
+        "tensor-parallel comm",
+        "pipeline bubble",
+        "data-parallel comm",
+        "optimizer step",
+        "MFU",
+        "fits?",
+    ):
         assert term in r.stdout
 
 
 def test_plan_command_prints_a_ranked_table(napkin: Run) -> None:
-    r = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--cluster",
-               "dgx-h100")  # fmt: skip
+    r = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--cluster", "dgx-h100")
     assert r.exit_code == 0, r.stderr
     assert re.search(r"^\s*1\s+TP\d", r.stdout, re.MULTILINE) and "wins with MFU" in r.stdout
-    data = json.loads(napkin("plan", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "512", "--json",
-                             "--top", "2").stdout)  # fmt: skip
+    data = json.loads(
+        napkin("plan", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "512", "--json", "--top", "2").stdout
+    )
     assert len(data["layouts"]) == 2 and data["layouts"][0]["fits"]
 
 
@@ -469,15 +556,38 @@ def test_bad_input_is_one_line_and_exit_2(napkin: Run, args: list[str], message:
 
 
 def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) -> None:
-    r = napkin("train-time", "--model", "llama3-70b", "--tokens", "15T", "--gpus", "1024", "--cluster", "dgx-h100",
-               "--mfu", "predicted", "--json")  # fmt: skip
+    r = napkin(
+        "train-time",
+        "--model",
+        "llama3-70b",
+        "--tokens",
+        "15T",
+        "--gpus",
+        "1024",
+        "--cluster",
+        "dgx-h100",
+        "--mfu",
+        "predicted",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     best = api.plan(model="llama3-70b", gpus=1024, global_batch_tokens="4M", cluster="dgx-h100", top=1).layouts[0]
     assert data["mfu"] == pytest.approx(best.mfu) and data["layout"].startswith(best.layout_text)
     assert data["hardware"] == "h100-sxm"
-    text = napkin("train-time", "--model", "llama3-70b", "--tokens", "15T", "--gpus", "1024", "--cluster",
-                  "dgx-h100", "--mfu", "predicted").stdout  # fmt: skip
+    text = napkin(
+        "train-time",
+        "--model",
+        "llama3-70b",
+        "--tokens",
+        "15T",
+        "--gpus",
+        "1024",
+        "--cluster",
+        "dgx-h100",
+        "--mfu",
+        "predicted",
+    ).stdout
     assert "predicted for TP" in text
     bad = napkin("train-time", "--params", "70B", "--tokens", "15T", "--gpus", "1024", "--mfu", "predicted")
     assert bad.exit_code == 2 and "predicted needs" in bad.stderr
@@ -489,8 +599,15 @@ def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) ->
         bad = napkin(*base, "--mfu", "predicted", *extra)
         assert bad.exit_code == 2 and bad.stderr.startswith("napkin: error: " + message), bad.stderr
     flash = json.loads(napkin(*base, "--mfu", "predicted", "--flash-attention", "--causal", "--json").stdout)
-    fast = api.plan(model="llama3-70b", gpus=1024, global_batch_tokens="4M", cluster="dgx-h100", top=1,
-                    flash_attention=True, causal=True).layouts[0]  # fmt: skip
+    fast = api.plan(
+        model="llama3-70b",
+        gpus=1024,
+        global_batch_tokens="4M",
+        cluster="dgx-h100",
+        top=1,
+        flash_attention=True,
+        causal=True,
+    ).layouts[0]
     assert flash["mfu"] == pytest.approx(fast.mfu) and fast.mfu > best.mfu
     assert napkin(*base, "--flash-attention").exit_code == 2  # meaningful only for a predicted MFU
 
@@ -500,8 +617,9 @@ def test_plan_benchmark_example_runs() -> None:
     import sys
 
     script = Path(__file__).resolve().parent.parent / "examples" / "plan_benchmark.py"
-    out = subprocess.run([sys.executable, str(script), "--repeat", "1"], capture_output=True, text=True, timeout=120,
-                         check=False)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, str(script), "--repeat", "1"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert out.returncode == 0, out.stderr
     assert "layouts enumerated: 2,592" in out.stdout and "layouts/s" in out.stdout
     assert "deepseek-v3 on 1,024 GPUs: 12,648 layouts" in out.stdout
@@ -520,8 +638,9 @@ def test_plan_plot_draws_an_svg_and_keeps_an_existing_file(napkin: Run, tmp_path
     assert napkin(*args, "--force").exit_code == 0
 
 
-def test_plan_plot_without_matplotlib_says_which_extra(napkin: Run, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_plan_plot_without_matplotlib_says_which_extra(
+    napkin: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
@@ -542,8 +661,9 @@ def test_the_global_batch_is_required_and_never_silently_rounded(napkin: Run) ->
     assert "4,000,000 tokens is 488.3 sequences of 8,192; using 488 (3,997,696 tokens)" in rounded.stderr
     exact = napkin(*base, "--global-batch-tokens", "4M")
     assert exact.exit_code == 0 and "sequences of" not in exact.stderr  # 4·2^20 = 512 × 8,192 exactly
-    uneven = napkin("step", "--model", "llama3-70b", "--gpus", "512", "-t", "4", "--cluster", "dgx-h100",
-                    "--global-batch", "488")  # fmt: skip
+    uneven = napkin(
+        "step", "--model", "llama3-70b", "--gpus", "512", "-t", "4", "--cluster", "dgx-h100", "--global-batch", "488"
+    )
     assert uneven.exit_code == 2 and "multiple of --micro-batch × data parallel (1 × 128 = 128)" in uneven.stderr
 
 
@@ -562,26 +682,55 @@ def test_impossible_splits_of_a_sequence_are_refused(napkin: Run) -> None:
 
 
 def test_the_reserve_is_shown_where_the_verdict_is(napkin: Run) -> None:
-    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--hardware", "h100",
-               "--reserve", "4GB")  # fmt: skip
+    r = napkin(
+        "step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--hardware", "h100", "--reserve", "4GB"
+    )
     assert r.exit_code == 0 and "less 4 GB (3.73 GiB) reserved: " in r.stdout
-    data = json.loads(napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--hardware",
-                             "h100", "--reserve", "4GB", "--json").stdout)  # fmt: skip
+    data = json.loads(
+        napkin(
+            "step",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "8",
+            "--global-batch",
+            "16",
+            "--hardware",
+            "h100",
+            "--reserve",
+            "4GB",
+            "--json",
+        ).stdout
+    )
     assert data["reserve_bytes"] == 4e9
 
 
 def test_a_changed_preset_and_a_longer_sequence_are_said() -> None:
     plain = api.step(model="llama3-70b", gpus=64, tensor_parallel=8, global_batch=64, cluster="dgx-h100")
     assert plain.model == "llama3-70b" and not any("context" in n for n in plain.notes)
-    changed = api.step(model="llama3-70b", gpus=64, tensor_parallel=8, global_batch=64, cluster="dgx-h100",
-                       seq="16k", hidden=4096)  # fmt: skip
+    changed = api.step(
+        model="llama3-70b", gpus=64, tensor_parallel=8, global_batch=64, cluster="dgx-h100", seq="16k", hidden=4096
+    )
     assert changed.model == "llama3-70b (modified)"
     assert "seq 16,384 is longer than the model's context of 8,192 tokens" in changed.notes
 
 
 def test_interleaving_needs_micro_batches_in_multiples_of_the_stages(napkin: Run) -> None:
-    args = ("step", "--model", "gpt3-175b", "--gpus", "64", "-t", "8", "--pipeline-parallel", "8", "--interleave",
-            "2", "--hardware", "a100")  # fmt: skip
+    args = (
+        "step",
+        "--model",
+        "gpt3-175b",
+        "--gpus",
+        "64",
+        "-t",
+        "8",
+        "--pipeline-parallel",
+        "8",
+        "--interleave",
+        "2",
+        "--hardware",
+        "a100",
+    )
     bad = napkin(*args, "--global-batch", "12")
     assert bad.exit_code == 2 and bad.stderr.startswith("napkin: error: --interleave: the interleaved schedule needs")
     assert "(12) that is a multiple of --pipeline-parallel (8)" in bad.stderr
@@ -598,8 +747,15 @@ def test_plan_verdict_never_calls_a_faster_layout_slower() -> None:
 
 def test_plan_rows_are_distinct_and_show_sequence_parallelism() -> None:
     """With FlashAttention, selective recomputation recomputes nothing: the plan does not list it twice."""
-    result = api.plan(model="llama3-70b", gpus=512, global_batch_tokens="4M", cluster="dgx-h100", top=10,
-                      flash_attention=True, causal=True)  # fmt: skip
+    result = api.plan(
+        model="llama3-70b",
+        gpus=512,
+        global_batch_tokens="4M",
+        cluster="dgx-h100",
+        top=10,
+        flash_attention=True,
+        causal=True,
+    )
     rows = [tuple(row) for row in result.body()]
     assert len({row[1:] for row in rows}) == len(rows)
     assert all(r.layout.recompute is not Recompute.selective for r in result.layouts)
@@ -607,8 +763,15 @@ def test_plan_rows_are_distinct_and_show_sequence_parallelism() -> None:
 
 
 def test_the_readme_gives_the_flash_attention_mfu_of_its_plan() -> None:
-    result = api.plan(model="llama3-70b", gpus=512, global_batch_tokens="4M", cluster="dgx-h100", top=1,
-                      flash_attention=True, causal=True)  # fmt: skip
+    result = api.plan(
+        model="llama3-70b",
+        gpus=512,
+        global_batch_tokens="4M",
+        cluster="dgx-h100",
+        top=1,
+        flash_attention=True,
+        causal=True,
+    )
     text = " ".join(README.read_text(encoding="utf-8").split())
     assert f"with `--flash-attention --causal` the same plan predicts MFU {result.layouts[0].mfu:.2f}," in text
 
@@ -670,23 +833,77 @@ def test_an_uneven_pipeline_runs_between_its_lighter_and_heavier_even_neighbours
 def test_llama_405b_on_eight_stages_splits_126_layers_and_says_so(napkin: Run) -> None:
     """NVIDIA's Llama 3.1 405B layout (TP 8, PP 8, CP 2, VP 8 on 1,024 H100s) needs 126 layers on 8 stages:
     napkin runs it at the pace of a 16-layer stage and says how it split them."""
-    r = napkin("step", "--model", "llama3.1-405b", "--gpus", "1024", "-t", "8", "--pipeline-parallel", "8",
-               "--context-parallel", "2", "--interleave", "8", "--global-batch", "512", "--cluster", "dgx-h100",
-               "--flash-attention", "--causal", "--sequence-parallel", "--sharding", "zero1", "--dtype", "fp8",
-               "--json")  # fmt: skip
+    r = napkin(
+        "step",
+        "--model",
+        "llama3.1-405b",
+        "--gpus",
+        "1024",
+        "-t",
+        "8",
+        "--pipeline-parallel",
+        "8",
+        "--context-parallel",
+        "2",
+        "--interleave",
+        "8",
+        "--global-batch",
+        "512",
+        "--cluster",
+        "dgx-h100",
+        "--flash-attention",
+        "--causal",
+        "--sequence-parallel",
+        "--sharding",
+        "zero1",
+        "--dtype",
+        "fp8",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     assert "126 layers over 8 pipeline stages: stages 2-7 hold 16 layers and stages 1, 8 hold 15" in r.stderr
-    even = napkin("step", "--model", "llama3.1-405b", "--layers", "128", "--gpus", "1024", "-t", "8",
-                  "--pipeline-parallel", "8", "--context-parallel", "2", "--interleave", "8", "--global-batch", "512",
-                  "--cluster", "dgx-h100", "--flash-attention", "--causal", "--sequence-parallel", "--sharding",
-                  "zero1", "--dtype", "fp8", "--json")  # fmt: skip
+    even = napkin(
+        "step",
+        "--model",
+        "llama3.1-405b",
+        "--layers",
+        "128",
+        "--gpus",
+        "1024",
+        "-t",
+        "8",
+        "--pipeline-parallel",
+        "8",
+        "--context-parallel",
+        "2",
+        "--interleave",
+        "8",
+        "--global-batch",
+        "512",
+        "--cluster",
+        "dgx-h100",
+        "--flash-attention",
+        "--causal",
+        "--sequence-parallel",
+        "--sharding",
+        "zero1",
+        "--dtype",
+        "fp8",
+        "--json",
+    )
     uneven, full = json.loads(r.stdout), json.loads(even.stdout)
     assert uneven["stage_layers"] == [15, 16, 16, 16, 16, 16, 16, 15] and full["stage_layers"] == [16] * 8
     # 16-layer stages pace both; the 128-layer model's last stage adds the output layer and loss to its 16, so
     # its compute is larger by exactly 64 micro-batches' logits
     cluster = find("dgx-h100").cluster
-    sm = StepModel(get_preset("llama3.1-405b").model, 8192, 512, machine(cluster, resolve(cluster.device).profile, "fp8"),
-                   flash_attention=True, causal=True)  # fmt: skip
+    sm = StepModel(
+        get_preset("llama3.1-405b").model,
+        8192,
+        512,
+        machine(cluster, resolve(cluster.device).profile, "fp8"),
+        flash_attention=True,
+        causal=True,
+    )
     logits = sm.layer_passes(Knobs(8, 8, 8, 2, 1, 8, 1, True, Recompute.none, Sharding.zero1))[4]
     assert full["breakdown"]["compute"] - uneven["breakdown"]["compute"] == pytest.approx(64 * logits, rel=1e-6)
     assert uneven["breakdown"]["tensor_parallel"] == pytest.approx(full["breakdown"]["tensor_parallel"], rel=1e-9)

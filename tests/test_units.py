@@ -16,11 +16,21 @@ from napkin.errors import UsageError
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("70e9", 70e9), ("70B", 70e9), ("70b", 70e9), ("1.5T", 1.5e12), ("15e12", 15e12),
-        ("70_000_000_000", 70e9), ("7M", 7e6), ("7m", 7e6), ("12K", 12e3), (" 3 ", 3.0), ("2.5 B", 2.5e9),
-        ("1e3", 1000.0), (".5T", 0.5e12),
+        ("70e9", 70e9),
+        ("70B", 70e9),
+        ("70b", 70e9),
+        ("1.5T", 1.5e12),
+        ("15e12", 15e12),
+        ("70_000_000_000", 70e9),
+        ("7M", 7e6),
+        ("7m", 7e6),
+        ("12K", 12e3),
+        (" 3 ", 3.0),
+        ("2.5 B", 2.5e9),
+        ("1e3", 1000.0),
+        (".5T", 0.5e12),
     ],
-)  # fmt: skip
+)
 def test_parse_count(text: str, value: float) -> None:
     assert units.parse_count(text, "--params") == pytest.approx(value, rel=1e-15)
 
@@ -28,10 +38,17 @@ def test_parse_count(text: str, value: float) -> None:
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("80GB", 80e9), ("80 GB", 80e9), ("80 GiB", 80 * 2**30), ("80gIB", 80 * 2**30), ("512 MiB", 512 * 2**20),
-        ("1.5 TB", 1.5e12), ("8e10", 8e10), ("1024 B", 1024.0), ("3 bytes", 3.0),
+        ("80GB", 80e9),
+        ("80 GB", 80e9),
+        ("80 GiB", 80 * 2**30),
+        ("80gIB", 80 * 2**30),
+        ("512 MiB", 512 * 2**20),
+        ("1.5 TB", 1.5e12),
+        ("8e10", 8e10),
+        ("1024 B", 1024.0),
+        ("3 bytes", 3.0),
     ],
-)  # fmt: skip
+)
 def test_parse_bytes(text: str, value: float) -> None:
     assert units.parse_bytes(text) == pytest.approx(value, rel=1e-15)
 

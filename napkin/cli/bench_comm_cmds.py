@@ -16,8 +16,10 @@ from napkin.cli.common import JsonOpt, boundary, emit, note, progress
 from napkin.errors import UsageError
 from napkin.units import format_bandwidth
 
-TORCHRUN_HINT = ("multi-node: torchrun --nnodes N --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT "
-                 "-m napkin bench all-reduce --backend nccl")  # fmt: skip
+TORCHRUN_HINT = (
+    "multi-node: torchrun --nnodes N --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT "
+    "-m napkin bench all-reduce --backend nccl"
+)
 
 
 class Backend(StrEnum):
@@ -50,7 +52,7 @@ def _command(op: str) -> Any:
     ) -> None:
         import time
 
-        from napkin import bench_comm
+        from napkin.live import bench_comm
 
         started = time.time()  # the budget counts from here: importing torch is part of it
         with boundary():
@@ -58,15 +60,22 @@ def _command(op: str) -> Any:
             seconds = units.parse_duration(budget, "--budget")
             size_list = bench_comm.parse_sizes(sizes) if sizes else list(bench_comm.DEFAULT_SIZES)
             if save:
-                from napkin.cluster import find
+                from napkin.systems.cluster import find
 
                 if cluster is None:
                     raise UsageError("--save: give --cluster NAME, the cluster this ran on (see 'napkin cluster list')")
                 find(cluster)
             bench_comm.prepare(op, backend.value, n, seconds, size_list)  # errors before the progress bar
             with progress(op) as update:
-                result = bench_comm.run(op, backend=backend.value, world_size=n, budget=seconds, sizes=size_list,
-                                        progress=update, started=started)  # fmt: skip
+                result = bench_comm.run(
+                    op,
+                    backend=backend.value,
+                    world_size=n,
+                    budget=seconds,
+                    sizes=size_list,
+                    progress=update,
+                    started=started,
+                )
             if result is None:  # a rank other than 0 under torchrun: rank 0 reports
                 return
             if save and cluster is not None:
@@ -75,8 +84,10 @@ def _command(op: str) -> Any:
                     note(f"saved {op} busbw {format_bandwidth(result.best.busbw)} for {cluster} in {path}")
         emit(result, as_json)
 
-    command.__doc__ = (f"Measure {op} algbw/busbw on torch.distributed as nccl-tests does (local processes, or "
-                       f"one rank of a torchrun job; {TORCHRUN_HINT}).")  # fmt: skip
+    command.__doc__ = (
+        f"Measure {op} algbw/busbw on torch.distributed as nccl-tests does (local processes, or "
+        f"one rank of a torchrun job; {TORCHRUN_HINT})."
+    )
     return command
 
 

@@ -12,8 +12,9 @@ import typer
 from napkin.cli.common import ExplainOpt, JsonOpt, boundary, fail, run, warn
 from napkin.errors import ProfileError, UsageError
 
-comm_app = typer.Typer(help="Collective communication time on a cluster (α–β model, nccl-tests bandwidths).",
-                       no_args_is_help=True)  # fmt: skip
+comm_app = typer.Typer(
+    help="Collective communication time on a cluster (α–β model, nccl-tests bandwidths).", no_args_is_help=True
+)
 cluster_app = typer.Typer(help="Cluster profiles: list, inspect, copy, edit and validate them.", no_args_is_help=True)
 
 
@@ -33,15 +34,22 @@ ClusterFileOpt = Annotated[
 ]
 AlgorithmOpt = Annotated[
     str,
-    typer.Option("--algorithm", "-a", metavar="auto|ring|tree|nvls|pairwise|p2p",
-                 help="auto picks the fastest the cluster supports."),
-]  # fmt: skip
+    typer.Option(
+        "--algorithm",
+        "-a",
+        metavar="auto|ring|tree|nvls|pairwise|p2p",
+        help="auto picks the fastest the cluster supports.",
+    ),
+]
 RanksOpt = Annotated[
     str | None,
-    typer.Option("--ranks-per-node", metavar="R",
-                 help="Ranks of the group per scale-up domain (default: packed, min(n, domain size)); "
-                      "1 = one rank per node, as a data-parallel group beside TP=8."),
-]  # fmt: skip
+    typer.Option(
+        "--ranks-per-node",
+        metavar="R",
+        help="Ranks of the group per scale-up domain (default: packed, min(n, domain size)); "
+        "1 = one rank per node, as a data-parallel group beside TP=8.",
+    ),
+]
 BandwidthOpt = Annotated[
     str,
     typer.Option(
@@ -68,10 +76,23 @@ def _register(op: str, doc: str) -> None:
     ) -> None:
         from napkin import api
 
-        run(api.collective, {"op": op, "bytes": nbytes, "params": params, "dtype": dtype, "gpus": gpus,
-                             "cluster": cluster, "cluster_file": cluster_file, "algorithm": algorithm,
-                             "ranks_per_node": ranks_per_node, "bandwidth": bandwidth, "json": as_json,
-                             "explain": explain})  # fmt: skip
+        run(
+            api.collective,
+            {
+                "op": op,
+                "bytes": nbytes,
+                "params": params,
+                "dtype": dtype,
+                "gpus": gpus,
+                "cluster": cluster,
+                "cluster_file": cluster_file,
+                "algorithm": algorithm,
+                "ranks_per_node": ranks_per_node,
+                "bandwidth": bandwidth,
+                "json": as_json,
+                "explain": explain,
+            },
+        )
 
     command.__doc__ = doc
     comm_app.command(op)(command)
@@ -114,7 +135,7 @@ def cluster_validate(
     paths: Annotated[list[Path] | None, typer.Argument(help="Files to check (default: every cluster found).")] = None,
 ) -> None:
     """Check cluster files; each problem as file:line: field: message. Exit 1 if any is invalid."""
-    from napkin.cluster import load_catalog, parse_cluster
+    from napkin.systems.cluster import load_catalog, parse_cluster
 
     problems: list[str] = []
     if paths:
@@ -145,9 +166,9 @@ def cluster_new(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing user cluster of that name.")] = False,
 ) -> None:
     """Copy a cluster profile into your user directory for editing (never overwrites without --force)."""
-    from napkin.cluster import copy_text, find, parse_cluster, user_cluster_dir
-    from napkin.files import write_atomic
-    from napkin.profiles import SLUG_RULE, is_slug
+    from napkin.io.files import write_atomic
+    from napkin.systems.cluster import copy_text, find, parse_cluster, user_cluster_dir
+    from napkin.systems.profiles import SLUG_RULE, is_slug
 
     with boundary():
         if not is_slug(name):
@@ -165,9 +186,9 @@ def cluster_new(
 def cluster_edit(name: NameArg) -> None:
     """Open your copy of a cluster in $EDITOR (creating it if needed); keep it only if it validates."""
     from napkin.cli.hardware_cmds import _edit
-    from napkin.cluster import copy_text, find, parse_cluster, user_cluster_dir
-    from napkin.files import locked, read_text, write_atomic
-    from napkin.profiles import normalize
+    from napkin.io.files import locked, read_text, write_atomic
+    from napkin.systems.cluster import copy_text, find, parse_cluster, user_cluster_dir
+    from napkin.systems.profiles import normalize
 
     with boundary():
         directory = user_cluster_dir()
@@ -189,7 +210,7 @@ def cluster_edit(name: NameArg) -> None:
 @cluster_app.command("schema")
 def cluster_schema() -> None:
     """Print the JSON Schema of a cluster file (for editors: yaml-language-server)."""
-    from napkin.cluster import schema
+    from napkin.systems.cluster import schema
 
     typer.echo(json.dumps(schema(), indent=2, ensure_ascii=False))
 

@@ -13,19 +13,19 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from pydantic import ValidationError
 
-from napkin.choices import Dtype
+from napkin.domain.choices import Dtype
 from napkin.errors import NapkinError, UsageError
 
 if TYPE_CHECKING:  # the engines are imported by the commands that use them, not at startup
-    from napkin.profiles import LoadedProfile
-    from napkin.result import Result
+    from napkin.results.result import Result
+    from napkin.systems.profiles import LoadedProfile
 
 from typer._click import exceptions as click_exceptions  # typer vendors click (pyproject: typer>=0.29)
 
 
 def _line(message: str) -> str:
     """One line, safe for a terminal: file-sourced text may hold escape sequences or newlines."""
-    from napkin.yamlio import clean
+    from napkin.io.yamlio import clean
 
     return clean(message).replace("\n", " ").replace("\t", " ")
 
@@ -56,12 +56,13 @@ def wrapped(text: str, columns: int | None) -> str:
 
     if columns is None or len(text) <= columns:
         return text
-    return textwrap.fill(text, max(columns, 40), subsequent_indent=" " * len("napkin: "), break_long_words=False,
-                         break_on_hyphens=False)  # fmt: skip
+    return textwrap.fill(
+        text, max(columns, 40), subsequent_indent=" " * len("napkin: "), break_long_words=False, break_on_hyphens=False
+    )
 
 
 def warn(message: str) -> None:
-    from napkin.terminal import stderr_columns
+    from napkin.io.terminal import stderr_columns
 
     typer.echo(wrapped(f"napkin: warning: {_line(message)}", stderr_columns()), err=True)
 
@@ -69,7 +70,7 @@ def warn(message: str) -> None:
 def note(message: str) -> None:
     """Information that belongs with the result but is neither a result nor a warning (stderr); wrapped to the
     terminal when stderr is one."""
-    from napkin.terminal import stderr_columns
+    from napkin.io.terminal import stderr_columns
 
     typer.echo(wrapped(f"napkin: {_line(message)}", stderr_columns()), err=True)
 
@@ -140,10 +141,18 @@ def dumps(data: Any, *, non_finite_ok: bool = False) -> str:
 
 #: Library keywords whose command-line flag is not simply ``--`` + the keyword with dashes.
 FLAGS = {
-    "seconds": "--days/--hours", "m": "M", "k": "K", "n": "N", "shape": "SHAPE", "name": "NAME", "names": "NAMES",
+    "seconds": "--days/--hours",
+    "m": "M",
+    "k": "K",
+    "n": "N",
+    "shape": "SHAPE",
+    "name": "NAME",
+    "names": "NAMES",
     # Layout's own field names, as its errors use them (napkin.Layout(tensor=…)), and the flags that set them
-    "tensor": "--tensor-parallel", "pipeline": "--pipeline-parallel", "expert": "--expert-parallel",
-}  # fmt: skip
+    "tensor": "--tensor-parallel",
+    "pipeline": "--pipeline-parallel",
+    "expert": "--expert-parallel",
+}
 
 
 def flag(field: str) -> str:
@@ -182,8 +191,8 @@ class NapkinGroup(typer.core.TyperGroup):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
-        if "napkin.profiles" in sys.modules:  # notes belong to the command that resolved the profile
-            sys.modules["napkin.profiles"].take_notes()
+        if "napkin.systems.profiles" in sys.modules:  # notes belong to the command that resolved the profile
+            sys.modules["napkin.systems.profiles"].take_notes()
         try:
             rv = super().main(*args, **kwargs)
         except click_exceptions.NoArgsIsHelpError:
@@ -209,7 +218,7 @@ class NapkinGroup(typer.core.TyperGroup):
 def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:
     """The one output path: ``result`` as JSON (base units, strict) or as its own table; its warnings and
     notes (and the resolved profiles' notes) on stderr; with ``explain`` the derivation after the table."""
-    if "napkin.profiles" in sys.modules:
+    if "napkin.systems.profiles" in sys.modules:
         print_notes()
     for message in result.warnings:
         warn(message)
@@ -220,7 +229,7 @@ def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:
     if as_json:  # (a table never shows a non-finite number either: dumps checked it)
         typer.echo(text)
         return
-    from napkin import render as r
+    from napkin.results import render as r
 
     out = r.console()
     for renderable in result.renderables():
@@ -234,7 +243,7 @@ def progress(label: str) -> Iterator[Callable[[str, float], None]]:
     """A transient progress bar on stderr for a measurement; yields ``update(description, fraction_done)``."""
     from rich.progress import Progress
 
-    from napkin import render as r
+    from napkin.results import render as r
 
     with Progress(transient=True, console=r.console(stderr=True)) as bar:
         task = bar.add_task(label, total=1.0)
@@ -265,10 +274,13 @@ ExplainOpt = Annotated[
 HardwareOpt = Annotated[
     str | None,
     typer.Option(
-        "--hardware", "-H", metavar="NAME", show_default="$NAPKIN_HARDWARE, else h100",
+        "--hardware",
+        "-H",
+        metavar="NAME",
+        show_default="$NAPKIN_HARDWARE, else h100",
         help="Hardware profile name or alias (see 'napkin hardware list').",
     ),
-]  # fmt: skip
+]
 HardwareFileOpt = Annotated[
     Path | None,
     typer.Option("--hardware-file", metavar="PATH", help="Use this profile YAML file instead of a named profile."),
@@ -279,7 +291,7 @@ DtypeOpt = Annotated[
 
 
 def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile:
-    from napkin.profiles import resolve
+    from napkin.systems.profiles import resolve
 
     if name is not None and hardware_file is not None:
         raise UsageError("give --hardware or --hardware-file, not both")
@@ -290,12 +302,22 @@ def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile
 
 def print_notes() -> None:
     """Say what the resolved profiles' notes say ("h100-sxm → your profile at …"), once each."""
-    from napkin.profiles import take_notes
+    from napkin.systems.profiles import take_notes
 
     for message in take_notes():
         note(message)
 
 
 __all__ = [
-    "boundary", "dumps", "emit", "fail", "flag", "load_hardware", "note", "print_notes", "progress", "run", "warn",
-]  # fmt: skip
+    "boundary",
+    "dumps",
+    "emit",
+    "fail",
+    "flag",
+    "load_hardware",
+    "note",
+    "print_notes",
+    "progress",
+    "run",
+    "warn",
+]

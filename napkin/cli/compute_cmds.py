@@ -104,10 +104,15 @@ def flops_train(**options: Any) -> None:
 
 @app.command("optimal")
 @command(
-    [_text("compute", "Training compute budget in FLOPs.", "FLOPS", "--compute", "-C")], GPUS, DURATION,
-    [_text("mfu", "MFU used to turn GPUs × time into FLOPs.", "FRACTION", default="0.5")], HARDWARE, DTYPE, FIT,
+    [_text("compute", "Training compute budget in FLOPs.", "FLOPS", "--compute", "-C")],
+    GPUS,
+    DURATION,
+    [_text("mfu", "MFU used to turn GPUs × time into FLOPs.", "FRACTION", default="0.5")],
+    HARDWARE,
+    DTYPE,
+    FIT,
     OUTPUT,
-)  # fmt: skip
+)
 def optimal_command(**options: Any) -> None:
     """Compute-optimal model size N* and tokens D* (Chinchilla): the 20:1 rule and the fitted law."""
     from napkin import api

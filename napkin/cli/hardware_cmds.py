@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-from napkin.choices import Dtype
 from napkin.cli.common import (
     DtypeOpt,
     JsonOpt,
@@ -24,11 +23,11 @@ from napkin.cli.common import (
     run,
     warn,
 )
+from napkin.domain.choices import Dtype
 from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.yamlio import clean
+from napkin.io.yamlio import clean
 
-app = typer.Typer(help="Hardware profiles: list, inspect, compare, validate, copy and edit them.",
-                  no_args_is_help=True)  # fmt: skip
+app = typer.Typer(help="Hardware profiles: list, inspect, compare, validate, copy and edit them.", no_args_is_help=True)
 
 NameArg = Annotated[str, typer.Argument(help="Profile name or alias (see 'napkin hardware list').")]
 
@@ -74,8 +73,8 @@ def validate_command(
 ) -> None:
     """Check profile files; each problem is reported as file:line: field: message. Exit 1 if any is invalid."""
     from napkin.errors import NapkinError
-    from napkin.files import read_text
-    from napkin.profiles import load_catalog, parse_profile
+    from napkin.io.files import read_text
+    from napkin.systems.profiles import load_catalog, parse_profile
 
     problems: list[str] = []
     valid: list[str] = []
@@ -112,14 +111,14 @@ def validate_command(
 
 def _user_schema(directory: Path) -> None:
     """Keep a copy of the JSON Schema beside user profiles, so editors can complete fields."""
-    from napkin.files import write_atomic
-    from napkin.profiles import SCHEMA_FILE, schema
+    from napkin.io.files import write_atomic
+    from napkin.systems.profiles import SCHEMA_FILE, schema
 
     target = directory / SCHEMA_FILE
     import json
 
     from napkin.errors import NapkinError
-    from napkin.files import read_text
+    from napkin.io.files import read_text
 
     text = dumps(schema()) + "\n"
     if not target.exists() and not target.is_symlink():
@@ -150,8 +149,8 @@ def new_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a profile into your user directory for editing (never overwrites without --force)."""
-    from napkin.files import write_atomic
-    from napkin.profiles import (
+    from napkin.io.files import write_atomic
+    from napkin.systems.profiles import (
         SLUG_RULE,
         copy_text,
         is_builtin_name,
@@ -198,8 +197,8 @@ def edit_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Open your copy of a profile in $EDITOR (creating it if needed); keep it only if it validates."""
-    from napkin.files import locked, read_text, write_atomic
-    from napkin.profiles import copy_text, normalize, parse_profile, resolve, user_hardware_dir
+    from napkin.io.files import locked, read_text, write_atomic
+    from napkin.systems.profiles import copy_text, normalize, parse_profile, resolve, user_hardware_dir
 
     with boundary():
         directory = user_hardware_dir()
@@ -230,9 +229,13 @@ def edit_command(
 
 
 def _edit(
-    name: str, target: Path, read_text: Any, parse_profile: Any, write_atomic: Any,
+    name: str,
+    target: Path,
+    read_text: Any,
+    parse_profile: Any,
+    write_atomic: Any,
     command: str = "napkin hardware edit",
-) -> None:  # fmt: skip
+) -> None:
     """Edit ``target`` through a draft in $EDITOR; keep it only if ``parse_profile`` accepts it (clusters too)."""
     draft = _draft_of(target)
     if draft.exists():
@@ -247,16 +250,21 @@ def _edit(
         raise NapkinError(f"cannot run editor {editor!r}: {reason}; set $EDITOR") from None
     discard = f"'{command} {name} --discard' deletes it"
     if completed.returncode != 0:
-        raise NapkinError(f"editor {editor!r} exited with {completed.returncode}; {target} is unchanged "
-                          f"(your draft is kept at {draft}; {discard})")  # fmt: skip
+        raise NapkinError(
+            f"editor {editor!r} exited with {completed.returncode}; {target} is unchanged "
+            f"(your draft is kept at {draft}; {discard})"
+        )
     text = read_text(draft)
     try:
         parse_profile(text, str(draft))
     except ProfileError as exc:
         for line in exc.problems:
             typer.echo(clean(line), err=True)
-        fail(f"the edit is invalid, so {target} keeps its previous version; your edit is saved in {draft}: "
-             f"'{command} {name}' reopens it, {discard}", 1)  # fmt: skip
+        fail(
+            f"the edit is invalid, so {target} keeps its previous version; your edit is saved in {draft}: "
+            f"'{command} {name}' reopens it, {discard}",
+            1,
+        )
     write_atomic(target, text, overwrite=True)
     draft.unlink()
 
@@ -264,15 +272,21 @@ def _edit(
 @app.command("path")
 def path_command(as_json: JsonOpt = False) -> None:
     """The directories searched for profiles, highest priority first."""
-    from napkin.measurements import measurements_path
-    from napkin.presets import user_model_dirs
-    from napkin.profiles import search_path
+    from napkin.systems.measurements import measurements_path
+    from napkin.systems.presets import user_model_dirs
+    from napkin.systems.profiles import search_path
 
     entries = [(origin, str(d)) for origin, d in search_path()]
     if as_json:
-        typer.echo(dumps({"search_path": [{"origin": o, "path": p} for o, p in entries],
-                          "measurements": str(measurements_path()),
-                          "models": [str(d) for d in user_model_dirs()]}))  # fmt: skip
+        typer.echo(
+            dumps(
+                {
+                    "search_path": [{"origin": o, "path": p} for o, p in entries],
+                    "measurements": str(measurements_path()),
+                    "models": [str(d) for d in user_model_dirs()],
+                }
+            )
+        )
         return
     typer.echo("# --hardware-file PATH always wins; then, in order:")
     for origin, path in entries:
@@ -284,7 +298,7 @@ def path_command(as_json: JsonOpt = False) -> None:
 @app.command("schema")
 def schema_command() -> None:
     """Print the JSON Schema of a profile file (for editors: yaml-language-server)."""
-    from napkin.profiles import schema
+    from napkin.systems.profiles import schema
 
     typer.echo(dumps(schema()))
 

@@ -43,8 +43,21 @@ def inference_command(**options: Any) -> None:
 
 
 @app.command("kv-cache")
-@command(SERVED, KV, [_text("tensor_parallel", "TP degree (KV heads split, then replicated).", "INT",
-                            "--tensor-parallel", "-t", default="1")], OUTPUT)  # fmt: skip
+@command(
+    SERVED,
+    KV,
+    [
+        _text(
+            "tensor_parallel",
+            "TP degree (KV heads split, then replicated).",
+            "INT",
+            "--tensor-parallel",
+            "-t",
+            default="1",
+        )
+    ],
+    OUTPUT,
+)
 def kv_cache_command(**options: Any) -> None:
     """KV-cache bytes: 2·L·n_kv·d_h per token (MLA: L·(d_c + d_h^R)), × context × batch."""
     from napkin import api

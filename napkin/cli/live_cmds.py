@@ -24,8 +24,9 @@ from napkin.errors import UsageError
 from napkin.units import format_duration, format_rate
 
 app = typer.Typer()
-bench_app = typer.Typer(help="Measure what the hardware delivers (needs the 'bench' extra: torch).",
-                        no_args_is_help=True)  # fmt: skip
+bench_app = typer.Typer(
+    help="Measure what the hardware delivers (needs the 'bench' extra: torch).", no_args_is_help=True
+)
 
 
 class Device(StrEnum):
@@ -62,7 +63,7 @@ def bench_matmul(
     as_json: JsonOpt = False,
 ) -> None:
     """Time matmuls and compare the achieved FLOP/s with the profile's dense peak."""
-    from napkin import bench
+    from napkin.live import bench
 
     with boundary():
         dtypes = [d.strip() for d in dtype.split(",") if d.strip()]
@@ -76,7 +77,7 @@ def bench_matmul(
         if hardware is not None or hardware_file is not None:
             loaded = load_hardware(hardware, hardware_file)
         elif dev != "cpu":
-            from napkin.profiles import find_by_device
+            from napkin.systems.profiles import find_by_device
 
             loaded = find_by_device(name)
             if loaded is None:
@@ -104,16 +105,21 @@ def bench_matmul(
 
     emit(result, as_json)
     if not result.best:
-        fail(f"nothing measured within the {format_duration(seconds)} budget (see the reasons above); "
-             "raise --budget or pass smaller --sizes", 1)  # fmt: skip
+        fail(
+            f"nothing measured within the {format_duration(seconds)} budget (see the reasons above); "
+            "raise --budget or pass smaller --sizes",
+            1,
+        )
 
 
 def _save(result: Any, profile: Any, name: str, force: bool) -> None:
-    from napkin.bench import save_best
+    from napkin.live.bench import save_best
 
     if profile is None:
-        raise UsageError(f"--save: no hardware profile for {name!r}; pass --hardware NAME "
-                         "(for example one made with 'napkin hardware new my-gpu --from h100')")  # fmt: skip
+        raise UsageError(
+            f"--save: no hardware profile for {name!r}; pass --hardware NAME "
+            "(for example one made with 'napkin hardware new my-gpu --from h100')"
+        )
     path = save_best(result, profile, force=force)
     for dtype, rec in result.best.items():
         note(f"saved {dtype} {format_rate(rec.flops_per_second)} for {profile.name} in {path}")
@@ -127,7 +133,7 @@ def verify_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Check napkin's formulas against torch: FLOPs, optimizer memory, dtypes, activations, KV cache."""
-    from napkin import verify
+    from napkin.live import verify
 
     with boundary():
         result = verify.run(device.value)

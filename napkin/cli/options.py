@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from napkin.choices import Dtype, Fit, Mlp, Norm, Offload, Optimizer, Precision, Recompute, Sharding
+from napkin.domain.choices import Dtype, Fit, Mlp, Norm, Offload, Optimizer, Precision, Recompute, Sharding
 
 Group = list[inspect.Parameter]
 
@@ -122,13 +122,28 @@ WORKLOAD: Group = [
 def training_state(precision: Precision = Precision.fp32) -> Group:
     """Optimizer, precision (its default differs: fp32 for memory questions, mixed for step time) and reserve."""
     return [
-        _opt("optimizer", Optimizer, Optimizer.adamw, "--optimizer", "-o", metavar="NAME",
-             help="adamw, adam, sgd, adafactor, lion, adam-8bit, muon, … (see 'napkin optimizers')."),
-        _opt("precision", Precision, precision, "--precision", "-p", metavar="REGIME",
-             help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16."),
-        _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION",
-              default="0"),
-    ]  # fmt: skip
+        _opt(
+            "optimizer",
+            Optimizer,
+            Optimizer.adamw,
+            "--optimizer",
+            "-o",
+            metavar="NAME",
+            help="adamw, adam, sgd, adafactor, lion, adam-8bit, muon, … (see 'napkin optimizers').",
+        ),
+        _opt(
+            "precision",
+            Precision,
+            precision,
+            "--precision",
+            "-p",
+            metavar="REGIME",
+            help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16.",
+        ),
+        _text(
+            "reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION", default="0"
+        ),
+    ]
 
 
 TRAINING_STATE: Group = training_state()

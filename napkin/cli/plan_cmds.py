@@ -8,7 +8,6 @@ from typing import Any
 
 import typer
 
-from napkin.choices import Precision
 from napkin.cli.common import boundary, emit, run
 from napkin.cli.options import (
     CAUSAL,
@@ -24,38 +23,62 @@ from napkin.cli.options import (
     command,
     training_state,
 )
+from napkin.domain.choices import Precision
 
 app = typer.Typer()
 
-CLUSTER = [_text("cluster", "Cluster profile: device, node and fabrics (see 'napkin cluster list'); "
-                            "default: the built-in cluster of --hardware.", "NAME", "--cluster", "-c")]  # fmt: skip
+CLUSTER = [
+    _text(
+        "cluster",
+        "Cluster profile: device, node and fabrics (see 'napkin cluster list'); "
+        "default: the built-in cluster of --hardware.",
+        "NAME",
+        "--cluster",
+        "-c",
+    )
+]
 BATCH = [
     _text("global_batch", "B: global batch in sequences.", "INT"),
     _text("global_batch_tokens", "B in tokens, binary k/M as batch sizes are quoted (4M = 512 × 8192).", "TOKENS"),
     _flag("flash_attention", "FlashAttention: no s×s scores in memory or HBM traffic."),
 ]
-MICRO_BATCH = [_text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b",
-                     default="1")]  # fmt: skip
+MICRO_BATCH = [
+    _text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b", default="1")
+]
 STATE = training_state(Precision.mixed)
 #: The layout flags but --offload: the step model has no CPU offload (napkin memory does)
 STEP_LAYOUT = [option for option in LAYOUT if option.name != "offload"]
 OVERLAP = [
-    _opt("overlap_grad_reduce", bool, True, "--overlap-grad-reduce/--no-overlap-grad-reduce",
-         help="Overlap the data-parallel gradient reduction with the last backward pass (Megatron-LM's "
-              "--overlap-grad-reduce); without it the whole collective is exposed. DDP and ZeRO-1/2 only: "
-              "ZeRO-3 moves its traffic every micro-batch, under that micro-batch's compute."),
-    _opt("gradient_accumulation_fusion", bool, True,
-         "--gradient-accumulation-fusion/--no-gradient-accumulation-fusion",
-         help="Weight-gradient GEMMs accumulate into the stored gradients (Megatron-LM's default since 2022); "
-              "without it each micro-batch adds its gradients in a kernel of its own (PyTorch autograd, "
-              "Megatron-LM before 2022)."),
-]  # fmt: skip
+    _opt(
+        "overlap_grad_reduce",
+        bool,
+        True,
+        "--overlap-grad-reduce/--no-overlap-grad-reduce",
+        help="Overlap the data-parallel gradient reduction with the last backward pass (Megatron-LM's "
+        "--overlap-grad-reduce); without it the whole collective is exposed. DDP and ZeRO-1/2 only: "
+        "ZeRO-3 moves its traffic every micro-batch, under that micro-batch's compute.",
+    ),
+    _opt(
+        "gradient_accumulation_fusion",
+        bool,
+        True,
+        "--gradient-accumulation-fusion/--no-gradient-accumulation-fusion",
+        help="Weight-gradient GEMMs accumulate into the stored gradients (Megatron-LM's default since 2022); "
+        "without it each micro-batch adds its gradients in a kernel of its own (PyTorch autograd, "
+        "Megatron-LM before 2022).",
+    ),
+]
 TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
 PLOT = [
-    _opt("plot", Path | None, None, help="Also draw every fitting layout (step time vs memory) to this .svg "
-         "(needs the 'plot' extra).", metavar="PATH"),
+    _opt(
+        "plot",
+        Path | None,
+        None,
+        help="Also draw every fitting layout (step time vs memory) to this .svg (needs the 'plot' extra).",
+        metavar="PATH",
+    ),
     _flag("force", "Replace an existing --plot file."),
-]  # fmt: skip
+]
 
 
 @app.command("step")
@@ -87,7 +110,7 @@ def plan_command(**options: Any) -> None:
     as_json, explain = options.pop("json", False), options.pop("explain", False)
     with boundary():
         result = api.plan(**{k: v for k, v in options.items() if v is not None})
-        from napkin.plot import write_plan_svg
+        from napkin.results.plot import write_plan_svg
 
         write_plan_svg(result, plot, overwrite=force)
     emit(result, as_json, explain=explain)

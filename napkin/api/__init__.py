@@ -1,0 +1,60 @@
+"""The notebook API: one function per question, taking what the command line takes.
+
+    import napkin
+    run = napkin.train_time(params="70B", tokens="15T", gpus=1024, hardware="h100", mfu=(0.35, 0.5))
+    run.days          # 143.9…
+    run               # a table in a notebook, one line in a REPL; run.explain() for the derivation
+
+Every keyword of a command is a keyword here, under the same name (``--tensor-parallel`` is
+``tensor_parallel``); strings with units are accepted wherever the command accepts them, numbers too;
+hardware by name or as a profile object, a model by preset name or as a ``Model``. Unknown keywords
+raise ``TypeError``. Errors are ``UsageError`` naming the keyword (``field``). The CLI calls these very
+functions, so the two cannot drift apart.
+"""
+
+from napkin.api.catalog import (
+    cluster_list,
+    cluster_sheet,
+    dtypes,
+    hardware_compare,
+    hardware_list,
+    hardware_sheet,
+    models,
+    optimizers,
+    tensor,
+)
+from napkin.api.comm import collective
+from napkin.api.inputs import SHAPE_FIELDS, build_layout, build_model, get_cluster, get_hardware
+from napkin.api.planning import plan, step
+from napkin.api.serving import inference, kv_cache
+from napkin.api.sizing import max_model, memory
+from napkin.api.training import flops, matmul, mfu, optimal, train_time
+
+__all__ = [
+    "SHAPE_FIELDS",
+    "build_layout",
+    "build_model",
+    "cluster_list",
+    "cluster_sheet",
+    "collective",
+    "dtypes",
+    "flops",
+    "get_cluster",
+    "get_hardware",
+    "hardware_compare",
+    "hardware_list",
+    "hardware_sheet",
+    "inference",
+    "kv_cache",
+    "matmul",
+    "max_model",
+    "memory",
+    "mfu",
+    "models",
+    "optimal",
+    "optimizers",
+    "plan",
+    "step",
+    "tensor",
+    "train_time",
+]

@@ -1,0 +1,94 @@
+"""Questions about the catalogs: hardware, clusters, dtypes, optimizers, model presets, tensors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from napkin.api.inputs import choice
+from napkin.domain.choices import Dtype
+from napkin.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
+    pass
+
+from napkin.api.inputs import Number
+
+
+def hardware_list() -> Any:
+    """Every hardware profile napkin can see (built-in, yours, ``$NAPKIN_HARDWARE_PATH``) and any invalid file."""
+    from napkin.results.hardware_views import HardwareList
+    from napkin.systems.profiles import load_catalog
+
+    return HardwareList.of(load_catalog())
+
+
+def hardware_sheet(name: str | None = None, hardware_file: str | Path | None = None) -> Any:
+    """One profile with every field, unit and source (``napkin hardware show``)."""
+    from napkin.results.hardware_views import HardwareSheet
+    from napkin.systems.profiles import resolve
+
+    if name is None and hardware_file is None:
+        raise UsageError("give a profile name or hardware_file", field="name", also=("hardware_file",))
+    if hardware_file is not None:
+        return HardwareSheet(loaded=resolve(name, hardware_file))
+    return HardwareSheet(loaded=resolve(name, what="NAME"))
+
+
+def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> Any:
+    """Profiles side by side with the ridge point at ``dtype`` (``napkin hardware compare``)."""
+    from napkin.results.hardware_views import HardwareComparison
+    from napkin.systems.profiles import resolve
+
+    if len(names) < 2:
+        raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
+    profiles = [resolve(n, what="NAMES").profile for n in names]
+    return HardwareComparison(profiles=profiles, dtype=choice(Dtype, dtype, "dtype"))
+
+
+def cluster_list() -> Any:
+    """Every cluster profile napkin can see (built-in, yours, ``$NAPKIN_CLUSTER_PATH``)."""
+    from napkin.results.cluster_views import ClusterList
+    from napkin.systems.cluster import load_catalog
+
+    return ClusterList.of(load_catalog())
+
+
+def cluster_sheet(name: str) -> Any:
+    """One cluster profile with every field, unit and source (``napkin cluster show``)."""
+    from napkin.results.cluster_views import ClusterSheet
+    from napkin.systems.cluster import find
+
+    return ClusterSheet(loaded=find(name))
+
+
+def tensor(shape: str | tuple[int, ...], *, dtype: str = "fp32") -> Any:
+    """Bytes of a dense tensor (``"49152x12288"`` or a tuple), in GB and GiB."""
+    from napkin.engines.number_formats import parse_shape, tensor_size
+
+    dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+    return tensor_size(dims, str(dtype).lower())
+
+
+def dtypes(*, value: Number | None = None) -> Any:
+    """Every number format's range and precision; with ``value``, what each stores for it."""
+    from napkin.engines.number_formats import dtypes as engine
+
+    return engine(value)
+
+
+def optimizers() -> Any:
+    """Bytes per parameter for every optimizer × precision regime."""
+    from napkin.engines.training_memory import optimizers as engine
+
+    return engine()
+
+
+def models() -> Any:
+    """The model presets usable as ``model=``."""
+    from napkin.results.model_views import models as engine
+
+    return engine()
+
+
+# --------------------------------------------------------------------------------------- inference

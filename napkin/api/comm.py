@@ -1,0 +1,61 @@
+"""Collective-communication questions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from napkin import units
+from napkin.api.inputs import choice, optional, parse
+from napkin.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
+    from napkin.engines.comm import CollectiveResult
+
+from napkin.api.inputs import Number
+
+
+def collective(
+    op: str = "all-reduce",
+    *,
+    bytes: Number | None = None,
+    params: Number | None = None,
+    dtype: str = "bf16",
+    gpus: Number | None = None,
+    cluster: str | None = None,
+    cluster_file: str | Path | None = None,
+    algorithm: str | None = None,
+    ranks_per_node: Number | None = None,
+    bandwidth: str = "model",
+) -> CollectiveResult:
+    """Time of one collective (``op``: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast,
+    send-recv) of ``bytes`` (or ``params`` elements of ``dtype``) over ``gpus`` ranks (default 8; 2 for
+    send-recv) of ``cluster``;
+    ``bandwidth="measured"`` uses the busbw saved by ``napkin bench <op> --save``."""
+    from napkin.engines import comm
+    from napkin.systems.cluster import resolve
+
+    operation = choice(comm.Op, op, "op")
+    if (bytes is None) == (params is None):
+        raise UsageError("give bytes or params (with dtype), one of them", field="bytes", also=("params", "dtype"))
+    size = parse(units.parse_bytes, bytes, "bytes") if bytes is not None else None
+    if size is None:
+        size = comm.payload_bytes(parse(units.parse_count, params, "params"), str(dtype).lower())
+    n = parse(units.parse_int, gpus, "gpus") if gpus is not None else 2 if operation is comm.Op.send_recv else 8
+    ranks = optional(units.parse_int, ranks_per_node, "ranks_per_node")
+    algo = None if algorithm in (None, "auto") else choice(comm.Algorithm, algorithm, "algorithm")
+    source = choice(comm.BandwidthSource, bandwidth, "bandwidth")
+    loaded = resolve(cluster, cluster_file)
+    busbw, label = None, "measured"
+    if source is comm.BandwidthSource.measured:
+        busbw, label = comm.measured_busbw(loaded.cluster.name, operation)
+    return comm.collective_time(
+        operation,
+        size,
+        n,
+        loaded.cluster,
+        ranks_per_domain=ranks,
+        algorithm=algo,
+        bus_bandwidth=busbw,
+        bus_bandwidth_source=label,
+    )

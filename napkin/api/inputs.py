@@ -1,0 +1,329 @@
+"""The shared input layer of the API: parsing keywords into domain objects, one rule each."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from napkin import units
+from napkin.domain.choices import Offload, Recompute, Sharding
+from napkin.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
+    from napkin.domain.layout import Layout
+    from napkin.domain.model import Model
+    from napkin.systems.profiles import HardwareProfile
+
+
+T = TypeVar("T")
+Number = float | int | str
+SECONDS = {"days": 86400.0, "hours": 3600.0}
+
+#: The keywords that describe a model's architecture; each overrides the preset's value.
+SHAPE_FIELDS = (
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "ffn",
+    "vocab",
+    "mlp",
+    "norm",
+    "dropout",
+    "tied_embeddings",
+    "experts",
+    "top_k",
+)
+_LENGTHS = {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "top_k"}
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def parse(parser: Callable[[Any, str], T], value: Any, field: str) -> T:
+    """``value`` through a units parser, with any error naming ``field``."""
+    try:
+        return parser(value, field)
+    except UsageError as exc:
+        raise UsageError(str(exc), field=field) from None
+
+
+def optional(parser: Callable[[Any, str], T], value: Any, field: str) -> T | None:
+    return None if value is None else parse(parser, value, field)
+
+
+def choice(enum: type[T], value: Any, field: str) -> T:
+    """An enum member from itself or its name, ignoring case (``"BF16"`` is ``bf16``)."""
+    try:
+        return enum(str(value).lower()) if not isinstance(value, enum) else value  # type: ignore[call-arg]
+    except ValueError:
+        accepted = ", ".join(str(m) for m in enum)  # type: ignore[attr-defined]
+        raise UsageError(f"{field}: {value!r} is not one of {accepted}", field=field) from None
+
+
+def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str | Path | None = None) -> HardwareProfile:
+    """A hardware profile by name or alias (``"h100"``), from a YAML file, or the default one."""
+    from napkin.systems.profiles import HardwareProfile
+
+    if isinstance(name, HardwareProfile):
+        return name
+    try:
+        return _resolve_hardware(name, hardware_file)
+    except UsageError as exc:  # profiles word their errors for the command line: name the keyword here
+        text = str(exc)
+        if text.startswith("--hardware:"):
+            raise UsageError("hardware:" + text.removeprefix("--hardware:"), cli_message=text) from None
+        raise
+
+
+def _resolve_hardware(name: str | None, hardware_file: str | Path | None) -> HardwareProfile:
+    from napkin.systems.profiles import resolve
+
+    if name is not None and hardware_file is not None:
+        raise UsageError("give hardware or hardware_file, not both", field="hardware", also=("hardware_file",))
+    if name is not None and not str(name).strip():
+        raise UsageError("hardware: an empty name; give a profile name such as h100", field="hardware")
+    return resolve(name, hardware_file).profile
+
+
+def build_model(
+    model: str | Model | None = None, model_config: str | Path | None = None, **shape: Any
+) -> tuple[Model | None, int | None]:
+    """(architecture, its preset's training sequence length) from a preset name, a ``Model``, a Hugging Face
+    ``config.json`` and/or shape keywords (which override the preset's values)."""
+    from napkin.domain.model import Model
+
+    unknown = set(shape) - set(SHAPE_FIELDS)
+    if unknown:
+        raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    given = {k: (parse(units.parse_length, v, k) if k in _LENGTHS else v) for k, v in shape.items() if v is not None}
+    if model is not None and model_config is not None:
+        raise UsageError("give model or model_config, not both", field="model_config", also=("model",))
+    base: dict[str, Any] = {}
+    seq = None
+    if isinstance(model, Model):
+        base = model.model_dump(exclude_unset=True)
+    elif model is not None:
+        from napkin.systems.presets import get_preset
+
+        preset = get_preset(model)
+        base, seq = preset.model.model_dump(exclude_unset=True), preset.seq
+    elif model_config is not None:
+        found = Model.from_hf_config(model_config)
+        base, seq = found.model_dump(exclude_unset=True), found.context
+    elif not given:
+        return None, None
+    merged = {**base, **given}
+    missing = [k for k in ("layers", "hidden") if k not in merged]
+    if missing:
+        raise UsageError(
+            "a shape needs layers and hidden (or model, model_config); missing: " + ", ".join(missing),
+            field=missing[0],
+            also=("layers", "hidden", "model", "model_config"),
+        )
+    try:
+        return Model.model_validate(merged), seq
+    except ValueError as exc:  # the validator names the shape's fields: the CLI writes them as flags
+        raise UsageError(first_error(exc), field="model", also=SHAPE_FIELDS) from None
+
+
+def first_error(exc: ValueError) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        return f"{where + ': ' if where else ''}{err['msg'].removeprefix('Value error, ')}"
+    return str(exc)
+
+
+def resolve_params(
+    params: Number | None, arch: Model | None, *, active: bool, required: bool = True, named: bool = True
+) -> float | None:
+    """N from ``params`` or from the model (active parameters for compute); both at once is an error when
+    the model is ``named`` (a preset, a config or a ``Model``): shape keywords alone leave N to ``params``."""
+    n = optional(units.parse_count, params, "params")
+    if arch is not None and (named or n is None):
+        if n is not None:
+            raise UsageError(
+                "give params or model, not both (the preset fixes the parameter count)", field="params", also=("model",)
+            )
+        return float(arch.active_params() if active else arch.params())
+    if n is None and required:
+        raise UsageError("params (or model) is required", field="params", also=("model",))
+    return n
+
+
+def named_preset(model: object, model_config: object) -> bool:
+    return model is not None or model_config is not None
+
+
+def to_seconds(**durations: Number | None) -> float | None:
+    given = {k: v for k, v in durations.items() if v is not None}
+    if len(given) > 1:
+        raise UsageError(f"give {' or '.join(durations)}, not both", field=next(iter(given)), also=tuple(durations))
+    for k, v in given.items():
+        return parse(units.parse_number, v, k) * SECONDS[k]
+    return None
+
+
+def resolve_seq(seq: Number | None, default: int | None) -> int | None:
+    return optional(units.parse_length, seq, "seq") or default
+
+
+def keywords(*groups: tuple[str, ...]) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Give a ``def f(..., **options)`` question the named keywords of ``groups`` (each defaulting to
+    ``None``, meaning "not given"): ``help()``, ``inspect.signature`` and a notebook's completion list
+    them, and a misspelt one raises ``TypeError`` as for any Python function. Declared once here, used by
+    every question that takes a model shape or a layout."""
+
+    def decorate(func: Callable[..., T]) -> Callable[..., T]:
+        sig = inspect.signature(func)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for g in groups for name in g]
+        full = sig.replace(parameters=[*own, *extra])
+
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> T:
+            full.bind(*args, **kwargs)  # TypeError: got an unexpected keyword argument 'gpu'
+            return func(*args, **kwargs)
+
+        checked.__signature__ = full  # type: ignore[attr-defined]
+        return checked
+
+    return decorate
+
+
+def same_keywords(
+    other: Callable[..., Any], *, drop: tuple[str, ...] = ()
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Give a ``def f(**options)`` question ``other``'s keywords (less ``drop``), defaults applied: two
+    questions that take the same inputs declare them once."""
+    full = inspect.signature(other)
+    sig = full.replace(parameters=[p for p in full.parameters.values() if p.name not in drop])
+
+    def decorate(func: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(func)
+        def bound(*args: Any, **kwargs: Any) -> T:
+            given = sig.bind(*args, **kwargs)  # TypeError on a misspelt keyword
+            given.apply_defaults()
+            return func(**given.arguments)
+
+        bound.__signature__ = sig  # type: ignore[attr-defined]
+        return bound
+
+    return decorate
+
+
+def split_layout(options: dict[str, Any]) -> Layout:
+    """Take ``layout`` and the layout keywords out of ``options`` (leaving the shape keywords) as a ``Layout``."""
+    given = {k: options.pop(k) for k in LAYOUT_KEYWORDS if k in options}
+    return build_layout(given.pop("layout", None), **given)
+
+
+#: Layout keywords as the commands name them → ``Layout`` fields.
+LAYOUT_FIELDS = {
+    "tensor_parallel": "tensor",
+    "pipeline_parallel": "pipeline",
+    "data_parallel": "data",
+    "context_parallel": "context",
+    "expert_parallel": "expert",
+    "interleave": "interleave",
+    "sequence_parallel": "sequence_parallel",
+    "sharding": "sharding",
+    "recompute": "recompute",
+    "offload": "offload",
+}
+_LAYOUT_ENUMS: dict[str, Any] = {"sharding": Sharding, "recompute": Recompute, "offload": Offload}
+#: The keywords a layout is given by: a ``Layout`` object and/or its parts.
+LAYOUT_KEYWORDS = ("layout", *LAYOUT_FIELDS)
+
+
+def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
+    """``layout`` (or the default ``Layout()``) with the keywords the commands take applied on top
+    (``tensor_parallel=8``, ``sharding="zero1"``); a keyword left at ``None`` keeps the layout's value."""
+    from napkin.domain.layout import Layout
+
+    unknown = set(given) - set(LAYOUT_FIELDS)
+    if unknown:
+        raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    update: dict[str, Any] = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if key in _LAYOUT_ENUMS:
+            update[LAYOUT_FIELDS[key]] = choice(_LAYOUT_ENUMS[key], value, key)
+        elif key == "sequence_parallel":
+            update["sequence_parallel"] = bool(value)
+        else:
+            update[LAYOUT_FIELDS[key]] = parse(units.parse_int, value, key)
+    try:
+        return Layout.model_validate({**(layout or Layout()).model_dump(exclude_unset=True), **update})
+    except ValueError as exc:
+        raise UsageError(first_error(exc), field="interleave") from None
+
+
+# --------------------------------------------------------------------------------------- questions
+
+
+def fabric_of(profile: HardwareProfile, tensor: int) -> Any:
+    """The scale-up links of the built-in cluster made of ``profile``'s device, for TP communication (None when
+    there is no such cluster, or a TP group larger than its scale-up domain)."""
+    if tensor == 1:
+        return None
+    from napkin.systems.cluster import built_from
+
+    cluster = built_from(profile.name)
+    fabric = cluster.fabric() if cluster is not None else None
+    return fabric if fabric is not None and tensor <= fabric.domain_size else None
+
+
+# ------------------------------------------------------------------------------- step and plan
+
+
+def get_cluster(
+    cluster: str | Any | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+) -> tuple[Any, HardwareProfile]:
+    """(cluster, its device's profile): by cluster name, or the built-in cluster built from ``hardware``."""
+    from napkin.systems.cluster import Cluster, built_from, find
+
+    if cluster is not None and (hardware is not None or hardware_file is not None):
+        raise UsageError(
+            "give cluster or hardware, not both (a cluster names its device)",
+            field="cluster",
+            also=("hardware", "hardware_file"),
+        )
+    if isinstance(cluster, Cluster):
+        return cluster, get_hardware(cluster.device)
+    if cluster is not None:
+        if not str(cluster).strip():
+            raise UsageError("cluster: an empty name; give a cluster such as dgx-h100", field="cluster")
+        found = find(str(cluster)).cluster
+        return found, get_hardware(found.device)
+    profile = get_hardware(hardware, hardware_file)
+    built = built_from(profile.name)
+    if built is None:
+        # no field: the message names the command 'napkin cluster list', which a flag rewrite would garble
+        raise UsageError(f"no cluster profile is built from {profile.name}; name a cluster (see 'napkin cluster list')")
+    return built, profile
+
+
+def usable_capacity(profile: HardwareProfile) -> float:
+    from napkin.engines.training_memory import capacity
+
+    return capacity(profile)[0]
+
+
+def reserve_of(reserve: Number, capacity: float) -> float:
+    from napkin.engines.training_memory import parse_reserve
+
+    try:
+        return parse_reserve(str(reserve), capacity)
+    except UsageError as exc:
+        raise UsageError(str(exc), field="reserve") from None

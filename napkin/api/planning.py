@@ -1,0 +1,235 @@
+"""Step-time questions: one layout's step (``step``) and the search over layouts (``plan``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from napkin import units
+from napkin.api.inputs import (
+    LAYOUT_KEYWORDS,
+    SHAPE_FIELDS,
+    build_model,
+    choice,
+    get_cluster,
+    keywords,
+    optional,
+    parse,
+    reserve_of,
+    resolve_seq,
+    split_layout,
+)
+from napkin.domain.choices import Dtype, Offload, Optimizer, Precision
+from napkin.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
+    from napkin.domain.model import Model
+    from napkin.systems.profiles import HardwareProfile
+
+from napkin.api.inputs import Number
+
+
+def _global_batch(
+    global_batch: Number | None, global_batch_tokens: Number | None, seq: int
+) -> tuple[int | None, int | None]:
+    """(sequences, the tokens they were given as, if they were)."""
+    if global_batch is not None and global_batch_tokens is not None:
+        raise UsageError(
+            "give global_batch or global_batch_tokens, not both", field="global_batch", also=("global_batch_tokens",)
+        )
+    if global_batch_tokens is not None:
+        # binary k/M as batch sizes are quoted: Llama 3's "4M tokens" is 512 sequences of 8,192 (4·2^20)
+        tokens = parse(units.parse_length, global_batch_tokens, "global_batch_tokens")
+        if tokens < seq:
+            raise UsageError(
+                f"global_batch_tokens: {tokens:,} tokens is less than one sequence of {seq:,}",
+                field="global_batch_tokens",
+                also=("seq",),
+            )
+        return round(tokens / seq), tokens
+    return optional(units.parse_int, global_batch, "global_batch"), None
+
+
+def _notes(sm: Any, batch_tokens: int | None) -> list[str]:
+    """What a step or plan result should say about its inputs: a token batch that is not whole sequences, a
+    sequence longer than the model's context."""
+    notes = []
+    if batch_tokens is not None and batch_tokens != sm.batch * sm.seq:
+        notes.append(
+            f"global batch: {batch_tokens:,} tokens is {batch_tokens / sm.seq:,.1f} sequences of "
+            f"{sm.seq:,}; using {sm.batch:,} ({sm.batch * sm.seq:,} tokens)"
+        )
+    if sm.model.context is not None and sm.seq > sm.model.context:
+        notes.append(f"seq {sm.seq:,} is longer than the model's context of {sm.model.context:,} tokens")
+    return notes
+
+
+def _step_model(
+    model: str | Model | None,
+    model_config: str | Path | None,
+    seq: Number | None,
+    global_batch: Number | None,
+    global_batch_tokens: Number | None,
+    cluster: Any,
+    hardware: str | HardwareProfile | None,
+    hardware_file: str | Path | None,
+    dtype: str | Dtype,
+    optimizer: str | Optimizer,
+    precision: str | Precision,
+    reserve: Number,
+    flash_attention: bool,
+    causal: bool,
+    shape: dict[str, Any],
+    overlap_grad_reduce: bool = True,
+    gradient_accumulation_fusion: bool = True,
+) -> tuple[Any, str, int | None]:
+    from napkin.engines.step_time import StepModel, machine
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    if arch is None:
+        raise UsageError(
+            "model is required: a preset, model_config or layers, hidden, heads",
+            field="model",
+            also=("model_config", "layers", "hidden", "heads"),
+        )
+    length = resolve_seq(seq, preset_seq)
+    if length is None:
+        raise UsageError("seq is required (this model has no default sequence length)", field="seq")
+    batch, batch_tokens = _global_batch(global_batch, global_batch_tokens, length)
+    if batch is None:
+        raise UsageError(
+            "global_batch (sequences) or global_batch_tokens (e.g. 4M) is required",
+            field="global_batch",
+            also=("global_batch_tokens",),
+        )
+    found, profile = get_cluster(cluster, hardware, hardware_file)
+    hw = machine(found, profile, str(choice(Dtype, dtype, "dtype")))
+    name = model if isinstance(model, str) else ("custom" if model_config is None else str(model_config))
+    if isinstance(model, str) and any(v is not None for v in shape.values()):
+        name += " (modified)"  # a preset with shape keywords on top is not that preset any more
+    sm = StepModel(
+        arch,
+        length,
+        batch,
+        hw,
+        optimizer=choice(Optimizer, optimizer, "optimizer"),
+        precision=choice(Precision, precision, "precision"),
+        flash_attention=flash_attention,
+        causal=causal,
+        reserve_bytes=reserve_of(reserve, profile.memory),
+        overlap_grad_reduce=overlap_grad_reduce,
+        gradient_accumulation_fusion=gradient_accumulation_fusion,
+    )
+    return sm, name, batch_tokens
+
+
+@keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
+def step(
+    *,
+    gpus: Number,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    micro_batch: Number = 1,
+    global_batch: Number | None = None,
+    global_batch_tokens: Number | None = None,
+    flash_attention: bool = False,
+    cluster: str | Any | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    optimizer: str | Optimizer = Optimizer.adamw,
+    precision: str | Precision = Precision.mixed,
+    reserve: Number = 0,
+    causal: bool = False,
+    overlap_grad_reduce: bool = True,
+    gradient_accumulation_fusion: bool = True,
+    **shape: Any,
+) -> Any:
+    """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster.
+    ``overlap_grad_reduce=False``: the gradient all-reduce runs after the last backward (Megatron-LM without
+    --overlap-grad-reduce), all of it exposed. ``gradient_accumulation_fusion=False``: each micro-batch adds its
+    weight gradients into the stored ones in a kernel of its own (PyTorch autograd after the first micro-batch,
+    Megatron-LM's fp32 gradient buffer every one; Megatron-LM before 2022 or with
+    --no-gradient-accumulation-fusion)."""
+    from napkin.engines.step_time import build_result, check_knobs
+
+    lay = split_layout(shape)
+    if lay.offload is not Offload.none:
+        raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
+    g = parse(units.parse_int, gpus, "gpus")
+    b = parse(units.parse_int, micro_batch, "micro_batch")
+    sm, name, batch_tokens = _step_model(
+        model,
+        model_config,
+        seq,
+        global_batch,
+        global_batch_tokens,
+        cluster,
+        hardware,
+        hardware_file,
+        dtype,
+        optimizer,
+        precision,
+        reserve,
+        flash_attention,
+        causal,
+        shape,
+        overlap_grad_reduce=overlap_grad_reduce,
+        gradient_accumulation_fusion=gradient_accumulation_fusion,
+    )
+    result = build_result(sm, check_knobs(sm, lay, b, g, batch_tokens), name)
+    result.notes += _notes(sm, batch_tokens)
+    return result
+
+
+@keywords(SHAPE_FIELDS)
+def plan(
+    *,
+    gpus: Number,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    global_batch: Number | None = None,
+    global_batch_tokens: Number | None = None,
+    flash_attention: bool = False,
+    cluster: str | Any | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    optimizer: str | Optimizer = Optimizer.adamw,
+    precision: str | Precision = Precision.mixed,
+    reserve: Number = 0,
+    causal: bool = False,
+    top: Number = 5,
+    overlap_grad_reduce: bool = True,
+    gradient_accumulation_fusion: bool = True,
+    **shape: Any,
+) -> Any:
+    """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU."""
+    from napkin.engines.planner import plan as engine
+
+    g = parse(units.parse_int, gpus, "gpus")
+    n = parse(units.parse_int, top, "top")
+    sm, name, batch_tokens = _step_model(
+        model,
+        model_config,
+        seq,
+        global_batch,
+        global_batch_tokens,
+        cluster,
+        hardware,
+        hardware_file,
+        dtype,
+        optimizer,
+        precision,
+        reserve,
+        flash_attention,
+        causal,
+        shape,
+        overlap_grad_reduce=overlap_grad_reduce,
+        gradient_accumulation_fusion=gradient_accumulation_fusion,
+    )
+    result = engine(sm, g, name, n)
+    result.notes += _notes(sm, batch_tokens)
+    return result

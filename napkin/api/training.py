@@ -1,0 +1,359 @@
+"""Training-time questions: time, MFU, FLOPs, matmuls, compute-optimal sizing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from napkin import units
+from napkin.api.inputs import (
+    SHAPE_FIELDS,
+    build_model,
+    choice,
+    get_cluster,
+    get_hardware,
+    keywords,
+    named_preset,
+    optional,
+    parse,
+    resolve_params,
+    resolve_seq,
+    to_seconds,
+)
+from napkin.api.planning import plan
+from napkin.domain.choices import Dtype, Fit, Recompute
+from napkin.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
+    from napkin.domain.model import Model
+    from napkin.systems.profiles import HardwareProfile
+
+from napkin.api.inputs import Number, T
+
+
+@keywords(SHAPE_FIELDS)
+def train_time(
+    *,
+    params: Number | None = None,
+    tokens: Number | None = None,
+    gpus: Number | None = None,
+    days: Number | None = None,
+    hours: Number | None = None,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    mfu: Number | tuple[Number, Number] = 0.5,
+    achieved: Number | None = None,
+    peak: str = "datasheet",
+    goodput: Number = 1.0,
+    recompute: str | Recompute = Recompute.none,
+    causal: bool = False,
+    price: Number | None = None,
+    pue: Number = 1.0,
+    carbon: Number | None = None,
+    cluster: str | Any | None = None,
+    global_batch: Number | None = None,
+    global_batch_tokens: Number | None = None,
+    flash_attention: bool = False,
+    **shape: Any,
+) -> Any:
+    """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
+    params/tokens/gpus/duration and the fourth is solved. ``mfu="predicted"`` takes the MFU of the fastest
+    layout ``plan`` finds for the model on ``gpus`` of ``cluster`` (global batch default 4M tokens), and with
+    it that layout's recomputation."""
+    from napkin.engines.compute import Money, Throughput, TrainQuery
+    from napkin.engines.compute import train_time as engine
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    n = resolve_params(params, arch, active=False, required=False, named=named_preset(model, model_config))
+    best = None
+    if isinstance(mfu, str) and mfu.strip().lower() == "predicted":
+        if achieved is not None:
+            raise UsageError("achieved: give it or mfu predicted, not both", field="achieved", also=("mfu",))
+        if choice(Recompute, recompute, "recompute") is not Recompute.none:
+            raise UsageError(
+                "recompute: with mfu predicted the planner chooses the recomputation", field="recompute", also=("mfu",)
+            )
+        best = _predicted(
+            model,
+            model_config,
+            seq,
+            gpus,
+            cluster,
+            hardware,
+            hardware_file,
+            dtype,
+            global_batch,
+            global_batch_tokens,
+            flash_attention,
+            causal,
+            shape,
+        )
+        mfu, recompute = best.mfu, best.layout.recompute
+    elif global_batch is not None or global_batch_tokens is not None or flash_attention:
+        raise UsageError(
+            "global_batch, global_batch_tokens, flash_attention: used only with mfu predicted",
+            field="global_batch",
+            also=("global_batch_tokens", "flash_attention", "mfu"),
+        )
+    profile = (
+        get_cluster(cluster, hardware, hardware_file)[1]
+        if cluster is not None
+        else (get_hardware(hardware, hardware_file))
+    )
+    kind = choice(Dtype, dtype, "dtype")
+    if peak not in ("datasheet", "measured"):
+        raise UsageError(f"peak: {peak!r} is not one of datasheet, measured", field="peak")
+    peak_value, peak_source = profile.peak_with_source(kind, measured=peak == "measured")
+    low, high = _mfu_range(mfu)
+    query = TrainQuery(
+        params=n,
+        tokens=optional(units.parse_count, tokens, "tokens"),
+        gpus=optional(units.parse_int, gpus, "gpus"),
+        seconds=to_seconds(days=days, hours=hours),
+        model=arch,
+        seq=resolve_seq(seq, preset_seq),
+        active_params=float(arch.active_params()) if arch is not None and arch.is_moe else None,
+        causal=causal,
+        recompute=choice(Recompute, recompute, "recompute"),
+    )
+    throughput = Throughput(
+        peak_flops=peak_value,
+        peak_source=peak_source,
+        mfu_low=low,
+        mfu_high=high,
+        achieved=optional(units.parse_rate, achieved, "achieved"),
+        goodput=parse(units.parse_fraction, goodput, "goodput"),
+    )
+    pue_value = parse(units.parse_number, pue, "pue")
+    if pue_value < 1:
+        raise UsageError(f"pue: {pue!r} must be ≥ 1 (1.0 = no overhead; typical data centres 1.1–1.5)", field="pue")
+    money = Money(
+        price_per_hour=optional(units.parse_number, price, "price"),
+        pue=pue_value,
+        carbon_g_per_kwh=optional(units.parse_number, carbon, "carbon"),
+    )
+    result = engine(query, profile, kind, throughput, money)
+    if best is not None:
+        result.layout = f"{best.layout_text} on {best.cluster} ({best.global_batch:,} × {best.seq:,} tokens)"
+    return result
+
+
+def _predicted(
+    model: str | Model | None,
+    model_config: str | Path | None,
+    seq: Number | None,
+    gpus: Number | None,
+    cluster: str | Any | None,
+    hardware: str | HardwareProfile | None,
+    hardware_file: str | Path | None,
+    dtype: str | Dtype,
+    global_batch: Number | None,
+    global_batch_tokens: Number | None,
+    flash_attention: bool,
+    causal: bool,
+    shape: dict[str, Any],
+) -> Any:
+    """The fastest fitting layout's result (``plan``), for ``train_time(mfu="predicted")``."""
+    if gpus is None or (model is None and model_config is None):
+        raise UsageError(
+            "mfu: predicted needs model (or model_config) and gpus: the planner picks a layout for them",
+            field="mfu",
+            also=("model", "gpus"),
+        )
+    if global_batch is None and global_batch_tokens is None:
+        global_batch_tokens = "4M"
+    found = plan(
+        model=model,
+        model_config=model_config,
+        seq=seq,
+        gpus=gpus,
+        cluster=cluster,
+        hardware=hardware,
+        hardware_file=hardware_file,
+        dtype=dtype,
+        global_batch=global_batch,
+        global_batch_tokens=global_batch_tokens,
+        flash_attention=flash_attention,
+        causal=causal,
+        top=1,
+        **shape,
+    )
+    if not found.layouts:
+        raise UsageError(
+            f"mfu: predicted, but no layout of this model fits on {gpus} GPUs of {found.cluster}",
+            field="mfu",
+            also=("gpus",),
+        )
+    return found.layouts[0]
+
+
+def _mfu_range(mfu: Number | tuple[Number, Number]) -> tuple[float, float]:
+    if isinstance(mfu, tuple):
+        low, high = (parse(units.parse_fraction, v, "mfu") for v in mfu)
+        if low > high:
+            raise UsageError(f"mfu: range {mfu!r} is written backwards; give (low, high)", field="mfu")
+        return low, high
+    return parse(units.parse_fraction_range, str(mfu), "mfu")
+
+
+@keywords(SHAPE_FIELDS)
+def mfu(
+    *,
+    params: Number | None = None,
+    tokens: Number | None = None,
+    gpus: Number | None = None,
+    days: Number | None = None,
+    hours: Number | None = None,
+    gpu_hours: Number | None = None,
+    tokens_per_second: Number | None = None,
+    tokens_per_second_per_gpu: Number | None = None,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    recompute: str | Recompute = Recompute.none,
+    causal: bool = False,
+    **shape: Any,
+) -> Any:
+    """The MFU a run achieved: tokens/s × model FLOPs per token / (G × dense peak) (PaLM §4.1). ``gpus`` is
+    needed with a wall-clock duration or a total throughput, not with ``gpu_hours`` or a per-GPU throughput."""
+    from napkin.engines.compute import mfu as engine
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    n = resolve_params(params, arch, active=True, named=named_preset(model, model_config))
+    assert n is not None
+    rates = {
+        "days": days,
+        "hours": hours,
+        "gpu_hours": gpu_hours,
+        "tokens_per_second": tokens_per_second,
+        "tokens_per_second_per_gpu": tokens_per_second_per_gpu,
+    }
+    if sum(v is not None for v in rates.values()) != 1:
+        raise UsageError("give exactly one of " + ", ".join(rates), field="tokens_per_second", also=tuple(rates))
+    g = optional(units.parse_int, gpus, "gpus")
+    if g is None and gpu_hours is None and tokens_per_second_per_gpu is None:
+        raise UsageError(
+            "gpus is required, except with gpu_hours or tokens_per_second_per_gpu",
+            field="gpus",
+            also=("gpu_hours", "tokens_per_second_per_gpu"),
+        )
+    count = optional(units.parse_count, tokens, "tokens")
+    if count is None and (days is not None or hours is not None or gpu_hours is not None):
+        raise UsageError("tokens is needed to turn a duration into a throughput", field="tokens")
+    if tokens_per_second_per_gpu is not None:
+        per_gpu = parse(units.parse_count, tokens_per_second_per_gpu, "tokens_per_second_per_gpu")
+    elif tokens_per_second is not None:
+        per_gpu = parse(units.parse_count, tokens_per_second, "tokens_per_second") / _need(g)
+    elif gpu_hours is not None:
+        per_gpu = _need(count) / (parse(units.parse_count, gpu_hours, "gpu_hours") * 3600)
+    else:
+        per_gpu = _need(count) / (_need(to_seconds(days=days, hours=hours)) * _need(g))
+    return engine(
+        n,
+        get_hardware(hardware, hardware_file),
+        choice(Dtype, dtype, "dtype"),
+        per_gpu,
+        gpus=g,
+        tokens=count,
+        model=arch,
+        seq=resolve_seq(seq, preset_seq),
+        causal=causal,
+        recompute=choice(Recompute, recompute, "recompute"),
+    )
+
+
+def _need(value: T | None) -> T:
+    assert value is not None  # checked by the caller
+    return value
+
+
+@keywords(SHAPE_FIELDS)
+def flops(
+    *,
+    params: Number | None = None,
+    tokens: Number | None = None,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    seq: Number | None = None,
+    recompute: str | Recompute = Recompute.none,
+    causal: bool = False,
+    **shape: Any,
+) -> Any:
+    """Training FLOPs: 6·N·D (2N forward + 4N backward), plus attention with a model and a sequence length."""
+    from napkin.engines.compute import train_flops
+
+    arch, preset_seq = build_model(model, model_config, **shape)
+    n = resolve_params(params, arch, active=True, named=named_preset(model, model_config))
+    assert n is not None
+    if tokens is None:
+        raise UsageError("tokens is required", field="tokens")
+    return train_flops(
+        n,
+        parse(units.parse_count, tokens, "tokens"),
+        arch,
+        resolve_seq(seq, preset_seq),
+        causal=causal,
+        recompute=choice(Recompute, recompute, "recompute"),
+    )
+
+
+def matmul(
+    m: Number,
+    k: Number,
+    n: Number,
+    *,
+    dtype: str | Dtype = Dtype.bf16,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+) -> Any:
+    """FLOPs, bytes, arithmetic intensity and roofline time of an (m×k)·(k×n) matmul."""
+    from napkin.engines.compute import matmul as engine
+
+    sizes = [parse(units.parse_length, v, name) for v, name in ((m, "m"), (k, "k"), (n, "n"))]
+    return engine(sizes[0], sizes[1], sizes[2], get_hardware(hardware, hardware_file), choice(Dtype, dtype, "dtype"))
+
+
+def optimal(
+    *,
+    compute: Number | None = None,
+    gpus: Number | None = None,
+    days: Number | None = None,
+    hours: Number | None = None,
+    mfu: Number = 0.5,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
+    fit: str | Fit = Fit.epoch,
+) -> Any:
+    """Compute-optimal N* and D* for a budget (Chinchilla): the 20:1 rule and the fitted loss law."""
+    from napkin.engines.compute import compute_budget
+    from napkin.engines.scaling import optimal as engine
+
+    seconds = to_seconds(days=days, hours=hours)
+    if compute is not None:
+        if gpus is not None or seconds is not None:
+            raise UsageError(
+                "give compute, or gpus with days/hours, not both", field="compute", also=("gpus", "days", "hours")
+            )
+        return engine(parse(units.parse_flops, compute, "compute"), choice(Fit, fit, "fit"))
+    if gpus is None or seconds is None:
+        raise UsageError(
+            "give compute, or gpus with days/hours (and hardware, mfu)",
+            field="compute",
+            also=("gpus", "days", "hours", "hardware", "mfu"),
+        )
+    profile = get_hardware(hardware, hardware_file)
+    budget, budget_step = compute_budget(
+        parse(units.parse_int, gpus, "gpus"),
+        profile.peak(choice(Dtype, dtype, "dtype")),
+        parse(units.parse_fraction, mfu, "mfu"),
+        seconds,
+    )
+    return engine(budget, choice(Fit, fit, "fit"), [budget_step])

@@ -1,0 +1,95 @@
+"""The closed sets of names napkin accepts (dtypes, optimizers, precisions, …), as string enums.
+
+Kept apart from the engines so the CLI can declare its options without importing them; pure Python,
+cheap to import.
+"""
+
+from enum import StrEnum
+
+
+class Dtype(StrEnum):
+    """Number formats a peak FLOP/s figure can be given for (dense tensor-core/matrix peaks)."""
+
+    fp64 = "fp64"
+    fp64_tensor = "fp64_tensor"
+    fp32 = "fp32"
+    tf32 = "tf32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+    fp6 = "fp6"
+    fp4 = "fp4"
+    int8 = "int8"
+
+
+#: Bytes per stored element, by the dtype names of hardware peaks and of ``napkin dtypes`` (tf32 is an
+#: fp32 compute mode, stored as fp32; fp6 and fp4 are packed). The one table napkin has.
+STORAGE_BYTES: dict[str, float] = {
+    "fp64": 8.0,
+    "fp64_tensor": 8.0,
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8-e4m3": 1.0,
+    "fp8-e5m2": 1.0,
+    "int8": 1.0,
+    "fp6": 0.75,
+    "fp4": 0.5,
+}
+
+
+class Recompute(StrEnum):
+    none = "none"
+    selective = "selective"  # re-run QKᵀ, softmax and A·V in the backward pass
+    full = "full"  # re-run each block's forward (one extra forward pass)
+
+
+class Optimizer(StrEnum):
+    sgd = "sgd"
+    sgd_momentum = "sgd-momentum"
+    adagrad = "adagrad"
+    rmsprop = "rmsprop"
+    adam = "adam"
+    adamw = "adamw"
+    adafactor = "adafactor"
+    lion = "lion"
+    adam_8bit = "adam-8bit"
+    muon = "muon"
+
+
+class Precision(StrEnum):
+    fp32 = "fp32"  # everything 4 B
+    mixed = "mixed"  # 16-bit params and grads, fp32 master weights and states (ZeRO)
+    mixed_fp32_grads = "mixed-fp32-grads"  # 16-bit params, fp32 grads, master, states (Megatron/DeepSpeed)
+    bf16 = "bf16"  # pure 16-bit, no master copy
+
+
+class Sharding(StrEnum):
+    none = "none"  # DDP: every GPU holds everything
+    zero1 = "zero1"  # optimizer states (and master weights) partitioned
+    zero2 = "zero2"  # + gradients
+    zero3 = "zero3"  # + parameters
+    fsdp = "fsdp"  # PyTorch FSDP FULL_SHARD ≈ ZeRO-3
+
+
+class Offload(StrEnum):
+    none = "none"
+    optimizer = "optimizer"  # gradients, master weights and optimizer states in CPU memory (ZeRO-Offload)
+    params = "params"  # + parameters (ZeRO-Infinity, FSDP CPUOffload)
+
+
+class Fit(StrEnum):
+    epoch = "epoch"
+    hoffmann = "hoffmann"
+
+
+class Mlp(StrEnum):
+    gelu = "gelu"  # two matrices: d→F, F→d
+    swiglu = "swiglu"  # three matrices: gate, up (d→F) and down (F→d)
+
+
+class Norm(StrEnum):
+    layernorm = "layernorm"  # γ and β
+    rmsnorm = "rmsnorm"  # γ only

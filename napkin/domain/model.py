@@ -1,0 +1,281 @@
+"""``Model``: a decoder-only transformer's architecture, and what follows from it (parameters, FLOPs).
+
+Symbols follow the papers: ``L`` layers, ``d`` width (``h`` in Korthikanti), ``a`` heads (``H`` in
+PaLM), ``d_h`` head dimension (``Q``), ``n_kv`` key/value heads, ``F`` FFN width, ``V`` vocabulary.
+The sequence length is not part of the model: it belongs to the ``Workload`` (``context`` here is only
+the longest sequence the model was built for, which learned position embeddings need).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, Field, model_validator
+
+from napkin.domain.base import Record
+from napkin.domain.choices import Mlp, Norm
+from napkin.errors import UsageError
+
+
+class Model(Record):
+    """Everything napkin needs to know about a model's architecture. Parameters are computed from it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    layers: int = Field(gt=0, description="L, transformer blocks")
+    hidden: int = Field(gt=0, description="d, model width")
+    heads: int | None = Field(
+        default=None, gt=0, description="a, attention (query) heads; FLOPs need only d_attn = a·d_h (default d)"
+    )
+    kv_heads: int | None = Field(default=None, gt=0, description="n_kv (GQA/MQA); default = heads")
+    head_dim: int | None = Field(default=None, gt=0, description="d_h; default = hidden / heads")
+    ffn: int | None = Field(default=None, gt=0, description="F, FFN inner width; default 4·d")
+    vocab: int = Field(default=50257, gt=0, description="V")
+    context: int | None = Field(default=None, gt=0, description="longest sequence the model was built for")
+    mlp: Mlp = Mlp.gelu
+    norm: Norm = Norm.layernorm
+    dropout: bool = Field(default=False, description="dropout layers in training (GPT-3 style); masks are stored")
+    tied_embeddings: bool = True
+    biases: bool = Field(default=False, description="biases on every linear layer (GPT-2/3)")
+    qkv_bias: bool = Field(default=False, description="biases on the Q, K, V projections only (Qwen2)")
+    learned_positions: bool = Field(default=False, description="a learned context × d position table (GPT-2/3)")
+    # --- mixture of experts (Shazeer 2017; Mixtral; DeepSeekMoE) ---
+    experts: int = Field(default=1, gt=0, description="routed experts per MoE layer (1 = dense)")
+    top_k: int = Field(default=1, gt=0, description="experts each token is routed to")
+    shared_experts: int = Field(default=0, ge=0, description="experts every token passes through (DeepSeekMoE)")
+    moe_ffn: int | None = Field(default=None, gt=0, description="FFN width of one expert; default F")
+    dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense FFN (DeepSeek-V3: 3)")
+    # --- multi-head latent attention (DeepSeek-V2 §2.1; DeepSeek-V3) ---
+    q_lora_rank: int | None = Field(default=None, gt=0, description="d_c', query compression (MLA)")
+    kv_lora_rank: int | None = Field(default=None, gt=0, description="d_c, KV compression: MLA when set")
+    rope_head_dim: int | None = Field(default=None, gt=0, description="d_h^R, decoupled RoPE key width (MLA)")
+    v_head_dim: int | None = Field(default=None, gt=0, description="value head width (MLA); default d_h")
+    # --- local attention ---
+    sliding_window: int | None = Field(default=None, gt=0, description="attention window of the local layers")
+    local_layers: int | None = Field(default=None, ge=0, description="layers using the window; default all")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Model:
+        if self.heads is None:
+            if self.head_dim is not None or self.kv_heads is not None or self.kv_lora_rank is not None:
+                raise ValueError("head_dim, kv_heads and kv_lora_rank need heads")
+        else:
+            if self.head_dim is None and self.hidden % self.heads:
+                raise ValueError(f"hidden ({self.hidden}) is not divisible by heads ({self.heads}); give head_dim")
+            if self.kv_heads is not None and self.heads % self.kv_heads:
+                raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) cannot exceed experts ({self.experts})")
+        if self.dense_layers > self.layers:
+            raise ValueError(f"dense_layers ({self.dense_layers}) cannot exceed layers ({self.layers})")
+        if self.kv_lora_rank is not None and self.rope_head_dim is None:
+            raise ValueError("kv_lora_rank (MLA) needs rope_head_dim")
+        if self.local_layers is not None and self.local_layers > self.layers:
+            raise ValueError(f"local_layers ({self.local_layers}) cannot exceed layers ({self.layers})")
+        if self.learned_positions and self.context is None:
+            raise ValueError("learned_positions needs context (the size of the position table)")
+        return self
+
+    # --- derived sizes -------------------------------------------------------------------------
+    @property
+    def d_head(self) -> int:
+        if self.head_dim is not None:
+            return self.head_dim
+        return self.hidden // self.heads if self.heads is not None else self.hidden
+
+    @property
+    def n_heads(self) -> int:
+        return self.heads or 1
+
+    @property
+    def n_kv(self) -> int:
+        """Key/value heads (GQA/MQA); MLA caches one latent instead, see ``kv_cache_width``."""
+        return self.kv_heads if self.kv_heads is not None else self.n_heads
+
+    @property
+    def d_attn(self) -> int:
+        """a·d_h: the width of the attention (query) projection; = d for classic GPT shapes."""
+        return self.n_heads * self.d_head
+
+    @property
+    def d_ffn(self) -> int:
+        return self.ffn if self.ffn is not None else 4 * self.hidden
+
+    @property
+    def d_expert(self) -> int:
+        return self.moe_ffn if self.moe_ffn is not None else self.d_ffn
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.mlp is Mlp.swiglu else 2
+
+    @property
+    def kv_cache_width(self) -> int:
+        """Elements cached per token per layer: 2·n_kv·d_h, or d_c + d_h^R for MLA (DeepSeek-V2 §2.1.3)."""
+        if self.is_mla:
+            assert self.kv_lora_rank is not None and self.rope_head_dim is not None
+            return self.kv_lora_rank + self.rope_head_dim
+        return 2 * self.n_kv * self.d_head
+
+    # --- parameters (Kaplan Table 1; Narayanan eq. 2; Megatron theoretical_memory_usage.py) ------
+    def attention_params(self) -> int:
+        d = self.hidden
+        if self.is_mla:  # DeepSeek-V2 §2.1.2-2.1.3 (modeling_deepseek.py DeepseekV3Attention)
+            assert self.kv_lora_rank is not None and self.rope_head_dim is not None
+            a, nope, rope = self.n_heads, self.d_head, self.rope_head_dim
+            v = self.v_head_dim or self.d_head
+            q_out = a * (nope + rope)
+            q = d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * q_out if self.q_lora_rank else d * q_out
+            kv = d * (self.kv_lora_rank + rope) + self.kv_lora_rank + self.kv_lora_rank * a * (nope + v)
+            return q + kv + a * v * d
+        kv = self.n_kv * self.d_head
+        weights = d * self.d_attn + 2 * d * kv + self.d_attn * d  # Q, K, V, O
+        if self.biases:
+            return weights + self.d_attn + 2 * kv + d
+        return weights + (self.d_attn + 2 * kv if self.qkv_bias else 0)
+
+    def mlp_params(self, width: int | None = None) -> int:
+        """One FFN (or one expert): 2 matrices for GeLU, 3 for SwiGLU (Shazeer 2020)."""
+        f = self.d_ffn if width is None else width
+        biases = (f * (self.mlp_matrices - 1) + self.hidden) if self.biases else 0
+        return self.mlp_matrices * self.hidden * f + biases
+
+    def norm_params(self) -> int:
+        return (2 if self.norm is Norm.layernorm else 1) * self.hidden
+
+    def _ffn_params(self, moe: bool, routed: int) -> int:
+        if not moe:
+            return self.mlp_params()
+        router = self.hidden * self.experts
+        return router + (routed + self.shared_experts) * self.mlp_params(self.d_expert)
+
+    def layer_params(self, *, moe: bool, active: bool = False) -> int:
+        routed = self.top_k if active else self.experts
+        return self.attention_params() + self._ffn_params(moe, routed) + 2 * self.norm_params()
+
+    def embedding_params(self) -> int:
+        embed = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return embed + (self.context * self.hidden if self.learned_positions and self.context else 0)
+
+    def block_params(self, active: bool = True) -> int:
+        """Parameters inside the transformer blocks (no embeddings, no LM head); active ones by default."""
+        dense = self.layers - self.moe_layers
+        return dense * self.layer_params(moe=False) + self.moe_layers * self.layer_params(moe=True, active=active)
+
+    def params(self) -> int:
+        """Total parameters N: blocks + final norm + embeddings (and the LM head unless tied)."""
+        return self.block_params(active=False) + self.norm_params() + self.embedding_params()
+
+    def active_params(self) -> int:
+        """Parameters used per token (MoE: only the routed experts); = params() for dense models."""
+        return self.block_params(active=True) + self.norm_params() + self.embedding_params()
+
+    def expert_params(self) -> int:
+        """Parameters of the routed experts (what expert parallelism divides)."""
+        return self.moe_layers * self.experts * self.mlp_params(self.d_expert)
+
+    # --- attention FLOPs -----------------------------------------------------------------------
+    def attended(self, seq: int) -> float:
+        """Mean keys each query sees per layer, full s×s: s, or the window on sliding-window layers."""
+        if self.sliding_window is None:
+            return float(seq)
+        local = self.layers if self.local_layers is None else self.local_layers
+        return (local * min(seq, self.sliding_window) + (self.layers - local) * seq) / self.layers
+
+    def attention_flops_per_token(self, seq: int, causal: bool = False) -> float:
+        """Training FLOPs per token of the attention scores: c·6·L·s·d_attn (PaLM: 12·L·H·Q·T).
+
+        QKᵀ and A·V each cost 2·s·d_attn per token forward; ×3 for forward + backward. ``causal``
+        counts only the unmasked half (c = 1 instead of 2).
+        """
+        c_attn = 1 if causal else 2
+        return c_attn * 6 * self.layers * self.attended(seq) * self.d_attn
+
+    @classmethod
+    def from_hf_config(cls, path: str | Path) -> Model:
+        """A ``Model`` from a local Hugging Face ``config.json`` (no network, no transformers)."""
+        from pydantic import ValidationError
+
+        from napkin.errors import NapkinError
+        from napkin.io.files import read_text
+
+        where = repr(str(path))
+        try:
+            data = json.loads(read_text(path))  # a regular file of bounded size, never a FIFO or /dev/zero
+        except NapkinError as exc:
+            raise UsageError(f"model_config: {exc}", field="model_config") from None
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting deeper than the parser's stack
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise UsageError(f"model_config: {where} is not valid JSON ({reason})", field="model_config") from None
+        if not isinstance(data, dict):
+            raise UsageError(
+                f"model_config: {where} is not a JSON object (a config.json maps keys to values)", field="model_config"
+            )
+        try:
+            return cls.model_validate(hf_fields(data))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(p) for p in err["loc"]) or "the file"
+            message = err["msg"].removeprefix("Value error, ")
+            raise UsageError(f"model_config: {where}: {key}: {message}", field="model_config") from None
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"model_config: {where}: {exc}", field="model_config") from None
+
+
+def hf_fields(c: dict[str, Any]) -> dict[str, Any]:
+    """Map Hugging Face config keys (Llama, Mistral, Qwen2, Mixtral, DeepSeek-V2/V3, GPT-2) to ``Model``."""
+
+    def first(*keys: str) -> Any:
+        return next((c[k] for k in keys if c.get(k) is not None), None)
+
+    act = str(first("hidden_act", "activation_function") or "gelu")
+    gated = act in ("silu", "swish", "swiglu") or "llama" in str(c.get("model_type", ""))
+    out: dict[str, Any] = {
+        "layers": first("num_hidden_layers", "n_layer", "num_layers"),
+        "hidden": first("hidden_size", "n_embd", "d_model"),
+        "heads": first("num_attention_heads", "n_head"),
+        "kv_heads": first("num_key_value_heads"),
+        "ffn": first("intermediate_size", "n_inner", "ffn_dim"),
+        "vocab": first("vocab_size"),
+        "context": first("max_position_embeddings", "n_positions", "seq_length"),
+        "mlp": "swiglu" if gated else "gelu",
+        "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
+        "tied_embeddings": bool(c.get("tie_word_embeddings", c.get("model_type") == "gpt2")),
+        "qkv_bias": bool(c.get("attention_bias", c.get("model_type") == "qwen2")),
+    }
+    if c.get("model_type") == "gpt2":
+        out.update(biases=True, learned_positions=True, qkv_bias=False, dropout=bool(c.get("resid_pdrop")))
+    if c.get("head_dim") is not None:
+        out["head_dim"] = c["head_dim"]
+    experts = first("num_local_experts", "n_routed_experts", "num_experts")
+    if experts:
+        out.update(experts=experts, top_k=first("num_experts_per_tok", "moe_topk") or 1)
+        out["shared_experts"] = first("n_shared_experts") or 0
+        out["moe_ffn"] = first("moe_intermediate_size")
+        out["dense_layers"] = first("first_k_dense_replace") or 0
+    if c.get("kv_lora_rank"):
+        out.update(
+            kv_lora_rank=c["kv_lora_rank"],
+            q_lora_rank=c.get("q_lora_rank"),
+            rope_head_dim=c.get("qk_rope_head_dim"),
+            head_dim=c.get("qk_nope_head_dim"),
+            v_head_dim=c.get("v_head_dim"),
+            kv_heads=None,
+        )
+    if c.get("sliding_window") and c.get("use_sliding_window", True):
+        out["sliding_window"] = c["sliding_window"]
+    return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,296 @@
+"""The parallel-layout planner: every valid layout of a model on a cluster, scored by the step-time model.
+
+Enumerates TP (within the scale-up domain, dividing the heads), PP (dividing the layers, or a power of two
+over an uneven split), CP (long sequences), EP (MoE), DP (the rest), the interleaving, the micro-batch,
+recomputation and the ZeRO stage;
+keeps the layouts that fit by napkin's memory model and ranks them by predicted step time. The search runs
+on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final
+
+from pydantic import Field
+
+from napkin.domain.choices import Recompute, Sharding
+from napkin.domain.layout import split_problem
+from napkin.engines.step_time import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result
+from napkin.results.result import TableResult
+from napkin.units import format_bytes_si, format_duration
+
+MICRO_BATCHES: Final = (1, 2, 4, 8, 16)
+RECOMPUTE: Final = (Recompute.none, Recompute.selective, Recompute.full)
+SHARDING: Final = (Sharding.none, Sharding.zero1, Sharding.zero2, Sharding.zero3)
+MAX_INTERLEAVE: Final = 8
+MIN_CONTEXT_CHUNK: Final = 4096  # CP only splits sequences into chunks of at least this many tokens
+TERM_NAMES: Final = {
+    "compute": "compute",
+    "tensor_parallel": "TP comm",
+    "bubble": "pipeline bubble",
+    "data_parallel": "DP comm",
+    "optimizer": "optimizer",
+    "other": "p2p/EP/CP comm",
+}
+
+
+def _divisors(n: int, limit: int | None = None) -> list[int]:
+    return [k for k in range(1, (limit or n) + 1) if n % k == 0]
+
+
+def _powers(limit: int) -> list[int]:
+    out, k = [], 1
+    while k <= limit:
+        out.append(k)
+        k *= 2
+    return out
+
+
+def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
+    """Every valid layout × micro-batch × recompute × ZeRO stage (before the memory check)."""
+    model, dom, batch = sm.model, sm.hw.fabric.domain_size, sm.batch
+    out: list[Knobs] = []
+    tps = [t for t in _powers(dom) if model.heads is None or model.heads % t == 0]
+    cps = [c for c in _powers(16) if c == 1 or (sm.seq % (2 * c) == 0 and sm.seq // c >= MIN_CONTEXT_CHUNK)]
+    # with FlashAttention there are no scores to keep, so selective recomputation is no recomputation
+    recomputes = [r for r in RECOMPUTE if not (sm.flash and r is Recompute.selective)]
+    for t in tps:
+        for c in cps:
+            # PP: the divisors of the layers and, split unevenly (napkin.domain.layout.stage_layers), the powers of two
+            for p in sorted(set(_divisors(model.layers)) | set(_powers(model.layers))):
+                mp = t * c * p
+                if gpus % mp:
+                    continue
+                d = gpus // mp
+                eps = [e for e in _divisors(model.experts) if (d * c) % e == 0] if model.is_moe else [1]
+                for b in MICRO_BATCHES:
+                    if batch % (b * d):
+                        continue
+                    m = batch // (b * d)
+                    heaviest, n = -(-model.layers // p), model.layers
+                    vs = (
+                        [1]
+                        if p == 1
+                        else [
+                            v
+                            for v in _divisors(heaviest, MAX_INTERLEAVE)
+                            if v == 1 or (m % p == 0 and split_problem(n, p, v) is None)
+                        ]
+                    )
+                    for e in eps:
+                        for v in vs:
+                            for r in recomputes:
+                                for z in SHARDING if d > 1 else (Sharding.none,):
+                                    out.append(Knobs(t, p, d, c, e, v, b, t > 1, r, z))
+    return out
+
+
+class PlanResult(TableResult):
+    """``napkin plan``: the fastest layouts that fit, with their step time, MFU and memory."""
+
+    title: ClassVar[str] = "Layouts"
+    headline: ClassVar[tuple[str, ...]] = ("best", "considered", "fitting")
+
+    model: str
+    cluster: str
+    gpus: int
+    global_batch: int
+    seq: int
+    considered: int = Field(description="valid layouts enumerated")
+    fitting: int = Field(description="of those, the ones that fit in memory")
+
+    def renderables(self) -> list[Any]:
+        if self.layouts:
+            return super().renderables()
+        from rich.text import Text  # nothing to rank: the heading and why, no empty table
+
+        return [Text(self.heading(), style="italic"), Text(""), Text(self.caption())]
+
+    @property
+    def best(self) -> str | None:
+        """The winner in the plan table's words (``TP4 PP1 DP128 SP zero3 selective b1``), None if nothing fits."""
+        return (
+            f"{self.layouts[0].layout.describe(compact=True)} b{self.layouts[0].micro_batch}" if self.layouts else None
+        )
+
+    def exit_code(self) -> int:
+        return 0 if self.fitting else 1  # no layout fits: the answer is "none", and the warning says why
+
+    explanation: str
+    layouts: list[StepResult]
+    memory_limit: float = Field(default=0.0, description="capacity − reserve per GPU, bytes")
+    points: list[tuple[float, float]] = Field(
+        default_factory=list, exclude=True, description="(per-GPU bytes, step s) of every fitting layout, for --plot"
+    )
+
+    def heading(self) -> str:
+        return f"Fastest layouts: {self.model} on {self.gpus:,} GPU{'s' if self.gpus != 1 else ''}"
+
+    def header(self) -> list[str]:
+        return ["#", "layout", "b", "step", "MFU", "mem/GPU"]
+
+    def align(self) -> str:
+        return "rlrrrr"
+
+    def body(self) -> list[list[str]]:
+        return [
+            [
+                str(i),
+                r.layout.describe(compact=True),
+                str(r.micro_batch),
+                format_duration(r.step_seconds),
+                f"{r.mfu:.3f}",
+                format_bytes_si(r.per_gpu_bytes),
+            ]
+            for i, r in enumerate(self.layouts, 1)
+        ]
+
+    def caption(self) -> str:
+        if not self.considered:
+            return f"{self.cluster}, {self.global_batch:,} × {self.seq:,} tokens per step: no valid layout."
+        dtype = f" ({self.layouts[0].dtype})" if self.layouts else ""
+        return (
+            f"{self.cluster}{dtype}, {self.global_batch:,} × {self.seq:,} tokens per step. {self.considered:,} "
+            f"layouts considered, {self.fitting:,} fit. {self.explanation}"
+        )
+
+    def to_json(self, explain: bool = False) -> Any:
+        return {
+            "model": self.model,
+            "cluster": self.cluster,
+            "gpus": self.gpus,
+            "global_batch": self.global_batch,
+            "seq": self.seq,
+            "considered": self.considered,
+            "fitting": self.fitting,
+            "explanation": self.explanation,
+            "layouts": [r.to_json(explain) for r in self.layouts],
+            "warnings": self.warnings,
+        }
+
+
+def _worst(terms: Terms) -> tuple[str, float]:
+    named = dict(zip(BREAKDOWN, terms[1:7], strict=True))
+    name = max((n for n in named if n != "compute"), key=lambda n: named[n])
+    return TERM_NAMES[name], named[name] / terms[0]
+
+
+def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[str, list[Knobs]]]:
+    """The layouts people try first, among ``everything`` the planner enumerated: ZeRO-3 data parallelism alone,
+    TP within the node; and TP across nodes, which it does not enumerate."""
+    dom, heads = sm.hw.fabric.domain_size, sm.model.heads or 1
+    out = [
+        (
+            "ZeRO-3 alone (TP 1, PP 1)",
+            [k for k in everything if k.tensor == k.pipeline == k.context == 1 and k.sharding is Sharding.zero3],
+        )
+    ]
+    t = max(k for k in _powers(dom) if heads % k == 0)
+    if t > 1:
+        out.append((f"TP {t} + DP", [k for k in everything if k.tensor == t and k.pipeline == k.context == 1]))
+    t2 = 2 * dom
+    if heads % t2 == 0 and gpus % t2 == 0:
+        d = gpus // t2
+        out.append(
+            (
+                f"TP {t2} across nodes",
+                [
+                    Knobs(t2, 1, d, 1, 1, 1, b, True, r, z)
+                    for b in MICRO_BATCHES
+                    if sm.batch % (b * d) == 0
+                    for r in RECOMPUTE
+                    for z in SHARDING
+                ],
+            )
+        )
+    return [(label, ks) for label, ks in out if ks]
+
+
+def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms]) -> str:
+    grew = {n: o - b for n, b, o in zip(BREAKDOWN, best[1][1:7], other[1][1:7], strict=True)}
+    name = max(grew, key=lambda n: grew[n])
+    why = TERM_NAMES[name]
+    if name == "compute" and other[0].recompute is not best[0].recompute:
+        why += f": {other[0].recompute} recompute, micro-batch {other[0].micro_batch}"
+    change = other[1][0] / best[1][0] - 1
+    if change < -0.005:  # only a family the ranking leaves out (TP across nodes) can beat the winner
+        return f"{-change:.0%} faster by this model, but napkin keeps TP inside the scale-up domain"
+    if change < 0.005:
+        return "as fast"
+    return f"{change:.0%} slower (+{why})"
+
+
+def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
+    """Rank every fitting layout by predicted step time; the top ``top`` as full results."""
+    capacity = sm.hw.capacity - sm.reserve
+    scored: list[tuple[float, Knobs, Terms]] = []
+    all_knobs = candidates(sm, gpus)
+    for k in all_knobs:
+        memory = sm.memory_bytes(k)
+        if memory > capacity:
+            continue
+        terms = sm.evaluate(k, memory)
+        scored.append((terms[0], k, terms))
+    scored.sort(key=lambda x: x[0])
+    results = []
+    for _, k, terms in scored:
+        result = build_result(sm, k, name, terms)
+        if result.fits:  # napkin's own memory engine has the last word
+            results.append(result)
+        if len(results) >= top:
+            break
+    explanation = _explain(sm, gpus, all_knobs, scored, results)
+    warnings = []
+    if not all_knobs:
+        domain = sm.hw.fabric.domain_size
+        warnings.append(
+            f"no valid layout: {gpus:,} GPUs must split into TP × PP × CP × DP and the global batch of "
+            f"{sm.batch:,} sequences into micro-batch × DP × micro-batches, with TP within one "
+            f"{domain}-device domain and PP at most {sm.model.layers} layers"
+        )
+    elif not results:
+        warnings.append("no layout fits in memory: add GPUs or use a device with more memory")
+    return PlanResult(
+        model=name,
+        cluster=sm.hw.cluster,
+        gpus=gpus,
+        global_batch=sm.batch,
+        seq=sm.seq,
+        considered=len(all_knobs),
+        fitting=len(scored),
+        explanation=explanation,
+        layouts=results,
+        warnings=warnings,
+        notes=results[0].notes if results else [],
+        steps=results[0].steps if results else [],
+        memory_limit=capacity,
+        points=[(terms[7], terms[0]) for _, _, terms in scored],
+    )
+
+
+def _explain(
+    sm: StepModel, gpus: int, everything: list[Knobs], scored: list[tuple[float, Knobs, Terms]], top: list[StepResult]
+) -> str:
+    if not top:
+        return "Nothing fits." if everything else "No valid layout."
+    best = scored[0][1], scored[0][2]
+    worst_name, worst_share = _worst(best[1])
+    overhead = (
+        f"its largest overhead is {worst_name} ({worst_share:.0%})"
+        if worst_share >= 0.005
+        else ("it has no overhead above 0.5 %")
+    )
+    lines = [f"#1 wins with MFU {top[0].mfu:.3f}; {overhead}."]
+    capacity = sm.hw.capacity - sm.reserve
+    for label, family in _families(sm, gpus, everything):
+        fitting = [k for k in family if sm.memory_bytes(k) <= capacity]
+        if not fitting:
+            least = min(sm.memory_bytes(k) for k in family)
+            lines.append(f"{label}: doesn't fit (at least {format_bytes_si(least)} per GPU).")
+            continue
+        rival = min(((k, sm.evaluate(k)) for k in fitting), key=lambda x: x[1][0])
+        lines.append(f"{label}: {_versus(best, rival)}.")
+    return " ".join(lines)
+
+
+__all__ = ["PlanResult", "candidates", "plan"]

@@ -1,0 +1,148 @@
+"""The one YAML reader for napkin's data files (hardware profiles, model presets, measurements).
+
+* The safe loader only (``!!python/object`` and other tags are rejected), the C one when available.
+* No anchors or aliases: a profile has no use for them, and a nested-alias "billion laughs" file would
+  otherwise expand to gigabytes when validated. The composed node graph is checked before anything
+  is constructed, in time linear in the file.
+* Errors carry the file and line (``h100.yaml:7: peak_flops.bf16: …``) and never quote the content.
+* Files are read through :func:`napkin.io.files.read_text` (regular files only, size-capped).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import yaml
+
+from napkin.errors import NapkinError, ProfileError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound="BaseModel")
+
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: Keys longer than this are shortened in messages (a file that is not a profile may have whole lines as keys).
+_KEY_CHARS: Final = 40
+
+
+def normalize(name: str) -> str:
+    """Case- and punctuation-insensitive key of a name: ``H100-SXM`` and ``h100_sxm`` → ``h100sxm``."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _reject_aliases(root: yaml.Node, label: str) -> None:
+    """A node reached twice is an alias (``*name``) or a merge (``<<: *name``); both are refused."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            line = node.start_mark.line + 1
+            raise ProfileError(
+                f"{label}:{line}: YAML anchors and aliases (&name, *name) are not allowed in napkin's files; "
+                "write the value out"
+            )
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
+def parse(text: str, label: str) -> tuple[Any, yaml.Node | None]:
+    """Parse YAML text; returns the data and the root node (for line numbers)."""
+    try:
+        loader = _SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None, None
+            _reject_aliases(node, label)
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        problem = (exc.problem or "invalid YAML").split("\n")[0][:80]
+        raise ProfileError(f"{label}:{line}: not valid YAML (safe subset): {problem}") from None
+    except yaml.YAMLError:
+        raise ProfileError(f"{label}: not valid YAML") from None
+    except RecursionError:
+        raise ProfileError(f"{label}: nested too deeply to be a napkin file") from None
+    return data, node
+
+
+def load_file(path: Any, label: str | None = None) -> tuple[Any, yaml.Node | None, str]:
+    """Read (regular file, size cap) and parse a YAML file: (data, root node, text)."""
+    from napkin.io.files import read_text
+
+    try:
+        text = read_text(path)
+    except NapkinError as exc:
+        raise ProfileError(str(exc)) from None
+    data, node = parse(text, label or str(path))
+    return data, node, text
+
+
+def line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
+    """The 1-based line of the YAML node at ``loc`` (or of its closest existing parent)."""
+    line = node.start_mark.line + 1 if node is not None else 1
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.value == str(key):
+                    node, line = value_node, key_node.start_mark.line + 1
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str) -> str:
+    """A string from a file, safe for a terminal: control characters (ESC, C1, bidi overrides) removed."""
+    return _CONTROL.sub("", text)
+
+
+def _key(part: object) -> str:
+    text = clean(str(part))
+    return text if len(text) <= _KEY_CHARS else text[: _KEY_CHARS - 1] + "…"
+
+
+def validation_messages(exc: ValidationError, node: yaml.Node | None, label: str, schema_hint: str) -> list[str]:
+    """``h100.yaml:7: peak_flops.bf16: must be positive``, one per pydantic error; never a value."""
+    messages = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        where = ".".join(_key(part) for part in loc) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = f"unknown field (check the spelling; {schema_hint})"
+        messages.append(f"{label}:{line_of(node, loc)}: {where}: {message}")
+    return messages
+
+
+def validated(model: type[M], text: str, label: str, kind: str) -> M:
+    """One napkin data file (a ``kind``: hardware, cluster …) validated as ``model``; every problem names the
+    file, the line and the field, never a value."""
+    from pydantic import ValidationError
+
+    data, node = parse(text, label)
+    if not isinstance(data, dict):
+        raise ProfileError(f"{label}:1: a {kind} profile must be a YAML mapping of fields")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = validation_messages(exc, node, label, f"napkin {kind} schema lists the fields")
+        raise ProfileError("; ".join(problems), problems) from None

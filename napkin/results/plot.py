@@ -1,0 +1,66 @@
+"""Pictures of results (optional extra ``plot``: matplotlib, imported only when a picture is asked for)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from napkin.errors import UsageError
+from napkin.io.files import write_atomic
+
+if TYPE_CHECKING:
+    from napkin.engines.planner import PlanResult
+
+
+def plan_svg(result: PlanResult) -> str:
+    """Every fitting layout as step time against per-GPU memory; the winner marked, the memory limit drawn."""
+    try:
+        import matplotlib
+
+        matplotlib.use("svg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError(
+            "plot: drawing needs matplotlib, in napkin's 'plot' extra: pip install 'napkin-math[plot]'", field="plot"
+        ) from None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    try:
+        if result.points:
+            mem, secs = zip(*result.points, strict=True)
+            ax.scatter([m / 1e9 for m in mem], secs, s=8, alpha=0.35, color="tab:blue", label="fitting layouts")
+        if result.layouts:
+            best = result.layouts[0]
+            ax.scatter(
+                [best.per_gpu_bytes / 1e9],
+                [best.step_seconds],
+                s=90,
+                marker="*",
+                color="tab:red",
+                label=f"#1 {best.layout_text} (MFU {best.mfu:.3f})",
+                zorder=3,
+            )
+        ax.axvline(
+            result.memory_limit / 1e9,
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label=f"memory limit {result.memory_limit / 1e9:.0f} GB",
+        )
+        ax.set_xlabel("memory per GPU (GB)")
+        ax.set_ylabel("predicted step time (s)")
+        ax.set_yscale("log")
+        ax.set_title(f"{result.model} on {result.gpus:,} GPUs ({result.cluster}): {result.fitting:,} layouts fit")
+        ax.legend(fontsize=7, loc="upper right")
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+        return buffer.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def write_plan_svg(result: PlanResult, path: Path, *, overwrite: bool = False) -> None:
+    """``plan_svg`` written atomically to ``path``; an existing file is kept unless ``overwrite``."""
+    if path.suffix.lower() != ".svg":
+        raise UsageError(f"plot: {str(path)!r} must end in .svg", field="plot")
+    write_atomic(path, plan_svg(result), overwrite=overwrite)

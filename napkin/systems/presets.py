@@ -1,0 +1,123 @@
+"""Model presets (``--model NAME``): built-in ones in ``napkin/data/models.yaml``, and your own.
+
+Your presets are YAML files in the same format (a mapping of preset name → fields), found like user
+hardware profiles, highest priority first:
+
+1. the directories in ``$NAPKIN_MODELS_PATH`` (``os.pathsep``-separated);
+2. ``<user config dir>/napkin/models`` (``$NAPKIN_CONFIG_DIR/models`` when that is set).
+
+Nothing shadows silently: a preset name (compared case- and punctuation-insensitively) given by two
+files, or by one of your files and a built-in, is an error naming both.
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import ConfigDict, Field, ValidationError
+
+from napkin.domain.base import Record
+from napkin.domain.model import Model
+from napkin.errors import ProfileError, UsageError
+from napkin.io.files import config_dir, env_dirs
+from napkin.io.yamlio import load_file, normalize, parse, validation_messages
+
+ENV_MODELS_PATH: Final = "NAPKIN_MODELS_PATH"
+BUILTIN_LABEL: Final = "<built-in>/models.yaml"
+
+
+class ModelPreset(Record):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    source: str
+    published_params: float = Field(gt=0)
+    seq: int = Field(gt=0, description="training sequence length: the default workload's seq")
+    model: Model
+
+    @property
+    def params(self) -> int:
+        """Total parameters (what memory needs)."""
+        return self.model.params()
+
+    @property
+    def active_params(self) -> int:
+        """Parameters used per token (what compute needs; differs for MoE)."""
+        return self.model.active_params()
+
+
+def _validate(data: Any, node: Any, label: str) -> dict[str, ModelPreset]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ProfileError(f"{label}:1: a model preset file must be a YAML mapping of preset name → fields")
+    presets = {}
+    for name, body in data.items():
+        if not isinstance(body, dict):
+            raise ProfileError(f"{label}: {str(name)[:40]}: a preset must be a mapping of fields")
+        try:
+            presets[str(name)] = ModelPreset.model_validate({**body, "name": str(name)})
+        except ValidationError as exc:
+            problems = validation_messages(exc, node, label, "see napkin/data/models.yaml for the fields")
+            raise ProfileError("; ".join(problems), problems) from None
+    return presets
+
+
+@cache
+def _builtin() -> dict[str, ModelPreset]:
+    data, node = parse((files("napkin") / "data" / "models.yaml").read_text(encoding="utf-8"), BUILTIN_LABEL)
+    return _validate(data, node, BUILTIN_LABEL)
+
+
+def user_model_dirs() -> list[Path]:
+    """Where your model presets are looked for, highest priority first."""
+    return [*env_dirs(ENV_MODELS_PATH), config_dir() / "models"]
+
+
+def _user_files() -> list[Path]:
+    found = []
+    for directory in user_model_dirs():
+        try:
+            if not directory.is_dir():
+                continue
+            names = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.name[0] != ".")
+        except OSError as exc:
+            raise ProfileError(f"{directory}: cannot list: {exc.strerror or exc}") from None
+        found += names
+    return found
+
+
+def load_presets() -> dict[str, ModelPreset]:
+    """Every preset, built-in ones first; a name given twice is a ProfileError naming both files."""
+    presets = dict(_builtin())
+    where = {normalize(name): BUILTIN_LABEL for name in presets}
+    for path in _user_files():
+        data, node, _ = load_file(path)
+        for name, preset in _validate(data, node, str(path)).items():
+            other = where.get(normalize(name))
+            if other is not None:
+                raise ProfileError(
+                    f"model preset {name!r} is given by both {other} and {path}; rename or remove one "
+                    "(your presets never replace one silently)"
+                )
+            where[normalize(name)] = str(path)
+            presets[name] = preset
+    return presets
+
+
+def get_preset(name: str) -> ModelPreset:
+    presets = load_presets()
+    by_key = {normalize(key): preset for key, preset in presets.items()}
+    found = by_key.get(normalize(name))
+    if found is not None:
+        return found
+    close = difflib.get_close_matches(name, list(presets), n=3, cutoff=0.3)
+    hint = f"closest: {', '.join(close)}; " if close else ""
+    raise UsageError(
+        f"model: unknown preset {name!r}; {hint}known: {', '.join(presets)} (see 'napkin models')", field="model"
+    )
