@@ -25,7 +25,7 @@ def test_gloo_bench_records_busbw_and_feeds_the_measured_bandwidth(napkin: Run) 
         "--world-size",
         "2",
         "--budget",
-        "20",
+        "120",  # a ceiling, not a duration: each size stops after 2 s, so this leaves start-up any slack it needs
         "--sizes",
         "1MiB,4MiB",
         "--json",
