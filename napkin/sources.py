@@ -136,3 +136,20 @@ DP_OVERLAP: Final = (
     "ZeRO §5 (Rajbhandari et al. 2019): stages 1-2 move what an all-reduce does, stage 3 adds parameter all-gathers; "
     "overlap with the last micro-batch's backward as Megatron-LM --overlap-grad-reduce"
 )
+LORA: Final = "Hu et al. 2021, LoRA, arXiv:2106.09685 §4.1: ΔW = B·A, r·(d_in + d_out) parameters per adapted matrix"
+QLORA_NF4: Final = (
+    "Dettmers et al. 2023, QLoRA, arXiv:2305.14314 §3: NF4 blocks of 64 with an fp32 absmax (0.5 bit/param); "
+    "double quantization 8/64 + 32/(64·256) = 0.127 bit/param"
+)
+PEFT_DTYPES: Final = (
+    "huggingface/peft get_peft_model(autocast_adapter_dtype=True): adapters in fp32; "
+    "prepare_model_for_kbit_training casts non-quantized parameters to fp32 and enables gradient checkpointing"
+)
+HF_CONFIG: Final = (
+    "huggingface/transformers v5.24 models/<model_type>/configuration_*.py and modeling_*.py: what each family's "
+    "config.json leaves to its defaults (tied embeddings, gated MLPs, per-layer attention types, norms)"
+)
+LORA_BACKWARD: Final = (
+    "frozen weights need no weight gradient: backward = input gradients only, 2N per token instead of 4N "
+    "(Narayanan et al. 2021 App. A split; Hu et al. 2021 §4.2); adapters cost 6 FLOPs per parameter per token"
+)

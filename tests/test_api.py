@@ -106,8 +106,11 @@ def test_hf_config_is_read_locally(tmp_path: Path) -> None:
     )
     model = napkin.Model.from_hf_config(config)
     assert model.params() == 8_030_261_248  # Llama 3 8B
-    r = napkin.memory(model_config=str(config), gpus=8, precision="mixed")
+    r = napkin.memory(model_config=str(config), gpus=8, precision="mixed", seq=8192)
     assert r.params == 8_030_261_248
+    assert (r.seq, r.seq_source, r.model_name) == (8192, "given", str(config))
+    with pytest.raises(UsageError, match=r"^seq is required: activation memory depends on it, .* brings no default"):
+        napkin.memory(model_config=str(config), gpus=8)  # never the config's 8,192-token context
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     with pytest.raises(UsageError, match=r"model_config: .* is not valid JSON"):
@@ -135,7 +138,7 @@ def test_no_question_shares_its_name_with_a_module() -> None:
     ("text", "message"),
     [
         ("[" * 100_000 + "]" * 100_000, "is not valid JSON (nested too deeply)"),
-        ('{"num_hidden_layers": 1e400, "hidden_size": NaN}', "layers: Input should be a finite number"),
+        ('{"num_hidden_layers": 1e400, "hidden_size": NaN}', "num_hidden_layers: inf is not a positive whole number"),
         ("[1, 2]", "is not a JSON object"),
     ],
 )

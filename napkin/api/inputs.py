@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -90,11 +91,22 @@ def _resolve_hardware(name: str | None, hardware_file: str | Path | None) -> Har
     return resolve(name, hardware_file).profile
 
 
-def build_model(
-    model: str | Model | None = None, model_config: str | Path | None = None, **shape: Any
-) -> tuple[Model | None, int | None]:
-    """(architecture, its preset's training sequence length) from a preset name, a ``Model``, a Hugging Face
-    ``config.json`` and/or shape keywords (which override the preset's values)."""
+@dataclass(frozen=True)
+class Chosen:
+    """The model a question was given: its architecture, its name, the sequence length it brings (a preset's
+    training length; a config.json brings none) and what reading it assumed."""
+
+    model: Model | None = None
+    name: str | None = None
+    seq: int | None = None
+    seq_source: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def build_model(model: str | Model | None = None, model_config: str | Path | None = None, **shape: Any) -> Chosen:
+    """The architecture from a preset name, a ``Model``, a Hugging Face config (``model_config``: a config.json
+    or a model folder; ``model`` may also be one, or a Hub id ``org/name``) and/or shape keywords (which override
+    the preset's or the config's values)."""
     from napkin.domain.model import Model
 
     unknown = set(shape) - set(SHAPE_FIELDS)
@@ -104,19 +116,15 @@ def build_model(
     if model is not None and model_config is not None:
         raise UsageError("give model or model_config, not both", field="model_config", also=("model",))
     base: dict[str, Any] = {}
-    seq = None
+    chosen = Chosen(name="custom")
     if isinstance(model, Model):
         base = model.model_dump(exclude_unset=True)
-    elif model is not None:
-        from napkin.systems.presets import get_preset
-
-        preset = get_preset(model)
-        base, seq = preset.model.model_dump(exclude_unset=True), preset.seq
-    elif model_config is not None:
-        found = Model.from_hf_config(model_config)
-        base, seq = found.model_dump(exclude_unset=True), found.context
+    elif model is not None or model_config is not None:
+        chosen = _named_model(model, model_config)
+        assert chosen.model is not None
+        base = chosen.model.model_dump(exclude_unset=True)
     elif not given:
-        return None, None
+        return Chosen()
     merged = {**base, **given}
     missing = [k for k in ("layers", "hidden") if k not in merged]
     if missing:
@@ -126,9 +134,24 @@ def build_model(
             also=("layers", "hidden", "model", "model_config"),
         )
     try:
-        return Model.model_validate(merged), seq
+        arch = Model.model_validate(merged)
     except ValueError as exc:  # the validator names the shape's fields: the CLI writes them as flags
         raise UsageError(first_error(exc), field="model", also=SHAPE_FIELDS) from None
+    name = chosen.name if not given or chosen.name == "custom" else f"{chosen.name} (modified)"
+    return Chosen(arch, name, chosen.seq, chosen.seq_source, chosen.notes)
+
+
+def _named_model(model: str | None, model_config: str | Path | None) -> Chosen:
+    """A preset by name, or a Hugging Face config by path, folder or Hub id."""
+    from napkin.systems.hf_source import is_source, load
+
+    if model is not None and not is_source(model) and not Path(model).exists():
+        from napkin.systems.presets import get_preset
+
+        preset = get_preset(model)
+        return Chosen(preset.model, preset.name, preset.seq, f"the {preset.name} preset's training length")
+    read = load(model, field="model") if model is not None else load(str(model_config), field="model_config")
+    return Chosen(read.model, read.name, notes=tuple(read.notes))
 
 
 def first_error(exc: ValueError) -> str:
@@ -171,8 +194,24 @@ def to_seconds(**durations: Number | None) -> float | None:
     return None
 
 
-def resolve_seq(seq: Number | None, default: int | None) -> int | None:
-    return optional(units.parse_length, seq, "seq") or default
+def resolve_seq(seq: Number | None, chosen: Chosen, *, needed_for: str | None = None) -> tuple[int | None, str | None]:
+    """(sequence length, where it came from): ``seq`` as given, else a preset's training length; never a
+    config's max_position_embeddings (the longest context it allows, not a length anyone trains at). With a
+    model and ``needed_for`` (what depends on it) a missing one is a ``UsageError``."""
+    length = optional(units.parse_length, seq, "seq")
+    if length is not None:
+        return length, "given"
+    if chosen.seq is not None:
+        return chosen.seq, chosen.seq_source
+    if needed_for is not None and chosen.model is not None:
+        context = chosen.model.context
+        longest = f" (its {context:,}-token context is the longest it allows, not a training length)" if context else ""
+        raise UsageError(
+            f"seq is required: {needed_for} depends on it, and {chosen.name or 'this model'} brings no default "
+            f"sequence length{longest}; presets bring their training length",
+            field="seq",
+        )
+    return None, None
 
 
 def keywords(*groups: tuple[str, ...]) -> Callable[[Callable[..., T]], Callable[..., T]]:
@@ -327,3 +366,21 @@ def reserve_of(reserve: Number, capacity: float) -> float:
         return parse_reserve(str(reserve), capacity)
     except UsageError as exc:
         raise UsageError(str(exc), field="reserve") from None
+
+
+def described(result: T, chosen: Chosen, seq: int | None = None, seq_source: str | None = None) -> T:
+    """``result`` naming its model and sequence length (rows, JSON, and a first --explain step for the length),
+    with what reading the model's config assumed among its notes."""
+    from napkin.results.explain import step
+    from napkin.results.result import ModelResult
+
+    if isinstance(result, ModelResult):
+        result.model_name = chosen.name if chosen.model is not None else None
+        result.seq, result.seq_source = seq, seq_source
+        if seq is not None:
+            origin = "given" if seq_source == "given" else f"{seq_source} (napkin/data/models.yaml)"
+            result.steps.insert(0, step("sequence length", "s", f"{seq:,}", f"{seq:,} tokens", origin))
+    notes = getattr(result, "notes", None)
+    if isinstance(notes, list):
+        notes[:0] = list(chosen.notes)
+    return result

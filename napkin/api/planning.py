@@ -9,6 +9,7 @@ from napkin import units
 from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
+    Chosen,
     build_model,
     choice,
     get_cluster,
@@ -82,19 +83,19 @@ def _step_model(
     shape: dict[str, Any],
     overlap_grad_reduce: bool = True,
     gradient_accumulation_fusion: bool = True,
-) -> tuple[Any, str, int | None]:
+) -> tuple[Any, Chosen, int | None]:
     from napkin.engines.step_time import StepModel, machine
 
-    arch, preset_seq = build_model(model, model_config, **shape)
+    chosen = build_model(model, model_config, **shape)
+    arch = chosen.model
     if arch is None:
         raise UsageError(
             "model is required: a preset, model_config or layers, hidden, heads",
             field="model",
             also=("model_config", "layers", "hidden", "heads"),
         )
-    length = resolve_seq(seq, preset_seq)
-    if length is None:
-        raise UsageError("seq is required (this model has no default sequence length)", field="seq")
+    length, _ = resolve_seq(seq, chosen, needed_for="the step time")
+    assert length is not None
     batch, batch_tokens = _global_batch(global_batch, global_batch_tokens, length)
     if batch is None:
         raise UsageError(
@@ -104,9 +105,6 @@ def _step_model(
         )
     found, profile = get_cluster(cluster, hardware, hardware_file)
     hw = machine(found, profile, str(choice(Dtype, dtype, "dtype")))
-    name = model if isinstance(model, str) else ("custom" if model_config is None else str(model_config))
-    if isinstance(model, str) and any(v is not None for v in shape.values()):
-        name += " (modified)"  # a preset with shape keywords on top is not that preset any more
     sm = StepModel(
         arch,
         length,
@@ -120,7 +118,7 @@ def _step_model(
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
     )
-    return sm, name, batch_tokens
+    return sm, chosen, batch_tokens
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
@@ -159,7 +157,7 @@ def step(
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
     g = parse(units.parse_int, gpus, "gpus")
     b = parse(units.parse_int, micro_batch, "micro_batch")
-    sm, name, batch_tokens = _step_model(
+    sm, chosen, batch_tokens = _step_model(
         model,
         model_config,
         seq,
@@ -178,8 +176,8 @@ def step(
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
     )
-    result = build_result(sm, check_knobs(sm, lay, b, g, batch_tokens), name)
-    result.notes += _notes(sm, batch_tokens)
+    result = build_result(sm, check_knobs(sm, lay, b, g, batch_tokens), chosen.name or "custom")
+    result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     return result
 
 
@@ -211,7 +209,7 @@ def plan(
 
     g = parse(units.parse_int, gpus, "gpus")
     n = parse(units.parse_int, top, "top")
-    sm, name, batch_tokens = _step_model(
+    sm, chosen, batch_tokens = _step_model(
         model,
         model_config,
         seq,
@@ -230,6 +228,6 @@ def plan(
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
     )
-    result = engine(sm, g, name, n)
-    result.notes += _notes(sm, batch_tokens)
+    result = engine(sm, g, chosen.name or "custom", n)
+    result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     return result

@@ -30,13 +30,13 @@ from napkin.api.inputs import Number
 def _serving_model(
     model: str | Model | None, model_config: str | Path | None, shape: dict[str, Any]
 ) -> tuple[str, Model]:
-    arch, _ = build_model(model, model_config, **shape)
+    chosen = build_model(model, model_config, **shape)
+    arch = chosen.model
     if arch is None:
         raise UsageError(
             "model is required (a preset, model_config, or layers and hidden)", field="model", also=("model_config",)
         )
-    name = model if isinstance(model, str) else Path(model_config).parent.name if model_config else "model"
-    return name, arch
+    return chosen.name or "model", arch
 
 
 def _block(block_size: Number | None, paged: bool) -> int | None:

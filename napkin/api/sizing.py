@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -9,8 +10,10 @@ from napkin import units
 from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
+    Chosen,
     build_model,
     choice,
+    described,
     first_error,
     get_hardware,
     keywords,
@@ -24,7 +27,7 @@ from napkin.api.inputs import (
     split_layout,
     usable_capacity,
 )
-from napkin.domain.choices import Optimizer, Precision
+from napkin.domain.choices import BaseFormat, Finetune, Optimizer, Precision, Recompute, Sharding
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -33,6 +36,18 @@ if TYPE_CHECKING:  # imported where used: a command pays only for the objects it
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What memory and max-model share: N, G, the activation inputs (with a model), the model and its length."""
+
+    params: float | None
+    gpus: int
+    activations: Any
+    chosen: Chosen
+    seq: int | None = None
+    seq_source: str | None = None
 
 
 def _memory_inputs(
@@ -46,12 +61,12 @@ def _memory_inputs(
     flash_attention: bool,
     lay: Layout,
     shape: dict[str, Any],
-) -> tuple[float | None, int, Any]:
-    """What memory and max-model share: N, G and the activation inputs (when a model is given)."""
+) -> _Inputs:
     from napkin.domain.workload import Workload
     from napkin.engines.training_memory import ActivationInputs
 
-    arch, preset_seq = build_model(model, model_config, **shape)
+    chosen = build_model(model, model_config, **shape)
+    arch = chosen.model
     n = resolve_params(params, arch, active=False, required=False, named=named_preset(model, model_config))
     g = parse(units.parse_int, gpus, "gpus")
     resolved = lay.resolve(g, arch)
@@ -64,15 +79,15 @@ def _memory_inputs(
                 field="model",
                 also=("model_config", "layers", "hidden", "heads"),
             )
-        return n, g, None
-    length = resolve_seq(seq, preset_seq)
-    if length is None:
-        raise UsageError("seq is required for activations (this model has no default sequence length)", field="seq")
+        return _Inputs(n, g, None, chosen)
+    length, source = resolve_seq(seq, chosen, needed_for="activation memory")
+    assert length is not None
     try:
         work = Workload(seq=length, micro_batch=b, global_batch=optional(units.parse_int, global_batch, "global_batch"))
     except ValueError as exc:
         raise UsageError(first_error(exc), field="global_batch") from None
-    return n, g, ActivationInputs(model=arch, workload=work, layout=resolved, flash_attention=flash_attention)
+    acts = ActivationInputs(model=arch, workload=work, layout=resolved, flash_attention=flash_attention)
+    return _Inputs(n, g, acts, chosen, length, source)
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
@@ -91,14 +106,51 @@ def memory(
     flash_attention: bool = False,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
+    finetune: str | Finetune = Finetune.full,
+    lora_rank: Number | None = None,
+    lora_targets: str | list[str] | None = None,
+    base_format: str | BaseFormat | None = None,
+    double_quant: bool = True,
+    paged_optimizer: bool = False,
     **shape: Any,
 ) -> Any:
-    """Per-GPU training memory: model states under the layout, plus activations when a model is given."""
+    """Per-GPU training memory: model states under the layout, plus activations when a model is given.
+    ``finetune="lora"``/``"qlora"``: adapters of rank ``lora_rank`` (default 16) on ``lora_targets`` (default
+    every linear layer of the blocks) over a frozen base (``base_format``: bf16, int8 or nf4; QLoRA's default
+    nf4 with ``double_quant``); ``paged_optimizer``: bitsandbytes paged states, which spill to CPU memory."""
     from napkin.engines.training_memory import memory as engine
 
+    method = choice(Finetune, finetune, "finetune")
+    recompute_given = shape.get("recompute")
     lay = split_layout(shape)
     solve_for_n = params is _NO_PARAMS
-    n, g, acts = _memory_inputs(
+    if method is not Finetune.full:
+        adapters = _adapters(method, lora_rank, lora_targets, base_format, double_quant, optimizer, paged_optimizer)
+        return _adapter_memory(
+            adapters,
+            solve_for_n,
+            params,
+            gpus,
+            model,
+            model_config,
+            seq,
+            micro_batch,
+            global_batch,
+            flash_attention,
+            lay,
+            recompute_given,
+            hardware,
+            hardware_file,
+            reserve,
+            shape,
+        )
+    if lora_rank is not None or lora_targets is not None or base_format is not None or paged_optimizer:
+        raise UsageError(
+            "lora_rank, lora_targets, base_format, paged_optimizer: used only with finetune lora or qlora",
+            field="finetune",
+            also=("lora_rank", "lora_targets", "base_format", "paged_optimizer"),
+        )
+    got = _memory_inputs(
         None if solve_for_n else params,
         gpus,
         model,
@@ -110,22 +162,159 @@ def memory(
         lay,
         shape,
     )
-    if n is None and not solve_for_n:
+    if got.params is None and not solve_for_n:
         raise UsageError("params (or model) is required", field="params", also=("model",))
     profile = get_hardware(hardware, hardware_file)
     common = {
         "optimizer": choice(Optimizer, optimizer, "optimizer"),
         "layout": lay,
-        "activations": acts,
+        "activations": got.activations,
         "precision": choice(Precision, precision, "precision"),
         "reserve_bytes": reserve_of(reserve, usable_capacity(profile)),
     }
     if solve_for_n:  # max_model: the same inputs, solved for N
         from napkin.engines.training_memory import max_model as solve
 
-        return solve(g, profile, **common)
-    assert n is not None
-    return engine(n, profile, gpus=g, **common)
+        return described(solve(got.gpus, profile, **common), got.chosen, got.seq, got.seq_source)
+    assert got.params is not None
+    result = engine(got.params, profile, gpus=got.gpus, **common)
+    return described(result, got.chosen, got.seq, got.seq_source)
+
+
+def _adapters(
+    method: Finetune,
+    lora_rank: Number | None,
+    lora_targets: str | list[str] | None,
+    base_format: str | BaseFormat | None,
+    double_quant: bool,
+    optimizer: str | Optimizer,
+    paged: bool,
+) -> Any:
+    from napkin.engines.finetune import DEFAULT_RANK, Adapters, targets
+
+    rank = DEFAULT_RANK if lora_rank is None else parse(units.parse_int, lora_rank, "lora_rank")
+    fmt = None if base_format is None else choice(BaseFormat, base_format, "base_format")
+    return Adapters(
+        finetune=method,
+        rank=rank,
+        targets=targets(lora_targets),
+        base_format=fmt,
+        double_quant=bool(double_quant),
+        optimizer=choice(Optimizer, optimizer, "optimizer"),
+        paged=bool(paged),
+    )
+
+
+def _adapter_memory(
+    adapters: Any,
+    solve_for_n: bool,
+    params: Number | None,
+    gpus: Number,
+    model: str | Model | None,
+    model_config: str | Path | None,
+    seq: Number | None,
+    micro_batch: Number,
+    global_batch: Number | None,
+    flash_attention: bool,
+    lay: Layout,
+    recompute_given: Any,
+    hardware: str | HardwareProfile | None,
+    hardware_file: str | Path | None,
+    reserve: Number,
+    shape: dict[str, Any],
+) -> Any:
+    """memory / max_model with LoRA or QLoRA adapters (data parallel only: each GPU runs the whole model)."""
+    from napkin.domain.workload import Workload
+    from napkin.engines import finetune as ft
+    from napkin.engines.training_memory import capacity
+
+    for key, value in (
+        ("tensor_parallel", lay.tensor),
+        ("pipeline_parallel", lay.pipeline),
+        ("context_parallel", lay.context),
+        ("expert_parallel", lay.expert),
+    ):
+        if value != 1:
+            raise UsageError(
+                f"{key}: fine-tuning with adapters is modelled data parallel only (each GPU runs the whole model)",
+                field=key,
+            )
+    if not solve_for_n and params is not None:
+        raise UsageError(
+            f"params: {adapters.finetune} needs a model, not a parameter count (adapters follow its shape)",
+            field="params",
+            also=("model",),
+        )
+    chosen = build_model(model, model_config, **shape)
+    profile = get_hardware(hardware, hardware_file)
+    cap = capacity(profile)
+    reserve_bytes = reserve_of(reserve, usable_capacity(profile))
+    g = parse(units.parse_int, gpus, "gpus")
+    sharding = lay.sharding if g > 1 else Sharding.none
+    rc = choice(Recompute, recompute_given, "recompute") if recompute_given is not None else None
+    recompute = rc or (Recompute.full if adapters.finetune is Finetune.qlora else Recompute.none)
+    arch = chosen.model
+    shaped = None
+    length = source = None
+    if arch is None and not solve_for_n:
+        raise UsageError(
+            f"model: {adapters.finetune} needs a model (a preset, a config.json, a folder or a Hub id): adapters "
+            "and activations follow its shape",
+            field="model",
+            also=("model_config",),
+        )
+    if arch is not None:
+        length, source = resolve_seq(seq, chosen, needed_for="activation memory")
+        assert length is not None
+        b = parse(units.parse_int, micro_batch, "micro_batch")
+        work = Workload(seq=length, micro_batch=b)
+        if global_batch is not None:
+            raise UsageError("global_batch: not used with finetune lora/qlora (give micro_batch)", field="global_batch")
+
+        def evaluate(m: Model) -> Any:
+            return ft.finetune_memory(
+                m,
+                adapters,
+                work,
+                hardware=profile.name,
+                capacity=cap,
+                recompute=recompute,
+                flash_attention=flash_attention,
+                gpus=g,
+                sharding=sharding,
+                reserve_bytes=reserve_bytes,
+            )
+
+        shaped = evaluate(arch)
+    elif seq is not None or micro_batch not in (1, "1") or flash_attention:
+        raise UsageError(
+            "seq, micro_batch, flash_attention: need a model (activations follow its shape)",
+            field="model",
+            also=("seq", "micro_batch", "flash_attention"),
+        )
+    if not solve_for_n:
+        return described(shaped, chosen, length, source)
+    per_param = ft.bytes_per_param(adapters)
+    room = max(0.0, cap[0] - reserve_bytes) * (g if sharding in (Sharding.zero3, Sharding.fsdp) else 1)
+    deepest = None
+    if shaped is not None and arch is not None:
+        deepest = ft.max_layers(arch, lambda m: evaluate(m).fits)
+    result = ft.FinetuneMaxResult(
+        hardware=profile.name,
+        gpus=g,
+        finetune=adapters.finetune,
+        base_format=adapters.format,
+        double_quant=adapters.dq,
+        bytes_per_param=per_param,
+        memory_bytes=room,
+        capacity_source=cap[1],
+        reserve_bytes=reserve_bytes,
+        params=room / per_param,
+        shape=shaped,
+        max_layers=deepest,
+        max_layers_params=None if deepest is None or arch is None else float(ft.layer_scaled(arch, deepest).params()),
+    )
+    return described(result, chosen, length, source)
 
 
 #: What ``max_model`` passes as ``params``: it takes memory's inputs and solves for N.

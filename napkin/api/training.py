@@ -10,6 +10,7 @@ from napkin.api.inputs import (
     SHAPE_FIELDS,
     build_model,
     choice,
+    described,
     get_cluster,
     get_hardware,
     keywords,
@@ -21,7 +22,7 @@ from napkin.api.inputs import (
     to_seconds,
 )
 from napkin.api.planning import plan
-from napkin.domain.choices import Dtype, Fit, Recompute
+from napkin.domain.choices import Dtype, Finetune, Fit, Recompute
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -58,17 +59,24 @@ def train_time(
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
     flash_attention: bool = False,
+    finetune: str | Finetune = Finetune.full,
+    lora_rank: Number | None = None,
+    lora_targets: str | list[str] | None = None,
     **shape: Any,
 ) -> Any:
     """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
     params/tokens/gpus/duration and the fourth is solved. ``mfu="predicted"`` takes the MFU of the fastest
     layout ``plan`` finds for the model on ``gpus`` of ``cluster`` (global batch default 4M tokens), and with
-    it that layout's recomputation."""
+    it that layout's recomputation. ``finetune="lora"``/``"qlora"``: a frozen base with adapters (``lora_rank``,
+    ``lora_targets``), C = (4N + 6T)·D: the base runs forward and passes input gradients back, only the
+    adapters get weight gradients."""
     from napkin.engines.compute import Money, Throughput, TrainQuery
     from napkin.engines.compute import train_time as engine
 
-    arch, preset_seq = build_model(model, model_config, **shape)
+    chosen = build_model(model, model_config, **shape)
+    arch = chosen.model
     n = resolve_params(params, arch, active=False, required=False, named=named_preset(model, model_config))
+    length, length_source = resolve_seq(seq, chosen, needed_for="the attention FLOPs")
     best = None
     if isinstance(mfu, str) and mfu.strip().lower() == "predicted":
         if achieved is not None:
@@ -115,8 +123,9 @@ def train_time(
         gpus=optional(units.parse_int, gpus, "gpus"),
         seconds=to_seconds(days=days, hours=hours),
         model=arch,
-        seq=resolve_seq(seq, preset_seq),
+        seq=length,
         active_params=float(arch.active_params()) if arch is not None and arch.is_moe else None,
+        adapter_params=_adapter_params(finetune, lora_rank, lora_targets, arch),
         causal=causal,
         recompute=choice(Recompute, recompute, "recompute"),
     )
@@ -136,10 +145,30 @@ def train_time(
         pue=pue_value,
         carbon_g_per_kwh=optional(units.parse_number, carbon, "carbon"),
     )
-    result = engine(query, profile, kind, throughput, money)
+    result = described(engine(query, profile, kind, throughput, money), chosen, length, length_source)
     if best is not None:
         result.layout = f"{best.layout_text} on {best.cluster} ({best.global_batch:,} × {best.seq:,} tokens)"
     return result
+
+
+def _adapter_params(
+    finetune: str | Finetune, lora_rank: Number | None, lora_targets: str | list[str] | None, arch: Model | None
+) -> float:
+    """T, the trainable adapter parameters of a LoRA/QLoRA run (0 for full fine-tuning)."""
+    method = choice(Finetune, finetune, "finetune")
+    if method is Finetune.full:
+        if lora_rank is not None or lora_targets is not None:
+            raise UsageError("lora_rank, lora_targets: used only with finetune lora or qlora", field="finetune")
+        return 0.0
+    if arch is None:
+        raise UsageError(
+            f"model: {method} needs a model (a preset, a config.json, a folder or a Hub id): adapters follow its shape",
+            field="model",
+        )
+    from napkin.engines.finetune import DEFAULT_RANK, lora_params, targets
+
+    rank = DEFAULT_RANK if lora_rank is None else parse(units.parse_int, lora_rank, "lora_rank")
+    return float(lora_params(arch, rank, targets(lora_targets)))
 
 
 def _predicted(
@@ -225,9 +254,11 @@ def mfu(
     needed with a wall-clock duration or a total throughput, not with ``gpu_hours`` or a per-GPU throughput."""
     from napkin.engines.compute import mfu as engine
 
-    arch, preset_seq = build_model(model, model_config, **shape)
+    chosen = build_model(model, model_config, **shape)
+    arch = chosen.model
     n = resolve_params(params, arch, active=True, named=named_preset(model, model_config))
     assert n is not None
+    length, length_source = resolve_seq(seq, chosen, needed_for="the attention FLOPs")
     rates = {
         "days": days,
         "hours": hours,
@@ -255,7 +286,7 @@ def mfu(
         per_gpu = _need(count) / (parse(units.parse_count, gpu_hours, "gpu_hours") * 3600)
     else:
         per_gpu = _need(count) / (_need(to_seconds(days=days, hours=hours)) * _need(g))
-    return engine(
+    result = engine(
         n,
         get_hardware(hardware, hardware_file),
         choice(Dtype, dtype, "dtype"),
@@ -263,10 +294,11 @@ def mfu(
         gpus=g,
         tokens=count,
         model=arch,
-        seq=resolve_seq(seq, preset_seq),
+        seq=length,
         causal=causal,
         recompute=choice(Recompute, recompute, "recompute"),
     )
+    return described(result, chosen, length, length_source)
 
 
 def _need(value: T | None) -> T:
@@ -289,19 +321,22 @@ def flops(
     """Training FLOPs: 6·N·D (2N forward + 4N backward), plus attention with a model and a sequence length."""
     from napkin.engines.compute import train_flops
 
-    arch, preset_seq = build_model(model, model_config, **shape)
+    chosen = build_model(model, model_config, **shape)
+    arch = chosen.model
     n = resolve_params(params, arch, active=True, named=named_preset(model, model_config))
     assert n is not None
     if tokens is None:
         raise UsageError("tokens is required", field="tokens")
-    return train_flops(
+    length, length_source = resolve_seq(seq, chosen, needed_for="the attention FLOPs")
+    result = train_flops(
         n,
         parse(units.parse_count, tokens, "tokens"),
         arch,
-        resolve_seq(seq, preset_seq),
+        length,
         causal=causal,
         recompute=choice(Recompute, recompute, "recompute"),
     )
+    return described(result, chosen, length, length_source)
 
 
 def matmul(

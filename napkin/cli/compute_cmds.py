@@ -11,6 +11,7 @@ from napkin.cli.options import (
     CAUSAL,
     DTYPE,
     DURATION,
+    FINETUNE,
     FIT,
     GPUS,
     HARDWARE,
@@ -54,7 +55,7 @@ THROUGHPUT = [
 
 
 @app.command("train-time")
-@command(PARAMS, TOKENS, GPUS, DURATION, MODEL, HARDWARE, DTYPE, TRAIN, RECOMPUTE, CAUSAL, OUTPUT)
+@command(PARAMS, TOKENS, GPUS, DURATION, MODEL, FINETUNE[:3], HARDWARE, DTYPE, TRAIN, RECOMPUTE, CAUSAL, OUTPUT)
 def train_time(**options: Any) -> None:
     """How long a training run takes: C = 6·N·D, t = C / (G × dense peak × MFU).
 

@@ -7,7 +7,19 @@ from typing import Annotated, Any
 import typer
 
 from napkin.cli.common import run
-from napkin.cli.options import GPUS, HARDWARE, LAYOUT, MODEL, OUTPUT, PARAMS, TRAINING_STATE, WORKLOAD, _text, command
+from napkin.cli.options import (
+    FINETUNE,
+    GPUS,
+    HARDWARE,
+    LAYOUT,
+    MODEL,
+    OUTPUT,
+    PARAMS,
+    TRAINING_STATE,
+    WORKLOAD,
+    _text,
+    command,
+)
 
 app = typer.Typer()
 
@@ -16,7 +28,7 @@ assert [p.name for p in ONE_GPU] == [p.name for p in GPUS]
 
 
 @app.command("max-model")
-@command(ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, HARDWARE, OUTPUT)
+@command(ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, OUTPUT)
 def max_model_command(**options: Any) -> None:
     """The largest model whose training state fits: memory / bytes per parameter.
 
@@ -29,7 +41,7 @@ def max_model_command(**options: Any) -> None:
 
 
 @app.command("memory")
-@command(PARAMS, ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, HARDWARE, OUTPUT)
+@command(PARAMS, ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, OUTPUT)
 def memory_command(**options: Any) -> None:
     """Per-GPU training memory: parameters, gradients, master weights, optimizer states, activations."""
     from napkin import api

@@ -15,7 +15,19 @@ from typing import Annotated, Any
 
 import typer
 
-from napkin.domain.choices import Dtype, Fit, Mlp, Norm, Offload, Optimizer, Precision, Recompute, Sharding
+from napkin.domain.choices import (
+    BaseFormat,
+    Dtype,
+    Finetune,
+    Fit,
+    Mlp,
+    Norm,
+    Offload,
+    Optimizer,
+    Precision,
+    Recompute,
+    Sharding,
+)
 
 Group = list[inspect.Parameter]
 
@@ -66,9 +78,26 @@ DURATION: Group = [
     _text("hours", "Wall-clock duration in hours.", "NUMBER"),
 ]
 MODEL: Group = [
-    _text("model", "Model preset (see 'napkin models').", "NAME", "--model", "-m"),
-    _opt("model_config", Path | None, None, help="A Hugging Face config.json (read locally).", metavar="PATH"),
-    _text("seq", "s: sequence length in tokens (32k = 32768); default the preset's.", "LENGTH"),
+    _text(
+        "model",
+        "Model: a preset (see 'napkin models'), a Hugging Face config.json or model folder, or a Hub id "
+        "(org/name; needs the hf extra).",
+        "NAME",
+        "--model",
+        "-m",
+    ),
+    _opt(
+        "model_config",
+        Path | None,
+        None,
+        help="A Hugging Face config.json or model folder (read locally).",
+        metavar="PATH",
+    ),
+    _text(
+        "seq",
+        "s: sequence length in tokens (32k = 32768); a preset's training length by default, never a config's context.",
+        "LENGTH",
+    ),
     _text("layers", "L: transformer layers.", "INT"),
     _text("hidden", "d: model width.", "INT"),
     _text("heads", "a: attention (query) heads.", "INT"),
@@ -76,7 +105,7 @@ MODEL: Group = [
     _text("head_dim", "d_h: head dimension (default d/a).", "INT"),
     _text("ffn", "F: FFN inner width (default 4·d).", "INT"),
     _text("vocab", "V: vocabulary size.", "INT"),
-    _opt("mlp", Mlp | None, None, help="gelu (2 matrices) or swiglu (3)."),
+    _opt("mlp", Mlp | None, None, help="gelu (2 matrices), swiglu or geglu (3)."),
     _opt("norm", Norm | None, None, help="layernorm or rmsnorm."),
     _opt("dropout", bool | None, None, "--dropout/--no-dropout", help="Dropout layers (their masks are stored)."),
     _opt(
@@ -107,7 +136,13 @@ LAYOUT: Group = [
     _text("interleave", "v: model chunks per pipeline rank (interleaved schedule).", "INT", default="1"),
     _flag("sequence_parallel", "Shard norm/dropout activations over the TP group."),
     _opt("sharding", Sharding, Sharding.zero3, help="none (DDP) | zero1 | zero2 | zero3 | fsdp (= zero3)."),
-    *RECOMPUTE,
+    _opt(
+        "recompute",
+        Recompute | None,
+        None,
+        help="Activation recomputation: none (default; full with --finetune qlora, as peft's recipe), selective "
+        "(attention scores), full (one extra forward).",
+    ),
     _opt("offload", Offload, Offload.none, help="Model states in CPU memory: none, optimizer, params."),
 ]
 WORKLOAD: Group = [
@@ -116,6 +151,31 @@ WORKLOAD: Group = [
     ),
     _text("global_batch", "B: global batch in sequences.", "INT"),
     _flag("flash_attention", "FlashAttention: no s×s scores stored."),
+]
+
+
+FINETUNE: Group = [
+    _opt(
+        "finetune",
+        Finetune,
+        Finetune.full,
+        help="full (every parameter) | lora (adapters, frozen 16-bit base) | qlora (adapters, frozen NF4 base).",
+    ),
+    _text("lora_rank", "r: adapter rank (default 16).", "INT"),
+    _text(
+        "lora_targets",
+        "Linear layers given adapters: all-linear (default), attention, mlp, or names (q_proj,v_proj or q,v).",
+        "NAMES",
+    ),
+    _opt("base_format", BaseFormat | None, None, help="Frozen base weights: bf16, int8, nf4 (default by --finetune)."),
+    _opt(
+        "double_quant",
+        bool,
+        True,
+        "--double-quant/--no-double-quant",
+        help="NF4 double quantization (QLoRA §3).",
+    ),
+    _flag("paged_optimizer", "bitsandbytes paged optimizer: its states spill to CPU memory under pressure."),
 ]
 
 

@@ -86,10 +86,40 @@ class Fit(StrEnum):
 
 
 class Mlp(StrEnum):
-    gelu = "gelu"  # two matrices: d→F, F→d
+    gelu = "gelu"  # two matrices: d→F, F→d (GPT-2/3, GPT-NeoX, GPT-J, Falcon; ReLU counts the same)
     swiglu = "swiglu"  # three matrices: gate, up (d→F) and down (F→d)
+    geglu = "geglu"  # three matrices, GELU on the gate (Shazeer 2020; Gemma 1/2/3)
+
+    @property
+    def gated(self) -> bool:
+        """Gated linear unit: a gate and an up projection (3 matrices) instead of one (2)."""
+        return self is not Mlp.gelu
+
+
+class QkNorm(StrEnum):
+    """Learned normalisation of queries and keys before RoPE (its weights are parameters)."""
+
+    none = "none"
+    head = "head"  # one d_h-wide weight each for Q and K, shared by the heads (Qwen3, Gemma 3)
+    full = "full"  # over the whole projection: a·d_h for Q, n_kv·d_h for K (OLMo 2)
 
 
 class Norm(StrEnum):
     layernorm = "layernorm"  # γ and β
     rmsnorm = "rmsnorm"  # γ only
+
+
+class Finetune(StrEnum):
+    """What fine-tuning trains: every parameter, or low-rank adapters on a frozen base."""
+
+    full = "full"  # every parameter: the training memory of napkin memory
+    lora = "lora"  # adapters on a frozen 16-bit base (Hu et al. 2021)
+    qlora = "qlora"  # adapters on a frozen NF4 base with double quantization (Dettmers et al. 2023)
+
+
+class BaseFormat(StrEnum):
+    """How a frozen base model's linear weights are stored."""
+
+    bf16 = "bf16"
+    int8 = "int8"  # LLM.int8 (bitsandbytes Int8Params)
+    nf4 = "nf4"  # 4-bit NormalFloat (bitsandbytes Params4bit)

@@ -8,15 +8,12 @@ the longest sequence the model was built for, which learned position embeddings 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
 from napkin.domain.base import Record
-from napkin.domain.choices import Mlp, Norm
-from napkin.errors import UsageError
+from napkin.domain.choices import Mlp, Norm, QkNorm
 
 
 class Model(Record):
@@ -38,15 +35,34 @@ class Model(Record):
     norm: Norm = Norm.layernorm
     dropout: bool = Field(default=False, description="dropout layers in training (GPT-3 style); masks are stored")
     tied_embeddings: bool = True
+    norms_per_layer: int = Field(
+        default=2,
+        ge=0,
+        description="norms in each block: 2 (pre-attention, pre-MLP); "
+        "4 in Gemma 2/3 (also after each); 1 in GPT-J and Falcon-7B (one shared)",
+    )
+    qk_norm: QkNorm = Field(default=QkNorm.none, description="learned query/key norm (Qwen3, Gemma 3, OLMo 2)")
     biases: bool = Field(default=False, description="biases on every linear layer (GPT-2/3)")
     qkv_bias: bool = Field(default=False, description="biases on the Q, K, V projections only (Qwen2)")
+    attention_bias: bool = Field(default=False, description="biases on Q, K, V and the output projection (gpt-oss)")
+    mlp_bias: bool = Field(default=False, description="biases on the MLP and expert matrices (GPT-J, gpt-oss)")
+    head_bias: bool = Field(default=False, description="a bias on the LM head (GPT-J, Phi-3.5-MoE)")
+    sinks: bool = Field(default=False, description="one learned attention-sink logit per head and layer (gpt-oss)")
     learned_positions: bool = Field(default=False, description="a learned context × d position table (GPT-2/3)")
     # --- mixture of experts (Shazeer 2017; Mixtral; DeepSeekMoE) ---
     experts: int = Field(default=1, gt=0, description="routed experts per MoE layer (1 = dense)")
     top_k: int = Field(default=1, gt=0, description="experts each token is routed to")
     shared_experts: int = Field(default=0, ge=0, description="experts every token passes through (DeepSeekMoE)")
     moe_ffn: int | None = Field(default=None, gt=0, description="FFN width of one expert; default F")
-    dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense FFN (DeepSeek-V3: 3)")
+    dense_layers: int = Field(
+        default=0,
+        ge=0,
+        description="layers with a dense FFN instead of experts (DeepSeek-V3: "
+        "the first 3; Llama 4 Maverick: every other one)",
+    )
+    router_bias: bool = Field(
+        default=False, description="a bias per expert in the router (gpt-oss; DeepSeek-V3's e_score_correction_bias)"
+    )
     # --- multi-head latent attention (DeepSeek-V2 §2.1; DeepSeek-V3) ---
     q_lora_rank: int | None = Field(default=None, gt=0, description="d_c', query compression (MLA)")
     kv_lora_rank: int | None = Field(default=None, gt=0, description="d_c, KV compression: MLA when set")
@@ -55,6 +71,7 @@ class Model(Record):
     # --- local attention ---
     sliding_window: int | None = Field(default=None, gt=0, description="attention window of the local layers")
     local_layers: int | None = Field(default=None, ge=0, description="layers using the window; default all")
+    chunked: bool = Field(default=False, description="the window is a fixed chunk, not a sliding one (Llama 4)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Model:
@@ -74,6 +91,11 @@ class Model(Record):
             raise ValueError("kv_lora_rank (MLA) needs rope_head_dim")
         if self.local_layers is not None and self.local_layers > self.layers:
             raise ValueError(f"local_layers ({self.local_layers}) cannot exceed layers ({self.layers})")
+        if self.sliding_window is not None and self.context is not None and self.sliding_window > self.context:
+            raise ValueError(
+                f"sliding_window ({self.sliding_window:,}) is longer than the context "
+                f"({self.context:,}); a window that never masks is no window: leave it out"
+            )
         if self.learned_positions and self.context is None:
             raise ValueError("learned_positions needs context (the size of the position table)")
         return self
@@ -121,7 +143,14 @@ class Model(Record):
 
     @property
     def mlp_matrices(self) -> int:
-        return 3 if self.mlp is Mlp.swiglu else 2
+        return 3 if Mlp(self.mlp).gated else 2
+
+    @property
+    def n_local(self) -> int:
+        """Layers that attend within the window (0 without one)."""
+        if self.sliding_window is None:
+            return 0
+        return self.layers if self.local_layers is None else self.local_layers
 
     @property
     def kv_cache_width(self) -> int:
@@ -144,14 +173,20 @@ class Model(Record):
             return q + kv + a * v * d
         kv = self.n_kv * self.d_head
         weights = d * self.d_attn + 2 * d * kv + self.d_attn * d  # Q, K, V, O
-        if self.biases:
-            return weights + self.d_attn + 2 * kv + d
-        return weights + (self.d_attn + 2 * kv if self.qkv_bias else 0)
+        if self.biases or self.attention_bias:
+            weights += self.d_attn + 2 * kv + d
+        elif self.qkv_bias:
+            weights += self.d_attn + 2 * kv
+        if self.qk_norm == QkNorm.head:
+            weights += 2 * self.d_head
+        elif self.qk_norm == QkNorm.full:
+            weights += self.d_attn + kv
+        return weights + (self.n_heads if self.sinks else 0)
 
     def mlp_params(self, width: int | None = None) -> int:
-        """One FFN (or one expert): 2 matrices for GeLU, 3 for SwiGLU (Shazeer 2020)."""
+        """One FFN (or one expert): 2 matrices for GeLU, 3 for SwiGLU/GeGLU (Shazeer 2020)."""
         f = self.d_ffn if width is None else width
-        biases = (f * (self.mlp_matrices - 1) + self.hidden) if self.biases else 0
+        biases = (f * (self.mlp_matrices - 1) + self.hidden) if self.biases or self.mlp_bias else 0
         return self.mlp_matrices * self.hidden * f + biases
 
     def norm_params(self) -> int:
@@ -160,15 +195,15 @@ class Model(Record):
     def _ffn_params(self, moe: bool, routed: int) -> int:
         if not moe:
             return self.mlp_params()
-        router = self.hidden * self.experts
+        router = (self.hidden + (1 if self.router_bias else 0)) * self.experts
         return router + (routed + self.shared_experts) * self.mlp_params(self.d_expert)
 
     def layer_params(self, *, moe: bool, active: bool = False) -> int:
         routed = self.top_k if active else self.experts
-        return self.attention_params() + self._ffn_params(moe, routed) + 2 * self.norm_params()
+        return self.attention_params() + self._ffn_params(moe, routed) + self.norms_per_layer * self.norm_params()
 
     def embedding_params(self) -> int:
-        embed = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        embed = self.vocab * self.hidden * (1 if self.tied_embeddings else 2) + (self.vocab if self.head_bias else 0)
         return embed + (self.context * self.hidden if self.learned_positions and self.context else 0)
 
     def block_params(self, active: bool = True) -> int:
@@ -193,7 +228,7 @@ class Model(Record):
         """Mean keys each query sees per layer, full s×s: s, or the window on sliding-window layers."""
         if self.sliding_window is None:
             return float(seq)
-        local = self.layers if self.local_layers is None else self.local_layers
+        local = self.n_local
         return (local * min(seq, self.sliding_window) + (self.layers - local) * seq) / self.layers
 
     def attention_flops_per_token(self, seq: int, causal: bool = False) -> float:
@@ -207,75 +242,8 @@ class Model(Record):
 
     @classmethod
     def from_hf_config(cls, path: str | Path) -> Model:
-        """A ``Model`` from a local Hugging Face ``config.json`` (no network, no transformers)."""
-        from pydantic import ValidationError
+        """A ``Model`` from a local Hugging Face ``config.json`` or model folder (no network, no transformers);
+        ``napkin.domain.hf_config`` reads each family the way its transformers code builds it."""
+        from napkin.domain.hf_config import load_path
 
-        from napkin.errors import NapkinError
-        from napkin.io.files import read_text
-
-        where = repr(str(path))
-        try:
-            data = json.loads(read_text(path))  # a regular file of bounded size, never a FIFO or /dev/zero
-        except NapkinError as exc:
-            raise UsageError(f"model_config: {exc}", field="model_config") from None
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting deeper than the parser's stack
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-            raise UsageError(f"model_config: {where} is not valid JSON ({reason})", field="model_config") from None
-        if not isinstance(data, dict):
-            raise UsageError(
-                f"model_config: {where} is not a JSON object (a config.json maps keys to values)", field="model_config"
-            )
-        try:
-            return cls.model_validate(hf_fields(data))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            key = ".".join(str(p) for p in err["loc"]) or "the file"
-            message = err["msg"].removeprefix("Value error, ")
-            raise UsageError(f"model_config: {where}: {key}: {message}", field="model_config") from None
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"model_config: {where}: {exc}", field="model_config") from None
-
-
-def hf_fields(c: dict[str, Any]) -> dict[str, Any]:
-    """Map Hugging Face config keys (Llama, Mistral, Qwen2, Mixtral, DeepSeek-V2/V3, GPT-2) to ``Model``."""
-
-    def first(*keys: str) -> Any:
-        return next((c[k] for k in keys if c.get(k) is not None), None)
-
-    act = str(first("hidden_act", "activation_function") or "gelu")
-    gated = act in ("silu", "swish", "swiglu") or "llama" in str(c.get("model_type", ""))
-    out: dict[str, Any] = {
-        "layers": first("num_hidden_layers", "n_layer", "num_layers"),
-        "hidden": first("hidden_size", "n_embd", "d_model"),
-        "heads": first("num_attention_heads", "n_head"),
-        "kv_heads": first("num_key_value_heads"),
-        "ffn": first("intermediate_size", "n_inner", "ffn_dim"),
-        "vocab": first("vocab_size"),
-        "context": first("max_position_embeddings", "n_positions", "seq_length"),
-        "mlp": "swiglu" if gated else "gelu",
-        "norm": "rmsnorm" if "rms_norm_eps" in c else "layernorm",
-        "tied_embeddings": bool(c.get("tie_word_embeddings", c.get("model_type") == "gpt2")),
-        "qkv_bias": bool(c.get("attention_bias", c.get("model_type") == "qwen2")),
-    }
-    if c.get("model_type") == "gpt2":
-        out.update(biases=True, learned_positions=True, qkv_bias=False, dropout=bool(c.get("resid_pdrop")))
-    if c.get("head_dim") is not None:
-        out["head_dim"] = c["head_dim"]
-    experts = first("num_local_experts", "n_routed_experts", "num_experts")
-    if experts:
-        out.update(experts=experts, top_k=first("num_experts_per_tok", "moe_topk") or 1)
-        out["shared_experts"] = first("n_shared_experts") or 0
-        out["moe_ffn"] = first("moe_intermediate_size")
-        out["dense_layers"] = first("first_k_dense_replace") or 0
-    if c.get("kv_lora_rank"):
-        out.update(
-            kv_lora_rank=c["kv_lora_rank"],
-            q_lora_rank=c.get("q_lora_rank"),
-            rope_head_dim=c.get("qk_rope_head_dim"),
-            head_dim=c.get("qk_nope_head_dim"),
-            v_head_dim=c.get("v_head_dim"),
-            kv_heads=None,
-        )
-    if c.get("sliding_window") and c.get("use_sliding_window", True):
-        out["sliding_window"] = c["sliding_window"]
-    return {k: v for k, v in out.items() if v is not None}
+        return load_path(path).model

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from napkin.domain.choices import Mlp, Recompute
+from napkin.domain.choices import Recompute
 from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
@@ -111,7 +111,7 @@ def layer_bytes(
     split = e * (2 * a * dh + 2 * kv * dh)
     terms_u = "h·(4e+2)" if mask else "4e·h"
     terms_s = "e·(2a·d_h + 2n_kv·d_h)"
-    tensors = 3 if model.mlp is Mlp.swiglu else 2
+    tensors = model.mlp_matrices
     if moe:
         routed = model.top_k * (capacity_factor if capacity_factor is not None else 1.0)
         unsplit += ROUTER_BYTES * model.experts + e * h * routed

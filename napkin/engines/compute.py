@@ -21,7 +21,7 @@ from napkin.domain.choices import STORAGE_BYTES, Recompute
 from napkin.domain.model import Model
 from napkin.errors import UsageError
 from napkin.results.explain import Step, step
-from napkin.results.result import Result
+from napkin.results.result import ModelResult, Result
 from napkin.systems.profiles import HardwareProfile
 from napkin.units import (
     format_bandwidth,
@@ -73,12 +73,14 @@ def flops_per_token(
     *,
     causal: bool = False,
     recompute: Recompute = Recompute.none,
+    frozen: float = 0.0,
 ) -> FlopsPerToken:
     """6N (+ attention, given a model and a sequence length) model FLOPs per token, and the hardware
-    FLOPs a recomputation scheme adds."""
+    FLOPs a recomputation scheme adds. ``frozen`` of the ``params`` get no weight gradient (a LoRA base): their
+    backward is the input gradient alone, 2 FLOPs per parameter instead of 4."""
     attention = model.attention_flops_per_token(seq, causal) if model is not None and seq else 0.0
     forward = 2 * params + attention / 3
-    backward = 4 * params + 2 * attention / 3
+    backward = 4 * params - 2 * frozen + 2 * attention / 3
     if recompute is Recompute.full:
         # One extra forward of the blocks (Narayanan eq. 3: 4 forwards instead of 3); without a shape
         # the whole model is re-run, which gives the familiar 8·N·D.
@@ -119,7 +121,7 @@ class Money(Record):
     carbon_g_per_kwh: float | None = Field(default=None, ge=0)
 
 
-class TrainTimeResult(Result):
+class TrainTimeResult(ModelResult):
     """Everything train-time reports. Base units: FLOP, FLOP/s, seconds."""
 
     title: ClassVar[str] = "Training time"
@@ -129,6 +131,7 @@ class TrainTimeResult(Result):
     dtype: str
     params: float
     active_params: float
+    adapter_params: float = Field(default=0.0, description="LoRA: trainable adapters on the frozen base")
     tokens: float
     gpus: int
     solved_for: str | None
@@ -171,7 +174,7 @@ class TrainTimeResult(Result):
                 "hardware",
                 f"{self.hardware}: {self.dtype} dense peak {format_rate(self.peak_flops)} ({self.peak_source})",
             ),
-            ("parameters", f"{format_count(self.params)} params{mark['params']}{active}"),
+            ("parameters", f"{format_count(self.params)} params{mark['params']}{active}{self._adapters()}"),
             ("tokens", f"{format_count(self.tokens)} tokens{mark['tokens']} ({self.tokens_per_param:,.1f} per param)"),
             ("GPUs", f"{self.gpus:,}{mark['gpus']}"),
             (
@@ -183,7 +186,10 @@ class TrainTimeResult(Result):
         if self.flops_attention:
             counted = "c = 1: the unmasked half" if self.causal else "c = 2: every s×s score; --causal halves it"
             rows += [
-                ("  6·N·D", format_sci(self.flops - self.flops_attention)),
+                (
+                    "  6·N·D" if not self.adapter_params else "  (4N + 6T)·D",
+                    format_sci(self.flops - self.flops_attention),
+                ),
                 ("  attention", f"{format_sci(self.flops_attention)} ({counted})"),
             ]
         if self.hardware_flops != self.flops:
@@ -221,8 +227,12 @@ class TrainTimeResult(Result):
             rows.append(("emissions", f"{self.co2_tonnes:,.1f} t CO₂e"))
         return rows
 
+    def _adapters(self) -> str:
+        return f", frozen; {format_count(self.adapter_params)} adapter params trained" if self.adapter_params else ""
+
     def caption(self) -> str:
-        formula = "C = 6·N·D + attention" if self.flops_attention else "C = 6·N·D"
+        formula = "C = (4N + 6T)·D" if self.adapter_params else "C = 6·N·D"
+        formula += " + attention" if self.flops_attention else ""
         return f"{formula}; t = C / (G × dense peak × MFU)"
 
 
@@ -238,6 +248,7 @@ class TrainQuery(Record):
     active_params: float | None = Field(default=None, gt=0, description="MoE: parameters used per token")
     causal: bool = False
     recompute: Recompute = Recompute.none
+    adapter_params: float = Field(default=0.0, ge=0, description="LoRA: trainable adapters on a frozen base")
 
 
 def _rate_per_gpu(t: Throughput, mfu: float, fpt: FlopsPerToken) -> float:
@@ -271,7 +282,10 @@ def train_time(
 
     # Per-token cost is linear in N: fpt(N) = k·N + a (the attention term does not depend on N).
     def fpt(n: float) -> FlopsPerToken:
-        return flops_per_token(n, query.model, query.seq, causal=query.causal, recompute=query.recompute)
+        t = query.adapter_params
+        return flops_per_token(
+            n + t, query.model, query.seq, causal=query.causal, recompute=query.recompute, frozen=n if t else 0.0
+        )
 
     if solved == "params":
         probe0, probe1 = fpt(0.0), fpt(1.0)
@@ -319,6 +333,7 @@ def train_time(
     elif (top := effective_mfu if t.achieved is not None else max(effective_mfu, t.mfu_high)) > PLAUSIBLE_MFU:
         warnings.append(implausible_mfu(top))  # the top of an --mfu range counts too
 
+    adapters = query.adapter_params
     steps.insert(
         0,
         step(
@@ -327,6 +342,14 @@ def train_time(
             f"6 × {format_sci(n_active)} × {format_sci(tokens)}",
             format_flops(6 * n_active * tokens),
             f"{sources.KAPLAN_6ND}; {sources.PALM_6N}",
+        )
+        if not adapters
+        else step(
+            "training FLOPs (frozen base + adapters)",
+            "C = (2N forward + 2N input gradients + 6T adapters)·D",
+            f"(4 × {format_sci(n_active)} + 6 × {format_sci(adapters)}) × {format_sci(tokens)}",
+            format_flops((4 * n_active + 6 * adapters) * tokens),
+            sources.LORA_BACKWARD,
         ),
     )
     if per_token.attention:
@@ -396,6 +419,7 @@ def train_time(
         dtype=dtype,
         params=n_total,
         active_params=n_active,
+        adapter_params=query.adapter_params,
         tokens=tokens,
         gpus=gpus,
         solved_for=solved,
@@ -426,7 +450,7 @@ def train_time(
         causal=query.causal,
     )
     _add_money(result, hardware, money)
-    if result.tokens_per_param < UNDERTRAINED_TOKENS_PER_PARAM:
+    if result.tokens_per_param < UNDERTRAINED_TOKENS_PER_PARAM and not query.adapter_params:
         result.warnings.append(
             f"{result.tokens_per_param:.1f} tokens per parameter is far below the ≈{CHINCHILLA_TOKENS_PER_PARAM:g} "
             "that is compute-optimal (Hoffmann et al. 2022): this model is under-trained for its compute; "
@@ -490,7 +514,7 @@ def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money 
 # ------------------------------------------------------------------------------------------- MFU
 
 
-class MfuResult(Result):
+class MfuResult(ModelResult):
     title: ClassVar[str] = "Model FLOPs utilisation"
     headline: ClassVar[tuple[str, ...]] = ("mfu", "hfu", "hardware")
 
@@ -708,7 +732,7 @@ def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> Mat
 # ------------------------------------------------------------------------------------- flops train
 
 
-class TrainFlopsResult(Result):
+class TrainFlopsResult(ModelResult):
     title: ClassVar[str] = "Training FLOPs"
     headline: ClassVar[tuple[str, ...]] = ("flops", "hardware_flops")
 

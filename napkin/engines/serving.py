@@ -131,7 +131,7 @@ def cached_tokens(model: Model, context: int, block: int | None) -> float:
     def rounded(n: int) -> int:
         return n if not block else math.ceil(n / block) * block
 
-    local = 0 if model.sliding_window is None else model.layers if model.local_layers is None else model.local_layers
+    local = model.n_local
     window = min(context, model.sliding_window) if model.sliding_window is not None else context
     return local * rounded(window) + (model.layers - local) * rounded(context)
 
@@ -206,7 +206,7 @@ def _attention_kind(model: Model) -> str:
     kind = "MQA" if model.n_kv == 1 else "MHA" if model.n_kv == model.n_heads else "GQA"
     text = f"{kind}: {model.n_kv} KV heads × {model.d_head}"
     if model.sliding_window is not None:
-        local = model.layers if model.local_layers is None else model.local_layers
+        local = model.n_local
         text += f"; window {model.sliding_window:,} on {local}/{model.layers} layers"
     return text
 

@@ -27,7 +27,7 @@ from napkin.domain.workload import Workload
 from napkin.engines import activations as acts
 from napkin.errors import UsageError
 from napkin.results.explain import step
-from napkin.results.result import Result, TableResult
+from napkin.results.result import ModelResult, TableResult
 from napkin.systems.profiles import HardwareProfile
 from napkin.units import format_bytes, format_bytes_si, format_count, format_sci, parse_bytes_or_fraction
 
@@ -390,7 +390,7 @@ class StageRow(Record):
     per_gpu_bytes: float
 
 
-class MemoryResult(Result):
+class MemoryResult(ModelResult):
     title: ClassVar[str] = "Memory per GPU"
     headline: ClassVar[tuple[str, ...]] = ("per_gpu_bytes", "fits", "hardware")
 
@@ -670,7 +670,7 @@ def _sharding_source(sharding: Sharding) -> str:
 # -------------------------------------------------------------------------------------- max model
 
 
-class MaxModelResult(Result):
+class MaxModelResult(ModelResult):
     title: ClassVar[str] = "Largest trainable model"
     headline: ClassVar[tuple[str, ...]] = ("params", "gpus", "hardware")
 

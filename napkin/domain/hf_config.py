@@ -1,0 +1,419 @@
+"""Hugging Face ``config.json`` → ``Model``: each family read the way its ``transformers`` code builds it.
+
+A config lists only what its family's config class does not default, so reading one exactly needs the
+family: Gemma ties its embeddings unless told otherwise and gates its GELU MLP; Qwen2 always biases Q, K
+and V; Gemma 2 alternates sliding and global attention; Llama 4 puts chunked attention on three layers in
+four. ``FAMILIES`` holds what each ``model_type`` implies, with the transformers file it comes from. An
+unknown ``model_type`` is read as a Llama-style decoder and every assumption is listed in ``notes``; a
+key whose value napkin cannot represent is refused, naming the key.
+
+``read_config`` takes the parsed JSON; ``load_path`` reads a config.json or a model folder (a Hub id is
+``napkin.systems.hf_source``'s).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from napkin.domain.choices import Mlp, Norm, QkNorm
+from napkin.domain.model import Model
+from napkin.errors import NapkinError, UsageError
+from napkin.io.files import read_text
+
+#: transformers v5.24 (huggingface/transformers, src/transformers/models/<family>/modeling_<family>.py and
+#: configuration_<family>.py): what each family's blocks contain beyond the keys its config.json spells out.
+TRANSFORMERS = "huggingface/transformers v5.24 models/<model_type>/configuration_*.py, modeling_*.py"
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a ``model_type`` implies. ``tied``: ``tie_word_embeddings`` when the config omits it."""
+
+    label: str
+    mlp: Mlp = Mlp.swiglu
+    norm: Norm = Norm.rmsnorm
+    norms_per_layer: int = 2
+    qk_norm: QkNorm = QkNorm.none
+    tied: bool = False
+    qkv_bias: bool = False  # Q, K, V biases whatever the config says (Qwen2)
+    sliding: str = "all"  # which layers a ``sliding_window`` applies to: all, alternate, pattern, qwen, types
+
+
+FAMILIES: dict[str, Family] = {
+    "llama": Family("Llama 1-3"),
+    "mistral": Family("Mistral"),
+    "mixtral": Family("Mixtral"),
+    "qwen2": Family("Qwen2/2.5", qkv_bias=True, sliding="qwen"),
+    "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, sliding="qwen"),
+    "qwen3": Family("Qwen3", qk_norm=QkNorm.head, sliding="qwen"),
+    "qwen3_moe": Family("Qwen3-MoE", qk_norm=QkNorm.head, sliding="qwen"),
+    "gemma": Family("Gemma", mlp=Mlp.geglu, tied=True),
+    "gemma2": Family("Gemma 2", mlp=Mlp.geglu, tied=True, norms_per_layer=4, sliding="alternate"),
+    "gemma3_text": Family(
+        "Gemma 3", mlp=Mlp.geglu, tied=True, norms_per_layer=4, qk_norm=QkNorm.head, sliding="pattern"
+    ),
+    "phi3": Family("Phi-3/3.5/4"),
+    "phimoe": Family("Phi-3.5-MoE", norm=Norm.layernorm),
+    "olmo2": Family("OLMo 2", qk_norm=QkNorm.full),
+    "deepseek_v2": Family("DeepSeek-V2"),
+    "deepseek_v3": Family("DeepSeek-V3/R1"),
+    "gpt_oss": Family("gpt-oss", sliding="types"),
+    "llama4_text": Family("Llama 4"),
+    "falcon": Family("Falcon", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
+    "gpt2": Family("GPT-2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
+    "gpt_neox": Family("GPT-NeoX", mlp=Mlp.gelu, norm=Norm.layernorm),
+    "gptj": Family("GPT-J", mlp=Mlp.gelu, norm=Norm.layernorm, norms_per_layer=1),
+}
+#: Multimodal wrappers: the language model's config is ``text_config``.
+WRAPPERS = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
+#: Activations the MLP formulas cover (hidden_act / activation_function / hidden_activation).
+ACTIVATIONS = {
+    "silu",
+    "swish",
+    "gelu",
+    "gelu_new",
+    "gelu_fast",
+    "gelu_pytorch_tanh",
+    "gelu_python",
+    "gelu_accurate",
+    "quick_gelu",
+    "relu",
+    "relu2",
+    "tanh",
+}
+#: A Llama-style decoder: what an unknown ``model_type`` is read as.
+DEFAULT = Family("unknown")
+
+
+@dataclass
+class HfModel:
+    """A model read from a config.json: the architecture, its name, and what reading it assumed."""
+
+    model: Model
+    name: str
+    model_type: str
+    family: str
+    notes: list[str] = field(default_factory=list)
+    #: config keys each Model field was read from (for error messages and --explain)
+    keys: dict[str, str] = field(default_factory=dict)
+
+
+class _Reader:
+    def __init__(self, c: dict[str, Any], where: str, field: str) -> None:
+        self.c, self.where, self.field = c, where, field
+        self.keys: dict[str, str] = {}
+        self.notes: list[str] = []
+
+    def get(self, target: str, *names: str) -> Any:
+        for n in names:
+            if self.c.get(n) is not None:
+                self.keys[target] = n
+                return self.c[n]
+        return None
+
+    def fail(self, key: str, message: str) -> UsageError:
+        return UsageError(f"{self.field}: {self.where}: {key}: {message}", field=self.field)
+
+    def flags(self, key: str) -> list[int]:
+        """A list of whole numbers (layer indices or 0/1 flags), or [] when the key is absent."""
+        value = self.c.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise self.fail(key, "must be a list of whole numbers")
+        return value
+
+    def whole(self, key: str, default: int) -> int:
+        """A whole-number key the family's layer rule reads (a pattern, a step), or ``default``."""
+        value = self.c.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.fail(key, f"{value!r} is not a whole number")
+        return value
+
+    def integer(self, target: str, *names: str) -> int | None:
+        value = self.get(target, *names)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.fail(self.keys[target], f"{value!r} is not a positive whole number")
+        return value
+
+
+def _text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]]:
+    """The language model's keys of a (possibly multimodal) config, and a note on what is left out."""
+    text = c.get("text_config")
+    if not isinstance(text, dict):
+        if c.get("model_type") in WRAPPERS and "num_hidden_layers" not in c:
+            raise UsageError(
+                f"{field}: text_config: a {c['model_type']} config keeps its language model there, and it is missing",
+                field=field,
+            )
+        return c, []
+    merged = {k: v for k, v in c.items() if k in ("tie_word_embeddings", "_name_or_path")}
+    merged.update(text)
+    merged.setdefault("model_type", WRAPPERS.get(str(c.get("model_type")), text.get("model_type")))
+    notes = []
+    vision = c.get("vision_config")
+    if isinstance(vision, dict):
+        kind = vision.get("model_type", "vision")
+        layers = vision.get("num_hidden_layers", vision.get("depth", "?"))
+        notes.append(
+            f"the vision tower ({kind}, {layers} layers, width {vision.get('hidden_size', '?')}) and its "
+            "projector are not counted: parameters, FLOPs and memory are the language model's"
+        )
+    for other in ("audio_config", "speech_config"):
+        if isinstance(c.get(other), dict):
+            notes.append(f"{other} is not counted")
+    return merged, notes
+
+
+def _layer_kinds(r: _Reader, fam: Family, layers: int, context: int | None) -> dict[str, Any]:
+    """sliding_window, local_layers and chunked, from layer_types or the family's rule."""
+    c = r.c
+    types = c.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise r.fail("layer_types", f"must list one attention type per layer ({layers})")
+        unknown = sorted({str(t) for t in types} - {"full_attention", "sliding_attention", "chunked_attention"})
+        if unknown:
+            raise r.fail(
+                "layer_types",
+                f"{unknown[0]!r} is not an attention napkin models (full_attention, "
+                "sliding_attention, chunked_attention)",
+            )
+        local = sum(t != "full_attention" for t in types)
+        chunked = "chunked_attention" in types
+        window = c.get("attention_chunk_size") if chunked else c.get("sliding_window")
+        key = "attention_chunk_size" if chunked else "sliding_window"
+        if local and window is None:
+            raise r.fail(key, f"layer_types has {local} windowed layers but {key} is not set")
+        return _window(r, key, window if local else None, local, chunked, context, "layer_types")
+    if c.get("model_type") == "llama4_text" and c.get("attention_chunk_size"):
+        rope = r.flags("no_rope_layers") or [
+            int((i + 1) % max(1, r.whole("no_rope_layer_interval", 4)) != 0) for i in range(layers)
+        ]
+        if len(rope) != layers:
+            raise r.fail("no_rope_layers", f"must list one flag per layer ({layers})")
+        # iRoPE: RoPE layers attend within chunks; every NoPE layer is global (modeling_llama4.py)
+        return _window(
+            r, "attention_chunk_size", c["attention_chunk_size"], sum(map(bool, rope)), True, context, "no_rope_layers"
+        )
+    window = c.get("sliding_window")
+    if window is None or c.get("use_sliding_window") is False:
+        return {}
+    if fam.sliding == "qwen":
+        first = c.get("max_window_layers", layers)
+        return _window(r, "sliding_window", window, max(0, layers - int(first)), False, context, "max_window_layers")
+    if fam.sliding == "alternate":  # Gemma 2: even layers local (configuration_gemma2.py: (i + 1) % 2)
+        return _window(r, "sliding_window", window, (layers + 1) // 2, False, context, "Gemma 2's alternation")
+    if fam.sliding == "pattern":  # Gemma 3: every sliding_window_pattern-th layer global
+        every = max(1, r.whole("sliding_window_pattern", 6))
+        local = sum(bool((i + 1) % every) for i in range(layers))
+        return _window(r, "sliding_window", window, local, False, context, f"sliding_window_pattern {every}")
+    return _window(r, "sliding_window", window, layers, False, context, "every layer")
+
+
+def _window(
+    r: _Reader, key: str, window: Any, local: int, chunked: bool, context: int | None, rule: str
+) -> dict[str, Any]:
+    if window is None or local == 0:
+        return {}
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise r.fail(key, f"{window!r} is not a positive whole number of tokens")
+    if context is not None and window >= context:
+        r.notes.append(
+            f"{key} {window:,} ≥ max_position_embeddings {context:,}: the window never masks, read as "
+            "full attention on every layer"
+        )
+        return {}
+    r.keys["sliding_window"] = key
+    r.notes.append(
+        f"{'chunked' if chunked else 'sliding-window'} attention ({window:,} tokens) on {local} layers ({rule})"
+    )
+    return {"sliding_window": window, "local_layers": local, "chunked": chunked}
+
+
+def _moe(r: _Reader, mt: str, layers: int, ffn: int | None) -> dict[str, Any]:
+    c = r.c
+    experts = r.integer("experts", "num_local_experts", "n_routed_experts", "num_experts")
+    if not experts or experts == 1:
+        return {}
+    out: dict[str, Any] = {"experts": experts}
+    out["top_k"] = r.integer("top_k", "num_experts_per_tok", "experts_per_token", "moe_topk") or 1
+    moe_ffn = r.integer("moe_ffn", "moe_intermediate_size")
+    if mt == "llama4_text":  # experts and the shared expert are intermediate_size wide, dense layers _mlp
+        out["ffn"] = r.integer("ffn", "intermediate_size_mlp") or ffn
+        moe_ffn = ffn
+        out["shared_experts"] = 1
+        step = max(1, r.whole("interleave_moe_layer_step", 1))
+        moe = r.flags("moe_layers") or list(range(step - 1, layers, step))
+        out["dense_layers"] = layers - len(moe)
+    elif mt.startswith("deepseek"):
+        out["shared_experts"] = r.whole("n_shared_experts", 0)
+        first, freq = r.whole("first_k_dense_replace", 0), max(1, r.whole("moe_layer_freq", 1))
+        out["dense_layers"] = layers - sum(1 for i in range(first, layers) if i % freq == 0)
+        out["router_bias"] = c.get("topk_method") == "noaux_tc"  # e_score_correction_bias
+    elif mt in ("qwen2_moe", "qwen3_moe"):
+        only, step = r.flags("mlp_only_layers"), max(1, r.whole("decoder_sparse_step", 1))
+        out["dense_layers"] = sum(1 for i in range(layers) if i in only or (i + 1) % step)
+        shared = c.get("shared_expert_intermediate_size")
+        if shared:
+            if moe_ffn is None or shared % moe_ffn:
+                raise r.fail("shared_expert_intermediate_size", "must be a whole number of experts wide")
+            out["shared_experts"] = shared // moe_ffn
+            r.notes.append("the shared expert's sigmoid gate (hidden × 1 per layer) is not counted")
+    elif mt == "gpt_oss":
+        out["router_bias"] = True
+    out["moe_ffn"] = moe_ffn
+    return out
+
+
+def read_config(
+    data: dict[str, Any], *, where: str = "config.json", name: str | None = None, field: str = "model_config"
+) -> HfModel:
+    """The ``Model`` a parsed config.json describes (``where`` names it in errors, ``field`` the input)."""
+    c, notes = _text_part(data, field)
+    r = _Reader(c, where, field)
+    r.notes += notes
+    mt = str(c.get("model_type") or "")
+    fam = FAMILIES.get(mt)
+    if fam is None:
+        fam = DEFAULT
+        r.notes.insert(
+            0,
+            f"model_type {mt or '(none)'!r} is not a family napkin knows ({', '.join(FAMILIES)}); "
+            "read as a Llama-style decoder: gated MLP if hidden_act is silu, RMSNorm if rms_norm_eps is "
+            "set, 2 norms per layer, no biases unless attention_bias/mlp_bias, untied embeddings unless "
+            "tie_word_embeddings",
+        )
+    act = str(r.get("act", "hidden_activation", "hidden_act", "activation_function") or "")
+    if act and act not in ACTIVATIONS:
+        raise r.fail(r.keys["act"], f"{act!r} is not an activation napkin knows ({', '.join(sorted(ACTIVATIONS))})")
+    mlp, norm = fam.mlp, fam.norm
+    if fam is DEFAULT:
+        mlp = Mlp.swiglu if act in ("silu", "swish") else Mlp.gelu
+        norm = Norm.rmsnorm if "rms_norm_eps" in c else Norm.layernorm
+    layers = r.integer("layers", "num_hidden_layers", "n_layer", "num_layers")
+    hidden = r.integer("hidden", "hidden_size", "n_embd", "d_model")
+    if layers is None or hidden is None:
+        missing = "num_hidden_layers" if layers is None else "hidden_size"
+        raise r.fail(missing, "missing (a decoder config names its layer count and width)")
+    heads = r.integer("heads", "num_attention_heads", "n_head")
+    context = r.integer("context", "max_position_embeddings", "n_positions", "seq_length")
+    ffn = r.integer("ffn", "intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")
+    out: dict[str, Any] = {
+        "layers": layers,
+        "hidden": hidden,
+        "heads": heads,
+        "ffn": ffn,
+        "context": context,
+        "vocab": r.integer("vocab", "vocab_size"),
+        "mlp": mlp,
+        "norm": norm,
+        "norms_per_layer": fam.norms_per_layer,
+        "qk_norm": fam.qk_norm,
+        "qkv_bias": fam.qkv_bias,
+        "kv_heads": r.integer("kv_heads", "num_key_value_heads"),
+        "head_dim": r.integer("head_dim", "head_dim"),
+    }
+    tied = c.get("tie_word_embeddings")
+    out["tied_embeddings"] = fam.tied if tied is None else bool(tied)
+    if tied is None:
+        r.notes.append(f"tie_word_embeddings not given: {fam.label} default, {'tied' if fam.tied else 'untied'}")
+    if fam is not FAMILIES.get("qwen2") and fam is not FAMILIES.get("qwen2_moe"):
+        out["attention_bias"] = bool(c.get("attention_bias", False))
+    out["mlp_bias"] = bool(c.get("mlp_bias", False))
+    if mt == "gpt2":
+        out.update(biases=True, learned_positions=True, dropout=bool(c.get("resid_pdrop")))
+    elif mt == "gpt_neox":
+        out.update(biases=True, norms_per_layer=2)
+    elif mt == "gptj":
+        out.update(mlp_bias=True, head_bias=True)
+        if c.get("rotary_dim") is None:
+            r.notes.append("rotary_dim not given (RoPE has no parameters; no effect on the counts)")
+    elif mt == "falcon":
+        new = bool(c.get("new_decoder_architecture"))
+        out["biases"] = bool(c.get("bias", False))
+        out["norms_per_layer"] = 2 if new or not c.get("parallel_attn", True) else 1
+        if new:
+            out["kv_heads"] = r.integer("kv_heads", "num_kv_heads")
+        elif c.get("multi_query", True):
+            out["kv_heads"] = 1
+        if ffn is None:
+            out["ffn"] = 4 * hidden
+    elif mt == "phimoe":
+        out["head_bias"] = bool(c.get("lm_head_bias", False))
+    elif mt == "gpt_oss":
+        out.update(attention_bias=True, mlp_bias=True, sinks=True)
+    elif mt == "gemma" and act == "gelu":
+        r.notes.append("hidden_act 'gelu' in a Gemma config means the tanh approximation (modeling_gemma.py)")
+    if c.get("kv_lora_rank"):  # MLA: DeepSeek-V2 §2.1 (modeling_deepseek_v3.py)
+        out.update(
+            kv_lora_rank=r.integer("kv_lora_rank", "kv_lora_rank"),
+            q_lora_rank=r.integer("q_lora_rank", "q_lora_rank"),
+            rope_head_dim=r.integer("rope_head_dim", "qk_rope_head_dim"),
+            head_dim=r.integer("head_dim", "qk_nope_head_dim"),
+            v_head_dim=r.integer("v_head_dim", "v_head_dim"),
+            kv_heads=None,
+            attention_bias=False,
+        )
+    out.update(_moe(r, mt, layers, out["ffn"]))
+    out.update(_layer_kinds(r, fam, layers, context))
+    fields = {k: v for k, v in out.items() if v is not None}
+    try:
+        model = Model.model_validate(fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        target = str(err["loc"][0]) if err["loc"] else ""
+        message = err["msg"].removeprefix("Value error, ")
+        for napkin_name, key in r.keys.items():
+            message = re.sub(rf"\b{napkin_name} \(", f"{key} (", message)
+        raise r.fail(r.keys.get(target, target or "config"), message) from None
+    label = name or hub_name(data) or where
+    return HfModel(model=model, name=label, model_type=mt, family=fam.label, notes=r.notes, keys=r.keys)
+
+
+def hub_name(data: dict[str, Any]) -> str | None:
+    """``_name_or_path`` when it is a Hub id or a bare name, not a path on someone's disk."""
+    value = data.get("_name_or_path")
+    if not isinstance(value, str) or not value or value.startswith(("/", ".", "~")) or value.count("/") > 1:
+        return None
+    return value
+
+
+def parse_file(path: Path, field: str = "model_config") -> dict[str, Any]:
+    """A config.json's object: one ``UsageError`` naming ``field`` and the path for anything else."""
+    where = repr(str(path))
+    try:
+        data = json.loads(read_text(path))  # a regular file of bounded size, never a FIFO or /dev/zero
+    except NapkinError as exc:
+        raise UsageError(f"{field}: {exc}", field=field) from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting deeper than the parser's stack
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise UsageError(f"{field}: {where} is not valid JSON ({reason})", field=field) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{field}: {where} is not a JSON object (a config.json maps keys to values)", field=field)
+    return data
+
+
+def load_path(spec: str | Path, *, field: str = "model_config", name: str | None = None) -> HfModel:
+    """The model of a config.json file or of a model folder (its config.json), named ``name``, else by its
+    ``_name_or_path``, else by the path given."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        folder, path = path, path / "config.json"
+        if not path.is_file():
+            raise UsageError(
+                f"{field}: folder {str(folder)!r} has no config.json (a Hugging Face model folder has one)",
+                field=field,
+            )
+    data = parse_file(path, field)
+    return read_config(data, where=repr(str(spec)), name=name or hub_name(data) or str(spec), field=field)

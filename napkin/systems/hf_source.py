@@ -1,0 +1,87 @@
+"""A Hugging Face model by what a user has: a config.json, a model folder, or a Hub id (``org/name``).
+
+A Hub id is resolved by ``huggingface_hub`` (the optional ``hf`` extra: ``pip install 'napkin[hf]'``), which
+reads the local cache first and honours ``HF_HUB_OFFLINE``, ``HF_HOME`` and ``HF_HUB_CACHE``; only
+``config.json`` is fetched, and nothing else in napkin touches the network. The model is named by its Hub
+id, or its config's ``_name_or_path``, never by its folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from napkin.domain.hf_config import HfModel, load_path, parse_file, read_config
+from napkin.errors import UsageError
+
+#: ``org/name`` as the Hub spells repository ids (huggingface_hub validate_repo_id: letters, digits, - _ .).
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+#: Values of HF_HUB_OFFLINE that mean "offline" (huggingface_hub constants._is_true).
+TRUE = ("1", "on", "yes", "true")
+
+
+def is_source(text: str) -> bool:
+    """Whether a ``--model`` value names a config rather than a preset: a path, a folder or a Hub id."""
+    return "/" in text or os.sep in text or text.endswith(".json")
+
+
+def load(spec: str | Path, *, field: str = "model_config") -> HfModel:
+    """The model a config.json path, a model folder or a Hub id describes."""
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.exists() or text.endswith(".json") or not HUB_ID.match(text):
+        return load_path(path, field=field)
+    data = parse_file(_from_hub(text, field), field)
+    return read_config(data, where=repr(text), name=text, field=field)
+
+
+def _cache_dir() -> str | None:
+    """The Hub cache as the environment names it now (huggingface_hub reads it once, when imported)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return str(Path(os.environ["HF_HOME"]) / "hub")
+    return None
+
+
+def _from_hub(repo_id: str, field: str) -> Path:
+    """``repo_id``'s config.json from the local cache, or downloaded unless HF_HUB_OFFLINE is set."""
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            GatedRepoError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+        )
+    except ImportError:
+        raise UsageError(
+            f"{field}: {repo_id!r} is not a file, a folder or a preset; read as a Hugging Face Hub id it needs "
+            "huggingface_hub: pip install 'napkin[hf]'",
+            field=field,
+        ) from None
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE
+    try:
+        return Path(hf_hub_download(repo_id, "config.json", local_files_only=offline, cache_dir=_cache_dir()))
+    except LocalEntryNotFoundError:
+        why = "HF_HUB_OFFLINE is set" if offline else "the Hub could not be reached"
+        raise UsageError(
+            f"{field}: {repo_id!r} is not in the Hugging Face cache and {why}; fetch it once online, or give its "
+            "config.json or a folder holding one",
+            field=field,
+        ) from None
+    except GatedRepoError:
+        raise UsageError(
+            f"{field}: {repo_id!r} is gated on the Hub: accept its licence and log in (hf auth login), or give "
+            "its config.json",
+            field=field,
+        ) from None
+    except RepositoryNotFoundError:
+        raise UsageError(
+            f"{field}: {repo_id!r} is not a model on the Hugging Face Hub, a file, a folder or a preset", field=field
+        ) from None
+    except EntryNotFoundError:
+        raise UsageError(f"{field}: {repo_id!r} has no config.json on the Hub", field=field) from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{field}: {repo_id!r}: {str(exc).splitlines()[0]}", field=field) from None
