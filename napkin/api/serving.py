@@ -29,14 +29,14 @@ from napkin.api.inputs import Number
 
 def _serving_model(
     model: str | Model | None, model_config: str | Path | None, shape: dict[str, Any]
-) -> tuple[str, Model]:
+) -> tuple[str, Model, tuple[str, ...]]:
     chosen = build_model(model, model_config, **shape)
     arch = chosen.model
     if arch is None:
         raise UsageError(
             "model is required (a preset, model_config, or layers and hidden)", field="model", also=("model_config",)
         )
-    return chosen.name or "model", arch
+    return chosen.name or "model", arch, chosen.notes
 
 
 def _block(block_size: Number | None, paged: bool) -> int | None:
@@ -79,11 +79,13 @@ def kv_cache(
     from napkin.engines.serving import KvDtype
     from napkin.engines.serving import kv_cache as engine
 
-    name, arch = _serving_model(model, model_config, shape)
+    name, arch, notes = _serving_model(model, model_config, shape)
     _, t = _tensor(tensor_parallel, tensor_parallel, arch)
     length = _context(context, arch)
     b = _positive(batch, "batch")
-    return engine(name, arch, length, b, choice(KvDtype, kv_dtype, "kv_dtype"), _block(block_size, paged), t)
+    result = engine(name, arch, length, b, choice(KvDtype, kv_dtype, "kv_dtype"), _block(block_size, paged), t)
+    result.notes[:0] = list(notes)
+    return result
 
 
 def _positive(value: Number, field: str) -> int:
@@ -130,7 +132,7 @@ def inference(
     from napkin.engines.serving import CHUNK_TOKENS, DEFAULT_EFFICIENCY, DEFAULT_RESERVE, KvDtype, Serving, WeightFormat
     from napkin.engines.serving import serve as engine
 
-    name, arch = _serving_model(model, model_config, shape)
+    name, arch, notes = _serving_model(model, model_config, shape)
     g, t = _tensor(gpus, tensor_parallel, arch)
     p = optional(units.parse_length, prompt, "prompt")
     o = optional(units.parse_length, output, "output")
@@ -173,7 +175,7 @@ def inference(
         chunk_tokens=_positive(chunk if chunk is not None else CHUNK_TOKENS, "chunk"),
         price_per_hour=price_value if price_value is not None else profile.price_per_hour,
     )
-    return engine(
+    result = engine(
         name,
         arch,
         profile,
@@ -186,3 +188,5 @@ def inference(
         settings=settings,
         fabric=fabric_of(profile, t),
     )
+    result.notes[:0] = list(notes)
+    return result

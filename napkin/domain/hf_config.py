@@ -412,7 +412,7 @@ def load_path(spec: str | Path, *, field: str = "model_config", name: str | None
         folder, path = path, path / "config.json"
         if not path.is_file():
             raise UsageError(
-                f"{field}: folder {str(folder)!r} has no config.json (a Hugging Face model folder has one)",
+                f"{field}: folder {str(folder)!r} has no config.json (a Hugging Face checkpoint folder has one)",
                 field=field,
             )
     data = parse_file(path, field)

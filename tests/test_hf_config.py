@@ -1,0 +1,169 @@
+"""Hugging Face config.json files, family by family, read exactly: parameter totals against the published ones,
+per-layer attention against what each family's transformers code builds, KV cache against what engines log.
+
+The fixtures in tests/data/hf_configs are abridged copies of the released config.json files (SOURCES.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import napkin
+from napkin.domain.hf_config import load_path, read_config
+from napkin.errors import UsageError
+
+DATA = Path(__file__).parent / "data" / "hf_configs"
+
+#: fixture → (published total, how far the authors' rounding lets it be, where it is published). Checkpoint
+#: totals are the released safetensors' tensor counts (what the Hub shows for the repository). The Gemma papers
+#: count a 256,128-token embedding table; the checkpoints hold 256,000 rows, hence the −128·d.
+PUBLISHED: dict[str, tuple[float, float, str]] = {
+    "llama-7b": (6.7e9, 0.05e9, "Touvron et al. 2023, arXiv:2302.13971 Table 2: 6.7B"),
+    "llama-2-7b": (6_738_415_616, 0, "meta-llama/Llama-2-7b-hf checkpoint"),
+    "llama-3.1-8b": (8_030_261_248, 0, "meta-llama/llama-models sku_list.py, Llama3.1-8B"),
+    "llama-3.1-70b": (70_553_706_496, 0, "meta-llama/llama-models sku_list.py, Llama3.1-70B"),
+    "mistral-7b-v0.1": (7_241_732_096, 0, "mistralai/Mistral-7B-v0.1 checkpoint (7.3B in Jiang et al. 2023)"),
+    "mixtral-8x7b": (46.7e9, 0.05e9, "Jiang et al. 2024, arXiv:2401.04088 §2: 46.7B"),
+    "qwen2.5-7b": (7.61e9, 0.005e9, "Qwen/Qwen2.5-7B model card: 7.61B"),
+    "qwen3-8b": (8.2e9, 0.05e9, "Qwen/Qwen3-8B model card: 8.2B"),
+    "qwen3-30b-a3b": (30.5e9, 0.05e9, "Qwen/Qwen3-30B-A3B model card: 30.5B"),
+    "gemma-2b": (524_550_144 - 128 * 2048 + 1_981_884_416, 0, "Gemma Team 2024, arXiv:2403.08295 Table 2"),
+    "gemma-7b": (786_825_216 - 128 * 3072 + 7_751_248_896, 0, "Gemma Team 2024 Table 2"),
+    "gemma-2-2b": (590_118_912 - 128 * 2304 + 2_024_517_888, 0, "Gemma Team 2024b, arXiv:2408.00118 Table 2"),
+    "gemma-2-9b": (917_962_752 - 128 * 3584 + 8_324_201_984, 0, "Gemma 2 report Table 2"),
+    "gemma-2-27b": (1_180_237_824 - 128 * 4608 + 26_047_480_320, 0, "Gemma 2 report Table 2"),
+    "gemma-3-1b": (302e6 + 698e6, 1e6, "Gemma Team 2025, arXiv:2503.19786 Table 1: 302M + 698M"),
+    "gemma-3-4b": (675e6 + 3_209e6, 1e6, "Gemma 3 report Table 1: 675M + 3,209M (vision 417M apart)"),
+    "gemma-3-12b": (1_012e6 + 10_759e6, 1e6, "Gemma 3 report Table 1: 1,012M + 10,759M"),
+    "gemma-3-27b": (1_416e6 + 25_600e6, 1e6, "Gemma 3 report Table 1: 1,416M + 25,600M"),
+    "phi-3-mini-4k": (3.8e9, 0.05e9, "Abdin et al. 2024, arXiv:2404.14219 §2: 3.8B"),
+    "phi-3.5-moe": (41.9e9, 0.05e9, "microsoft/Phi-3.5-MoE-instruct model card: 41.9B"),
+    "deepseek-v2-lite": (15.7e9, 0.05e9, "DeepSeek-AI 2024, arXiv:2405.04434: DeepSeek-V2-Lite 15.7B"),
+    "deepseek-v3": (671e9, 0.5e9, "DeepSeek-AI 2024, arXiv:2412.19437 §1: 671B (MTP module apart)"),
+    "gpt-oss-20b": (20.91e9, 0.005e9, "OpenAI 2025, gpt-oss model card arXiv:2508.10925 Table 1: 20.91B"),
+    "gpt-oss-120b": (116.83e9, 0.005e9, "gpt-oss model card Table 1: 116.83B"),
+    "gpt2": (124_439_808, 0, "openai-community/gpt2 checkpoint (124M)"),
+    "gpt-neox-20b": (20_554_567_680, 0, "Black et al. 2022, arXiv:2204.06745 §2: 20,554,567,680 parameters"),
+    "gpt-j-6b": (6_053_381_344, 0, "EleutherAI/gpt-j-6b model card: n_parameters 6,053,381,344"),
+    "falcon-7b": (6_921_720_704, 0, "tiiuae/falcon-7b checkpoint (7B)"),
+    "olmo-2-7b": (7_298_617_344, 0, "allenai/OLMo-2-1124-7B checkpoint (7B)"),
+    "llama-4-scout": (107_769_861_120, 0, "meta-llama/Llama-4-Scout-17B-16E language model (109B with vision)"),
+}
+
+
+def config(name: str) -> dict[str, object]:
+    data: dict[str, object] = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameters_match_the_published_total(name: str) -> None:
+    published, rounding, _ = PUBLISHED[name]
+    got = read_config(config(name)).model.params()
+    assert abs(got - published) <= max(1e-3 * published, rounding), (got, published)
+
+
+def test_every_fixture_is_checked() -> None:
+    fixtures = {p.stem for p in DATA.glob("*.json")}
+    assert fixtures - set(PUBLISHED) <= {"mistral-7b-v0.3", "qwen2-7b", "phi-3.5-mini", "phi-4-mini"}
+
+
+@pytest.mark.parametrize(
+    ("name", "active", "rounding", "source"),
+    [
+        ("mixtral-8x7b", 12.9e9, 0.05e9, "Jiang et al. 2024 §2: 12.9B active"),
+        ("deepseek-v3", 37e9, 0.6e9, "arXiv:2412.19437 §1: 37B activated"),
+        ("phi-3.5-moe", 6.6e9, 0.05e9, "model card: 6.6B active"),
+        ("llama-4-scout", 17e9, 0.5e9, "model card: 17B active"),
+    ],
+)
+def test_active_parameters_match_the_published_figure(name: str, active: float, rounding: float, source: str) -> None:
+    assert abs(read_config(config(name)).model.active_params() - active) <= rounding
+
+
+@pytest.mark.parametrize(
+    ("name", "window", "local", "chunked"),
+    [
+        # transformers' own layer rules: configuration_gemma2.py (i + 1) % 2, configuration_gemma3.py
+        # sliding_window_pattern 6, gpt-oss layer_types, Llama 4 no_rope_layers, Mistral on every layer
+        ("gemma-2-9b", 4096, 21, False),
+        ("gemma-2-2b", 4096, 13, False),
+        ("gemma-3-1b", 512, 22, False),
+        ("gemma-3-27b", 1024, 52, False),
+        ("gpt-oss-120b", 128, 18, False),
+        ("llama-4-scout", 8192, 36, True),
+        ("mistral-7b-v0.1", 4096, 32, False),
+        ("qwen2.5-7b", None, 0, False),  # use_sliding_window false
+        ("phi-3.5-mini", None, 0, False),  # a 262,144 window over a 131,072 context never masks
+    ],
+)
+def test_attention_types_per_layer(name: str, window: int | None, local: int, chunked: bool) -> None:
+    m = read_config(config(name)).model
+    assert (m.sliding_window, m.n_local, m.chunked) == (window, local, chunked)
+
+
+def test_gemma_2_is_gated_tied_and_half_local() -> None:
+    """The config omits tie_word_embeddings and names a plain GELU: Gemma ties and gates (modeling_gemma2.py)."""
+    read = read_config(config("gemma-2-9b"))
+    m = read.model
+    assert (m.mlp, m.tied_embeddings, m.norms_per_layer) == ("geglu", True, 4)
+    assert any("tie_word_embeddings not given" in note for note in read.notes)
+    kv = napkin.kv_cache(model=m, context="8k")
+    # 21 global layers keep 8,192 tokens, 21 local ones 4,096: 2 · 8 KV heads · 256 · 2 B per layer-token
+    assert kv.kv_bytes_per_sequence == (21 * 8192 + 21 * 4096) * 2 * 8 * 256 * 2
+
+
+@pytest.mark.parametrize(
+    ("name", "gib_per_1000_tokens"),
+    [("qwen3-8b", 0.1373), ("llama-3.1-70b", 0.3052)],
+)
+def test_kv_cache_per_token_as_engines_log_it(name: str, gib_per_1000_tokens: float) -> None:
+    """LMCache docs/source/community/faq.rst @ 5e66b5d6, from vLLM's logs: Qwen3-8B 0.1373 GB (GiB) per 1,000
+    tokens (50.32 GiB hold 366,400 tokens), Llama-3.1-70B 0.3052."""
+    m = read_config(config(name)).model
+    per_token = napkin.kv_cache(model=m, context="1k").kv_bytes_per_token
+    assert per_token * 1000 / 2**30 == pytest.approx(gib_per_1000_tokens, abs=5e-5)
+    if name == "qwen3-8b":
+        assert 50.32 * 2**30 / per_token == pytest.approx(366_400, rel=1e-3)
+
+
+def test_a_multimodal_config_reads_its_language_model_and_says_so() -> None:
+    read = read_config(config("gemma-3-4b"))
+    assert read.model.layers == 34 and read.model.vocab == 262_208
+    assert any("vision tower (siglip_vision_model, 27 layers" in note for note in read.notes)
+
+
+def test_a_model_is_named_by_its_id_not_its_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "snapshot"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config("phi-3.5-mini")), encoding="utf-8")
+    assert load_path(folder).name == "Phi-3.5-mini-instruct"  # its _name_or_path
+    r = napkin.kv_cache(model=str(folder), context="4k")
+    assert r.model == "Phi-3.5-mini-instruct"
+
+
+def test_an_unknown_model_type_is_read_with_its_assumptions_listed() -> None:
+    data = {**config("llama-3.1-8b"), "model_type": "my_llama"}
+    read = read_config(data)
+    assert read.model.params() == 8_030_261_248
+    assert "model_type 'my_llama' is not a family napkin knows" in read.notes[0]
+    assert "gated MLP if hidden_act is silu" in read.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden_act": "xielu"}, "hidden_act: 'xielu' is not an activation napkin knows"),
+        ({"num_key_value_heads": 5}, "num_attention_heads (32) must be a multiple of num_key_value_heads (5)"),
+        ({"layer_types": ["linear_attention"] * 32}, "layer_types: 'linear_attention' is not an attention napkin"),
+        ({"layer_types": ["full_attention"]}, "layer_types: must list one attention type per layer (32)"),
+        ({"num_hidden_layers": "32"}, "num_hidden_layers: '32' is not a positive whole number"),
+    ],
+)
+def test_a_config_napkin_cannot_represent_is_refused_naming_the_key(change: dict[str, object], message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        read_config({**config("llama-3.1-8b"), **change})
+    assert info.value.field == "model_config"
