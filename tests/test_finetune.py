@@ -1,0 +1,234 @@
+"""LoRA and QLoRA: trainable parameters as peft counts them, memory as torch and bitsandbytes hold it, and the
+QLoRA paper's own arithmetic."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import napkin
+from napkin.api import build_model
+from napkin.domain.choices import Finetune, Recompute
+from napkin.domain.model import Model
+from napkin.domain.workload import Workload
+from napkin.engines.finetune import (
+    NF4_BYTES,
+    NF4_DQ_BYTES,
+    Adapters,
+    finetune_bytes,
+    lora_params,
+    targets,
+)
+from napkin.errors import UsageError
+from tests.conftest import HAS_TORCH, Run
+
+HAS_PEFT = HAS_TORCH and all(importlib.util.find_spec(name) is not None for name in ("peft", "transformers"))
+HAS_BNB = HAS_PEFT and importlib.util.find_spec("bitsandbytes") is not None
+needs_peft = pytest.mark.skipif(not HAS_PEFT, reason="needs torch, peft and transformers (the dev group)")
+needs_bnb = pytest.mark.skipif(not HAS_BNB, reason="needs bitsandbytes (the dev group)")
+
+#: peft, transformers and bitsandbytes warn about each other's deprecations; none of it is napkin's.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::FutureWarning", "ignore::DeprecationWarning", "ignore::UserWarning", "ignore::RuntimeWarning"
+)
+
+#: A small Llama (4 layers, GQA, SwiGLU): shaped like the real ones, small enough for a CPU.
+SHAPE: dict[str, Any] = {
+    "layers": 4,
+    "hidden": 256,
+    "heads": 8,
+    "kv_heads": 2,
+    "ffn": 688,
+    "vocab": 1000,
+    "mlp": "swiglu",
+    "norm": "rmsnorm",
+    "tied_embeddings": False,
+}
+SMALL = Model(**SHAPE)
+
+
+def small_llama() -> Any:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        vocab_size=1000,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).to(torch.bfloat16)  # type: ignore[arg-type]
+
+
+def test_double_quantization_costs_what_the_qlora_paper_says() -> None:
+    # QLoRA §3: absmax constants cost 32/64 = 0.5 bit per parameter; double quantization 8/64 + 32/(64·256)
+    assert (NF4_BYTES - 0.5) * 8 == 0.5
+    assert abs((NF4_DQ_BYTES - 0.5) * 8 - 0.127) < 5e-4
+
+
+@pytest.mark.torch
+@needs_peft
+@pytest.mark.parametrize(
+    ("rank", "peft_targets"),
+    [(8, ["q_proj", "v_proj"]), (16, "all-linear"), (4, ["o_proj", "down_proj"]), (64, ["gate_proj", "k_proj"])],
+)
+def test_trainable_parameters_equal_peft(rank: int, peft_targets: str | list[str]) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    with torch.device("meta"):
+        model = get_peft_model(small_llama(), LoraConfig(r=rank, target_modules=peft_targets))
+    counted = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert lora_params(SMALL, rank, targets(peft_targets)) == counted
+
+
+@pytest.mark.torch
+@needs_bnb
+def test_a_qlora_model_holds_what_napkin_counts(tmp_path: Path) -> None:
+    """The QLoRA recipe on CPU (bitsandbytes NF4 with double quantization, peft's prepare_model_for_kbit_training,
+    rank-16 adapters on every linear layer): the bytes of every tensor torch holds, and of one AdamW step's state."""
+    import torch
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    small_llama().save_pretrained(tmp_path)
+    quantization = BitsAndBytesConfig(  # type: ignore[no-untyped-call]
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
+    base = AutoModelForCausalLM.from_pretrained(
+        tmp_path, quantization_config=quantization, dtype=torch.bfloat16, device_map="cpu"
+    )
+    prepared = prepare_model_for_kbit_training(base)  # type: ignore[no-untyped-call]
+    model = get_peft_model(prepared, LoraConfig(r=16, target_modules="all-linear"))
+
+    def held(p: Any) -> int:
+        quant = getattr(p, "quant_state", None)
+        extra = 0
+        if quant is not None:
+            extra += quant.absmax.numel() * quant.absmax.element_size()
+            if quant.nested:
+                extra += quant.state2.absmax.numel() * 4 + 4  # fp32 second-level absmax and the offset
+        return int(p.numel() * p.element_size()) + extra
+
+    frozen = sum(held(p) for p in model.parameters() if not p.requires_grad)
+    adapters = sum(held(p) for p in model.parameters() if p.requires_grad)
+    ids = torch.randint(0, 1000, (2, 64))
+    model(input_ids=ids, labels=ids).loss.backward()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+    optimizer.step()
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+    states = sum(v.nbytes for s in optimizer.state.values() for v in s.values() if v.dim())
+
+    work = Workload(seq=64, micro_batch=2)
+    ours = finetune_bytes(
+        SMALL, Adapters(Finetune.qlora), work, recompute=Recompute.full, flash_attention=True
+    )  # fmt: skip
+    # bitsandbytes rounds each tensor's quantization state to whole blocks: a few bytes per weight matrix
+    assert ours["frozen base"] == pytest.approx(frozen, abs=8 * 7 * 4)
+    assert (ours["adapters"], ours["adapter gradients"], ours["optimizer states"]) == (adapters, grads, states)
+
+
+@pytest.mark.torch
+@needs_peft
+def test_saved_activations_with_gradient_checkpointing_match_torchs_count() -> None:
+    """What autograd keeps for backward (torch's saved-tensor hooks, each storage once) for a LoRA model with
+    gradient checkpointing, against napkin's layer inputs + embedding + logits: within 15 % (transformers keeps
+    the final norm's input in fp32, napkin counts 16 bits)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    model = small_llama()
+    model.gradient_checkpointing_enable()
+    model.enable_input_require_grads()
+    model.config.use_cache = False
+    model = get_peft_model(model, LoraConfig(r=16, target_modules="all-linear"))
+    model.train()
+    ids = torch.randint(0, 1000, (2, 256))
+    saved: dict[int, int] = {}
+
+    def keep(t: Any) -> Any:
+        storage = t.untyped_storage()
+        saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(input_ids=ids, labels=ids)
+    work = Workload(seq=256, micro_batch=2)
+    ours = finetune_bytes(SMALL, Adapters(Finetune.lora), work, recompute=Recompute.full, flash_attention=True)
+    kept = ours["activations"] + ours["embedding and logits"]
+    assert kept == pytest.approx(sum(saved.values()), rel=0.15)
+
+
+def test_qlora_fits_a_65b_model_on_one_48gb_gpu_and_lora_does_not() -> None:
+    """QLoRA abstract: "finetune a 65B parameter model on a single 48GB GPU" (LLaMA 65B: Touvron et al. 2023a
+    Table 2: 80 layers, d 8192, 64 heads; F 22016 in the released checkpoint), 512-token sequences."""
+    llama_65b = napkin.Model(
+        layers=80, hidden=8192, heads=64, ffn=22016, vocab=32000, mlp="swiglu", norm="rmsnorm", tied_embeddings=False
+    )
+    qlora = napkin.memory(model=llama_65b, finetune="qlora", seq=512, hardware="l40s")
+    lora = napkin.memory(model=llama_65b, finetune="lora", seq=512, hardware="l40s")
+    assert qlora.fits and qlora.per_gpu_bytes > 0.75 * 48e9
+    assert not lora.fits and lora.breakdown["frozen base"] > 130e9
+
+
+def test_max_model_answers_the_largest_model_to_qlora(napkin: Run) -> None:
+    result = napkin("max-model", "--finetune", "qlora", "--gpus", "1", "--hardware", "l40s")
+    assert result.exit_code == 0, result.stderr
+    assert "largest model" in result.stdout and "nf4 (double quantization)" in result.stdout
+    answer = napkin_json(napkin, "max-model", "--finetune", "qlora", "--gpus", "1", "--hardware", "l40s")
+    assert answer["params"] == pytest.approx(48e9 / NF4_DQ_BYTES)  # the l40s datasheet's 48 GB, all of it NF4
+    shaped = napkin_json(napkin, "max-model", "--finetune", "qlora", "--hardware", "l40s", "--model", "llama3-70b",
+                         "--seq", "2048")  # fmt: skip
+    assert shaped["shape"]["params"] == 70_553_706_496 and shaped["max_layers"] < 80
+
+
+def napkin_json(run: Run, *args: str) -> Any:
+    import json
+
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_finetune_on_train_time_counts_a_frozen_base() -> None:
+    """A frozen base runs forward (2N) and passes input gradients back (2N); only adapters get weight gradients
+    (6T): C = (4N + 6T)·D, against 6N·D for full fine-tuning."""
+    full = napkin.train_time(model="llama3-8b", tokens="1B", gpus=8, seq=2048)
+    lora = napkin.train_time(model="llama3-8b", tokens="1B", gpus=8, seq=2048, finetune="lora", lora_rank=8)
+    arch = build_model("llama3-8b").model
+    assert arch is not None
+    t = lora_params(arch, 8, targets(None))
+    n = 8_030_261_248
+    assert lora.flops - lora.flops_attention == pytest.approx((4 * n + 6 * t) * 1e9)
+    assert full.flops - full.flops_attention == pytest.approx(6 * n * 1e9)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--finetune", "qlora", "--params", "7B"], "--params: qlora needs a --model, not a parameter count"),
+        (["--finetune", "lora", "--model", "llama3-8b", "--lora-targets", "fc9"], "--lora-targets: 'fc9' is not"),
+        (["--finetune", "lora", "--model", "llama3-8b", "--tensor-parallel", "2", "--gpus", "2"], "data parallel"),
+        (["--lora-rank", "8", "--model", "llama3-8b"], "used only with --finetune lora or qlora"),
+    ],
+)
+def test_bad_finetune_input_is_one_line(napkin: Run, args: list[str], message: str) -> None:
+    result = napkin("memory", *args)
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
+
+
+def test_unknown_targets_name_the_keyword() -> None:
+    with pytest.raises(UsageError) as info:
+        targets("q_proj,lm_head")
+    assert info.value.field == "lora_targets"
