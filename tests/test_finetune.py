@@ -184,7 +184,7 @@ def test_qlora_fits_a_65b_model_on_one_48gb_gpu_and_lora_does_not() -> None:
 def test_max_model_answers_the_largest_model_to_qlora(napkin: Run) -> None:
     result = napkin("max-model", "--finetune", "qlora", "--gpus", "1", "--hardware", "l40s")
     assert result.exit_code == 0, result.stderr
-    assert "largest model" in result.stdout and "nf4 (double quantization)" in result.stdout
+    assert "upper bound" in result.stdout and "nf4 (double quantization)" in result.stdout
     answer = napkin_json(napkin, "max-model", "--finetune", "qlora", "--gpus", "1", "--hardware", "l40s")
     assert answer["params"] == pytest.approx(48e9 / NF4_DQ_BYTES)  # the l40s datasheet's 48 GB, all of it NF4
     shaped = napkin_json(napkin, "max-model", "--finetune", "qlora", "--hardware", "l40s", "--model", "llama3-70b",

@@ -453,7 +453,7 @@ class FinetuneMaxResult(ModelResult):
             ("hardware", f"{self.gpus:,} × {self.hardware} ({self.capacity_source})"),
             ("frozen base", f"{base}: {self.bytes_per_param:.4g} B per parameter"),
             ("memory for the base", format_bytes(self.memory_bytes)),
-            ("largest model", f"{format_count(self.params)} params (frozen weights alone)"),
+            ("upper bound", f"{format_count(self.params)} params: the frozen weights alone"),
         ]
         if self.shape is not None:
             verdict = "fits" if self.shape.fits else "does NOT fit"
@@ -475,6 +475,6 @@ class FinetuneMaxResult(ModelResult):
 
     def caption(self) -> str:
         return (
-            "largest model: the frozen base alone (adapters, activations and workspace need a model: give one); "
-            "not included: CUDA context, fragmentation (use --reserve)"
+            "upper bound: the frozen weights filling the memory; adapters, activations and the dequantization "
+            "workspace come on top (give --model for them); not included: CUDA context, fragmentation (--reserve)"
         )
