@@ -232,3 +232,20 @@ def test_unknown_targets_name_the_keyword() -> None:
     with pytest.raises(UsageError) as info:
         targets("q_proj,lm_head")
     assert info.value.field == "lora_targets"
+
+
+def test_step_with_adapters_agrees_with_memory_and_train_time() -> None:
+    """One frozen-base model across the questions: step's FLOPs per token are train-time's (4N + 6T + attention),
+    its memory is memory's, and dropping the base's weight-gradient GEMMs makes a LoRA step faster than a full
+    one on the same layout."""
+    common: dict[str, Any] = {"model": "llama3-8b", "gpus": 8, "global_batch": 64, "seq": 2048, "hardware": "h100"}
+    lora = napkin.step(**common, finetune="lora", sharding="none", flash_attention=True, causal=True)
+    full = napkin.step(**common, sharding="none", flash_attention=True, causal=True)
+    run = napkin.train_time(
+        model="llama3-8b", seq=2048, tokens="1B", gpus=8, finetune="lora", causal=True, hardware="h100"
+    )
+    assert lora.flops_per_token == pytest.approx(run.flops_per_token)
+    mem = napkin.memory(model="llama3-8b", seq=2048, gpus=8, finetune="lora", sharding="none", flash_attention=True)
+    assert lora.per_gpu_bytes == pytest.approx(mem.per_gpu_bytes)
+    assert lora.breakdown["compute"] < full.breakdown["compute"]
+    assert lora.breakdown["optimizer"] < full.breakdown["optimizer"] / 100  # 0.5 % of the parameters train

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from napkin import units
-from napkin.domain.choices import Offload, Recompute, Sharding
+from napkin.domain.choices import BaseFormat, Offload, Optimizer, Recompute, Sharding
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -366,6 +366,31 @@ def reserve_of(reserve: Number, capacity: float) -> float:
         return parse_reserve(str(reserve), capacity)
     except UsageError as exc:
         raise UsageError(str(exc), field="reserve") from None
+
+
+def build_adapters(
+    method: Any,
+    lora_rank: Number | None,
+    lora_targets: str | list[str] | None,
+    base_format: Any,
+    double_quant: bool,
+    optimizer: Any,
+    paged: bool,
+) -> Any:
+    """LoRA/QLoRA settings (``napkin.engines.finetune.Adapters``) from the keywords memory, max_model and step take."""
+    from napkin.engines.finetune import DEFAULT_RANK, Adapters, targets
+
+    rank = DEFAULT_RANK if lora_rank is None else parse(units.parse_int, lora_rank, "lora_rank")
+    fmt = None if base_format is None else choice(BaseFormat, base_format, "base_format")
+    return Adapters(
+        finetune=method,
+        rank=rank,
+        targets=targets(lora_targets),
+        base_format=fmt,
+        double_quant=bool(double_quant),
+        optimizer=choice(Optimizer, optimizer, "optimizer"),
+        paged=bool(paged),
+    )
 
 
 def described(result: T, chosen: Chosen, seq: int | None = None, seq_source: str | None = None) -> T:

@@ -10,6 +10,7 @@ from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
     Chosen,
+    build_adapters,
     build_model,
     choice,
     get_cluster,
@@ -20,7 +21,7 @@ from napkin.api.inputs import (
     resolve_seq,
     split_layout,
 )
-from napkin.domain.choices import Dtype, Offload, Optimizer, Precision
+from napkin.domain.choices import BaseFormat, Dtype, Finetune, Offload, Optimizer, Precision
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -83,6 +84,7 @@ def _step_model(
     shape: dict[str, Any],
     overlap_grad_reduce: bool = True,
     gradient_accumulation_fusion: bool = True,
+    adapters: Any = None,
 ) -> tuple[Any, Chosen, int | None]:
     from napkin.engines.step_time import StepModel, machine
 
@@ -117,6 +119,7 @@ def _step_model(
         reserve_bytes=reserve_of(reserve, profile.memory),
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
+        adapters=adapters,
     )
     return sm, chosen, batch_tokens
 
@@ -142,9 +145,18 @@ def step(
     causal: bool = False,
     overlap_grad_reduce: bool = True,
     gradient_accumulation_fusion: bool = True,
+    finetune: str | Finetune = Finetune.full,
+    lora_rank: Number | None = None,
+    lora_targets: str | list[str] | None = None,
+    base_format: str | BaseFormat | None = None,
+    double_quant: bool = True,
+    paged_optimizer: bool = False,
     **shape: Any,
 ) -> Any:
     """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster.
+    ``finetune="lora"``/``"qlora"``: adapters on a frozen base (as ``memory`` takes them): no weight-gradient
+    GEMMs for the base, only the adapters reduced and updated, a quantized base dequantized per matmul; data
+    parallel only.
     ``overlap_grad_reduce=False``: the gradient all-reduce runs after the last backward (Megatron-LM without
     --overlap-grad-reduce), all of it exposed. ``gradient_accumulation_fusion=False``: each micro-batch adds its
     weight gradients into the stored ones in a kernel of its own (PyTorch autograd after the first micro-batch,
@@ -152,9 +164,29 @@ def step(
     --no-gradient-accumulation-fusion)."""
     from napkin.engines.step_time import build_result, check_knobs
 
+    method = choice(Finetune, finetune, "finetune")
+    adapters = None
+    if method is not Finetune.full:
+        adapters = build_adapters(
+            method, lora_rank, lora_targets, base_format, double_quant, optimizer, paged_optimizer
+        )
+        if shape.get("recompute") is None and method is Finetune.qlora:
+            shape["recompute"] = "full"  # peft's prepare_model_for_kbit_training turns checkpointing on
     lay = split_layout(shape)
     if lay.offload is not Offload.none:
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
+    if adapters is not None:
+        for key, value in (
+            ("tensor_parallel", lay.tensor),
+            ("pipeline_parallel", lay.pipeline),
+            ("context_parallel", lay.context),
+            ("expert_parallel", lay.expert),
+        ):
+            if value != 1:
+                raise UsageError(
+                    f"{key}: fine-tuning with adapters is modelled data parallel only (each GPU runs the whole model)",
+                    field=key,
+                )
     g = parse(units.parse_int, gpus, "gpus")
     b = parse(units.parse_int, micro_batch, "micro_batch")
     sm, chosen, batch_tokens = _step_model(
@@ -175,6 +207,7 @@ def step(
         shape,
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
+        adapters=adapters,
     )
     result = build_result(sm, check_knobs(sm, lay, b, g, batch_tokens), chosen.name or "custom")
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]

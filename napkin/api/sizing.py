@@ -11,6 +11,7 @@ from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
     Chosen,
+    build_adapters,
     build_model,
     choice,
     described,
@@ -125,7 +126,9 @@ def memory(
     lay = split_layout(shape)
     solve_for_n = params is _NO_PARAMS
     if method is not Finetune.full:
-        adapters = _adapters(method, lora_rank, lora_targets, base_format, double_quant, optimizer, paged_optimizer)
+        adapters = build_adapters(
+            method, lora_rank, lora_targets, base_format, double_quant, optimizer, paged_optimizer
+        )
         return _adapter_memory(
             adapters,
             solve_for_n,
@@ -179,30 +182,6 @@ def memory(
     assert got.params is not None
     result = engine(got.params, profile, gpus=got.gpus, **common)
     return described(result, got.chosen, got.seq, got.seq_source)
-
-
-def _adapters(
-    method: Finetune,
-    lora_rank: Number | None,
-    lora_targets: str | list[str] | None,
-    base_format: str | BaseFormat | None,
-    double_quant: bool,
-    optimizer: str | Optimizer,
-    paged: bool,
-) -> Any:
-    from napkin.engines.finetune import DEFAULT_RANK, Adapters, targets
-
-    rank = DEFAULT_RANK if lora_rank is None else parse(units.parse_int, lora_rank, "lora_rank")
-    fmt = None if base_format is None else choice(BaseFormat, base_format, "base_format")
-    return Adapters(
-        finetune=method,
-        rank=rank,
-        targets=targets(lora_targets),
-        base_format=fmt,
-        double_quant=bool(double_quant),
-        optimizer=choice(Optimizer, optimizer, "optimizer"),
-        paged=bool(paged),
-    )
 
 
 def _adapter_memory(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from napkin import units
 from napkin.api.inputs import (
     SHAPE_FIELDS,
+    build_adapters,
     build_model,
     choice,
     described,
@@ -165,10 +166,10 @@ def _adapter_params(
             f"model: {method} needs a model (a preset, a config.json, a folder or a Hub id): adapters follow its shape",
             field="model",
         )
-    from napkin.engines.finetune import DEFAULT_RANK, lora_params, targets
+    from napkin.engines.finetune import lora_params
 
-    rank = DEFAULT_RANK if lora_rank is None else parse(units.parse_int, lora_rank, "lora_rank")
-    return float(lora_params(arch, rank, targets(lora_targets)))
+    adapters = build_adapters(method, lora_rank, lora_targets, None, True, "adamw", False)
+    return float(lora_params(arch, adapters.rank, adapters.targets))
 
 
 def _predicted(

@@ -12,6 +12,7 @@ from napkin.cli.common import boundary, emit, run
 from napkin.cli.options import (
     CAUSAL,
     DTYPE,
+    FINETUNE,
     GPUS,
     HARDWARE,
     LAYOUT,
@@ -82,7 +83,9 @@ PLOT = [
 
 
 @app.command("step")
-@command(MODEL, GPUS, STEP_LAYOUT, MICRO_BATCH, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OVERLAP, OUTPUT)
+@command(
+    MODEL, GPUS, STEP_LAYOUT, MICRO_BATCH, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OVERLAP, FINETUNE, OUTPUT
+)
 def step_command(**options: Any) -> None:
     """One training step: time with its breakdown, tokens/s, predicted MFU and HFU, memory per GPU.
 

@@ -39,9 +39,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from pydantic import Field, computed_field
+
+if TYPE_CHECKING:
+    from napkin.engines.compute import FlopsPerToken
 
 from napkin import sources
 from napkin.domain.choices import Optimizer, Precision, Recompute, Sharding
@@ -49,12 +52,21 @@ from napkin.domain.layout import Layout, stage_layers, uneven_note
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines.comm import collective_seconds
+from napkin.engines.finetune import (
+    Adapters,
+    base_bytes,
+    finetune_bytes,
+    finetune_memory,
+    lora_params,
+    quantized_weights,
+)
 from napkin.engines.training_memory import (
     COMPONENTS,
     SHARDED,
     ActivationInputs,
     activation_element_bytes,
     bytes_per_param,
+    capacity,
     memory,
 )
 from napkin.errors import UsageError
@@ -264,8 +276,12 @@ class StepModel:
         reserve_bytes: float = 0.0,
         overlap_grad_reduce: bool = True,
         gradient_accumulation_fusion: bool = True,
+        adapters: Adapters | None = None,
     ) -> None:
         self.model, self.seq, self.batch, self.hw = model, seq, global_batch, hw
+        #: LoRA/QLoRA: a frozen base (no weight-gradient GEMMs, nothing to reduce or update) and adapters
+        self.adapters = adapters
+        self.trainable = float(lora_params(model, adapters.rank, adapters.targets)) if adapters else 0.0
         self.optimizer, self.precision, self.flash, self.causal = optimizer, precision, flash_attention, causal
         self.reserve = reserve_bytes
         self.overlap_grad_reduce = overlap_grad_reduce
@@ -285,7 +301,8 @@ class StepModel:
         self.moe_layers = float(m.moe_layers)
         self.dense_layers = float(m.layers - m.moe_layers)
         self.attended = m.attended(seq) * (0.5 if causal and flash_attention else 1.0)
-        self.bpp = bytes_per_param(optimizer, precision)
+        # adapters are fp32 with fp32 gradients and states (peft): the fp32 regime's bytes per parameter
+        self.bpp = bytes_per_param(optimizer, Precision.fp32 if adapters else precision)
         self.grad_bytes = self.bpp.breakdown["gradients"]
         #: an unfused accumulation reads the stored gradient and the new one (the GEMM's output, at the compute
         #: precision) and writes the sum
@@ -374,11 +391,23 @@ class StepModel:
 
     def memory_bytes(self, k: Knobs) -> float:
         """Per-GPU bytes of the most loaded pipeline stage: ``napkin.engines.training_memory``'s own fast path
-        (pipeline stages, in-flight micro-batches, logits), so the planner and ``napkin memory`` agree."""
+        (pipeline stages, in-flight micro-batches, logits), so the planner and ``napkin memory`` agree; with
+        adapters, ``napkin.engines.finetune``'s."""
         from napkin.engines.training_memory import per_gpu_bytes
 
         layout = k.layout()
         work = Workload(seq=self.seq, micro_batch=k.micro_batch, global_batch=self.batch)
+        if self.adapters is not None:
+            parts = finetune_bytes(
+                self.model,
+                self.adapters,
+                Workload(seq=self.seq, micro_batch=k.micro_batch),
+                recompute=k.recompute,
+                flash_attention=self.flash,
+                gpus=layout.gpus,
+                sharding=k.sharding,
+            )
+            return sum(parts.values())
         acts = ActivationInputs(model=self.model, workload=work, layout=layout, flash_attention=self.flash)
         return per_gpu_bytes(
             self.params,
@@ -434,6 +463,30 @@ class StepModel:
         heavy, last = max(split), split[-1]
         return (heavy, heavy, False) if heavy * per_layer > last * per_layer + logits else (heavy, last, True)
 
+    def frozen_bytes(self) -> float:
+        """Bytes of the frozen base as stored (the quantized linear weights, and the rest)."""
+        assert self.adapters is not None
+        return finetune_bytes(
+            self.model, self.adapters, Workload(seq=self.seq), recompute=Recompute.none, flash_attention=True
+        )["frozen base"]
+
+    def frozen_layer(self, k: Knobs) -> float:
+        """Seconds a frozen base changes in one layer's forward + backward for one micro-batch: no weight-gradient
+        GEMMs (−1 forward's matmuls), and a quantized base dequantizes each weight to 16 bits before each of its
+        matmuls (forward, input gradient, and the recomputed forward): read the packed weight, write 2 B."""
+        if self.adapters is None:
+            return 0.0
+        dense, moe, *_ = self.layer(k.tensor, k.context, k.micro_batch, k.expert, k.sequence_parallel)
+        total_layers = self.dense_layers + self.moe_layers
+        matmuls = (self.dense_layers * dense + self.moe_layers * moe) / total_layers
+        dequantize = 0.0
+        if self.adapters.quantized:
+            per_weight = base_bytes(self.adapters.format, self.adapters.dq, self.model.hidden) + ACT_BYTES
+            weights = quantized_weights(self.model) / self.model.layers / k.tensor
+            passes = 3 if k.recompute is Recompute.full else 2
+            dequantize = passes * self.stream(weights * per_weight)
+        return dequantize - matmuls
+
     def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
         """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
         ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
@@ -442,17 +495,20 @@ class StepModel:
         dom = self.hw.fabric.domain_size
         tokens = b * self.seq / c
         fwd_layer, extra_layer, _, tp_layer, logits = self.layer_passes(k)
-        per_layer = 3 * fwd_layer + extra_layer + tp_layer
+        frozen = self.frozen_layer(k)
+        per_layer = 3 * fwd_layer + extra_layer + tp_layer + frozen
         heavy, n_layers, last_stage = self.pace(k, per_layer, logits)
         logits = logits if last_stage else 0.0
         total_layers = self.model.layers
         n_dense, n_moe = n_layers * self.dense_layers / total_layers, n_layers * self.moe_layers / total_layers
-        layers_mb = n_layers * (3 * fwd_layer + extra_layer)
+        layers_mb = n_layers * (3 * fwd_layer + extra_layer + frozen)
         # data parallel groups: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP
         # ranks that hold the same experts (Megatron's expert data parallelism); the heaviest stage's share
         share = heavy * p / total_layers
         dense_local = (self.params - self.expert_params) / (t * p) * share
         expert_local = self.expert_params / (t * p * e) * share
+        if self.adapters is not None:  # only the adapters have gradients to reduce and states to update
+            dense_local, expert_local = self.trainable / (t * p) * share, 0.0
         groups = [(dense_local, d, _near(d, dom, t * c))]
         if expert_local:
             edp = max(1, d * c // e)
@@ -509,6 +565,9 @@ class StepModel:
             for params, n, near in groups:
                 gather += units * self.collective("all-gather", params * self.param_bytes / units, n, near)
                 reduce += units * self.collective("reduce-scatter", params * self.grad_bytes / units, n, near)
+            if self.adapters is not None:  # FSDP-QLoRA: the frozen base is sharded too, and gathered per layer
+                base = self.frozen_bytes() * share / (t * p)
+                gather += units * self.collective("all-gather", base / units, d, _near(d, dom, t * c))
             passes = 3 if k.recompute is Recompute.full else 2
             dp = m * max(0.0, passes * gather + reduce - stage_mb)
         else:
@@ -531,18 +590,25 @@ class StepModel:
 
     # --- FLOPs --------------------------------------------------------------------------------
     def model_flops_per_token(self) -> float:
-        """6N (active) + attention: what MFU counts (napkin.engines.compute.flops_per_token)."""
-        from napkin.engines.compute import flops_per_token
-
-        return flops_per_token(float(self.model.active_params()), self.model, self.seq, causal=self.causal).model
+        """6N (active) + attention: what MFU counts (napkin.engines.compute.flops_per_token); with adapters
+        4N + 6T + attention, the base being frozen."""
+        return self._flops(Recompute.none).model
 
     def hardware_flops_per_token(self, recompute: Recompute) -> float:
+        return self._flops(recompute).hardware
+
+    def _flops(self, recompute: Recompute) -> FlopsPerToken:
         from napkin.engines.compute import flops_per_token
 
-        fpt = flops_per_token(
-            float(self.model.active_params()), self.model, self.seq, causal=self.causal, recompute=recompute
+        n = float(self.model.active_params())
+        return flops_per_token(
+            n + self.trainable,
+            self.model,
+            self.seq,
+            causal=self.causal,
+            recompute=recompute,
+            frozen=n if self.adapters else 0.0,
         )
-        return fpt.hardware
 
 
 # ------------------------------------------------------------------------------------------ result
@@ -760,16 +826,31 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
     layout = k.layout()
     gpus = layout.gpus
     workload = Workload(seq=sm.seq, micro_batch=k.micro_batch, global_batch=sm.batch)
-    mem = memory(
-        sm.params,
-        _profile_for(sm),
-        optimizer=sm.optimizer,
-        precision=sm.precision,
-        gpus=gpus,
-        layout=layout,
-        activations=ActivationInputs(model=sm.model, workload=workload, layout=layout, flash_attention=sm.flash),
-        reserve_bytes=sm.reserve,
-    )
+    mem: Any
+    if sm.adapters is not None:
+        mem = finetune_memory(
+            sm.model,
+            sm.adapters,
+            Workload(seq=sm.seq, micro_batch=k.micro_batch),
+            hardware=sm.hw.name,
+            capacity=capacity(_profile_for(sm)),
+            recompute=k.recompute,
+            flash_attention=sm.flash,
+            gpus=gpus,
+            sharding=k.sharding,
+            reserve_bytes=sm.reserve,
+        )
+    else:
+        mem = memory(
+            sm.params,
+            _profile_for(sm),
+            optimizer=sm.optimizer,
+            precision=sm.precision,
+            gpus=gpus,
+            layout=layout,
+            activations=ActivationInputs(model=sm.model, workload=workload, layout=layout, flash_attention=sm.flash),
+            reserve_bytes=sm.reserve,
+        )
     tokens = sm.batch * sm.seq
     fpt, hfpt = sm.model_flops_per_token(), sm.hardware_flops_per_token(k.recompute)
     peak_total = gpus * sm.hw.peak * total
