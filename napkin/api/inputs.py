@@ -393,6 +393,22 @@ def build_adapters(
     )
 
 
+def data_parallel_only(layout: Layout) -> None:
+    """LoRA/QLoRA is modelled with each GPU running the whole model: a UsageError naming any other degree."""
+    degrees = {
+        "tensor_parallel": layout.tensor,
+        "pipeline_parallel": layout.pipeline,
+        "context_parallel": layout.context,
+        "expert_parallel": layout.expert,
+    }
+    for key, value in degrees.items():
+        if value != 1:
+            raise UsageError(
+                f"{key}: fine-tuning with adapters is modelled data parallel only (each GPU runs the whole model)",
+                field=key,
+            )
+
+
 def described(result: T, chosen: Chosen, seq: int | None = None, seq_source: str | None = None) -> T:
     """``result`` naming its model and sequence length (rows, JSON, and a first --explain step for the length),
     with what reading the model's config assumed among its notes."""

@@ -13,6 +13,7 @@ from napkin.api.inputs import (
     build_adapters,
     build_model,
     choice,
+    data_parallel_only,
     get_cluster,
     keywords,
     optional,
@@ -176,17 +177,7 @@ def step(
     if lay.offload is not Offload.none:
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")
     if adapters is not None:
-        for key, value in (
-            ("tensor_parallel", lay.tensor),
-            ("pipeline_parallel", lay.pipeline),
-            ("context_parallel", lay.context),
-            ("expert_parallel", lay.expert),
-        ):
-            if value != 1:
-                raise UsageError(
-                    f"{key}: fine-tuning with adapters is modelled data parallel only (each GPU runs the whole model)",
-                    field=key,
-                )
+        data_parallel_only(lay)
     g = parse(units.parse_int, gpus, "gpus")
     b = parse(units.parse_int, micro_batch, "micro_batch")
     sm, chosen, batch_tokens = _step_model(

@@ -14,6 +14,7 @@ from napkin.api.inputs import (
     build_adapters,
     build_model,
     choice,
+    data_parallel_only,
     described,
     first_error,
     get_hardware,
@@ -207,17 +208,7 @@ def _adapter_memory(
     from napkin.engines import finetune as ft
     from napkin.engines.training_memory import capacity
 
-    for key, value in (
-        ("tensor_parallel", lay.tensor),
-        ("pipeline_parallel", lay.pipeline),
-        ("context_parallel", lay.context),
-        ("expert_parallel", lay.expert),
-    ):
-        if value != 1:
-            raise UsageError(
-                f"{key}: fine-tuning with adapters is modelled data parallel only (each GPU runs the whole model)",
-                field=key,
-            )
+    data_parallel_only(lay)
     if not solve_for_n and params is not None:
         raise UsageError(
             f"params: {adapters.finetune} needs a model, not a parameter count (adapters follow its shape)",
