@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import napkin
-from napkin.domain.hf_config import load_path, read_config
+from napkin.domain.hf_config import load_path, read_config, vit_params
 from napkin.errors import UsageError
 
 DATA = Path(__file__).parent / "data" / "hf_configs"
@@ -134,6 +134,16 @@ def test_a_multimodal_config_reads_its_language_model_and_says_so() -> None:
     read = read_config(config("gemma-3-4b"))
     assert read.model.layers == 34 and read.model.vocab == 262_208
     assert any("vision tower (siglip_vision_model, 27 layers" in note for note in read.notes)
+
+
+@pytest.mark.parametrize("name", ["gemma-3-4b", "gemma-3-12b", "gemma-3-27b"])
+def test_the_vision_tower_is_reported_apart_with_its_published_size(name: str) -> None:
+    """Gemma 3 report (arXiv:2503.19786) Table 1: vision encoder 417M parameters in every multimodal size."""
+    vision = config(name)["vision_config"]
+    assert isinstance(vision, dict)
+    size = vit_params(vision)
+    assert size is not None and abs(size - 417e6) <= 0.5e6
+    assert any(f"≈ {size / 1e6:,.0f} M parameters as a ViT" in note for note in read_config(config(name)).notes)
 
 
 def test_a_model_is_named_by_its_id_not_its_folder(tmp_path: Path) -> None:

@@ -165,14 +165,33 @@ def _text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]
     if isinstance(vision, dict):
         kind = vision.get("model_type", "vision")
         layers = vision.get("num_hidden_layers", vision.get("depth", "?"))
+        size = vit_params(vision)
+        about = f", ≈ {size / 1e6:,.0f} M parameters as a ViT" if size else ""
         notes.append(
-            f"the vision tower ({kind}, {layers} layers, width {vision.get('hidden_size', '?')}) and its "
+            f"the vision tower ({kind}, {layers} layers, width {vision.get('hidden_size', '?')}{about}) and its "
             "projector are not counted: parameters, FLOPs and memory are the language model's"
         )
     for other in ("audio_config", "speech_config"):
         if isinstance(c.get(other), dict):
             notes.append(f"{other} is not counted")
     return merged, notes
+
+
+def vit_params(vision: dict[str, Any]) -> int | None:
+    """Parameters of a vision_config's encoder read as a ViT (Dosovitskiy et al. 2021 §3.1): per layer Q, K, V, O
+    and a two-matrix MLP with biases and two LayerNorms, a patch embedding, a position table of
+    (image/patch)² entries and a final LayerNorm; None when the config lacks a size. SigLIP, the Gemma 3 encoder,
+    is exactly this; other encoders add a class token or an adapter."""
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size")
+    values = [vision.get(k) for k in keys]
+    sizes = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    if len(sizes) != len(keys):
+        return None
+    d, f, layers, patch, image = sizes
+    channels = vision.get("num_channels", 3)
+    channels = channels if isinstance(channels, int) and channels > 0 else 3
+    layer = 4 * d * d + 4 * d + 2 * d * f + f + d + 2 * 2 * d
+    return layers * layer + channels * patch * patch * d + d + (image // patch) ** 2 * d + 2 * d
 
 
 def _layer_kinds(r: _Reader, fam: Family, layers: int, context: int | None) -> dict[str, Any]:
