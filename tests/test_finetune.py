@@ -68,7 +68,8 @@ def small_llama() -> Any:
 
 
 def test_double_quantization_costs_what_the_qlora_paper_says() -> None:
-    # QLoRA §3: absmax constants cost 32/64 = 0.5 bit per parameter; double quantization 8/64 + 32/(64·256)
+    # QLoRA §3: absmax constants cost 32/64 = 0.5 bit per parameter; double quantization 8/64 + 32/(64·256);
+    # peft pull request #476 (Dettmers): "from 4.5 to 4.1 bits per parameter"
     assert (NF4_BYTES - 0.5) * 8 == 0.5
     assert abs((NF4_DQ_BYTES - 0.5) * 8 - 0.127) < 5e-4
 
@@ -167,6 +168,15 @@ def test_saved_activations_with_gradient_checkpointing_match_torchs_count() -> N
     ours = finetune_bytes(SMALL, Adapters(Finetune.lora), work, recompute=Recompute.full, flash_attention=True)
     kept = ours["activations"] + ours["embedding and logits"]
     assert kept == pytest.approx(sum(saved.values()), rel=0.15)
+
+
+def test_qlora_fits_a_33b_model_on_a_24gb_gpu() -> None:
+    """Dettmers, huggingface/peft pull request #476 (QLoRA in peft): "finetune 30B/65B parameter models on 24/48GB
+    GPUs". LLaMA 33B (Touvron et al. 2023a Table 2: 60 layers, d 6656, 52 heads; F 17920), 512-token sequences."""
+    llama_33b = napkin.Model(
+        layers=60, hidden=6656, heads=52, ffn=17920, vocab=32000, mlp="swiglu", norm="rmsnorm", tied_embeddings=False
+    )
+    assert napkin.memory(model=llama_33b, finetune="qlora", seq=512, hardware="rtx-4090").fits
 
 
 def test_qlora_fits_a_65b_model_on_one_48gb_gpu_and_lora_does_not() -> None:
