@@ -159,8 +159,8 @@ def test_an_unknown_model_type_is_read_with_its_assumptions_listed() -> None:
     data = {**config("llama-3.1-8b"), "model_type": "my_llama"}
     read = read_config(data)
     assert read.model.params() == 8_030_261_248
-    assert "model_type 'my_llama' is not a family napkin knows" in read.notes[0]
-    assert "gated MLP if hidden_act is silu" in read.notes[0]
+    assert "model_type 'my_llama' is not a family napkin knows" in read.warnings[0]
+    assert "gated MLP if hidden_act is silu" in read.warnings[0]
 
 
 @pytest.mark.parametrize(

@@ -101,6 +101,7 @@ class Chosen:
     seq: int | None = None
     seq_source: str | None = None
     notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def build_model(model: str | Model | None = None, model_config: str | Path | None = None, **shape: Any) -> Chosen:
@@ -138,7 +139,7 @@ def build_model(model: str | Model | None = None, model_config: str | Path | Non
     except ValueError as exc:  # the validator names the shape's fields: the CLI writes them as flags
         raise UsageError(first_error(exc), field="model", also=SHAPE_FIELDS) from None
     name = chosen.name if not given or chosen.name == "custom" else f"{chosen.name} (modified)"
-    return Chosen(arch, name, chosen.seq, chosen.seq_source, chosen.notes)
+    return Chosen(arch, name, chosen.seq, chosen.seq_source, chosen.notes, chosen.warnings)
 
 
 def _named_model(model: str | None, model_config: str | Path | None) -> Chosen:
@@ -151,7 +152,7 @@ def _named_model(model: str | None, model_config: str | Path | None) -> Chosen:
         preset = get_preset(model)
         return Chosen(preset.model, preset.name, preset.seq, f"the {preset.name} preset's training length")
     read = load(model, field="model") if model is not None else load(str(model_config), field="model_config")
-    return Chosen(read.model, read.name, notes=tuple(read.notes))
+    return Chosen(read.model, read.name, notes=tuple(read.notes), warnings=tuple(read.warnings))
 
 
 def first_error(exc: ValueError) -> str:
@@ -421,7 +422,8 @@ def described(result: T, chosen: Chosen, seq: int | None = None, seq_source: str
         if seq is not None:
             origin = "given" if seq_source == "given" else f"{seq_source} (napkin/data/models.yaml)"
             result.steps.insert(0, step("sequence length", "s", f"{seq:,}", f"{seq:,} tokens", origin))
-    notes = getattr(result, "notes", None)
-    if isinstance(notes, list):
-        notes[:0] = list(chosen.notes)
+    for kind in ("notes", "warnings"):
+        told = getattr(result, kind, None)
+        if isinstance(told, list):
+            told[:0] = list(getattr(chosen, kind))
     return result

@@ -202,6 +202,7 @@ def step(
     )
     result = build_result(sm, check_knobs(sm, lay, b, g, batch_tokens), chosen.name or "custom")
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
+    result.warnings[:0] = list(chosen.warnings)
     return result
 
 
@@ -254,4 +255,5 @@ def plan(
     )
     result = engine(sm, g, chosen.name or "custom", n)
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
+    result.warnings[:0] = list(chosen.warnings)
     return result

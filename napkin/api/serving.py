@@ -36,7 +36,7 @@ def _serving_model(
         raise UsageError(
             "model is required (a preset, model_config, or layers and hidden)", field="model", also=("model_config",)
         )
-    return chosen.name or "model", arch, chosen.notes
+    return chosen.name or "model", arch, chosen.notes + chosen.warnings
 
 
 def _block(block_size: Number | None, paged: bool) -> int | None:

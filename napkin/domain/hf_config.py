@@ -100,6 +100,8 @@ class HfModel:
     model_type: str
     family: str
     notes: list[str] = field(default_factory=list)
+    #: what reading it had to assume (an unknown model_type)
+    warnings: list[str] = field(default_factory=list)
     #: config keys each Model field was read from (for error messages and --explain)
     keys: dict[str, str] = field(default_factory=dict)
 
@@ -109,6 +111,7 @@ class _Reader:
         self.c, self.where, self.field = c, where, field
         self.keys: dict[str, str] = {}
         self.notes: list[str] = []
+        self.warnings: list[str] = []
 
     def get(self, target: str, *names: str) -> Any:
         for n in names:
@@ -306,8 +309,7 @@ def read_config(
     fam = FAMILIES.get(mt)
     if fam is None:
         fam = DEFAULT
-        r.notes.insert(
-            0,
+        r.warnings.append(
             f"model_type {mt or '(none)'!r} is not a family napkin knows ({', '.join(FAMILIES)}); "
             "read as a Llama-style decoder: gated MLP if hidden_act is silu, RMSNorm if rms_norm_eps is "
             "set, 2 norms per layer, no biases unless attention_bias/mlp_bias, untied embeddings unless "
@@ -397,7 +399,9 @@ def read_config(
             message = re.sub(rf"\b{napkin_name} \(", f"{key} (", message)
         raise r.fail(r.keys.get(target, target or "config"), message) from None
     label = name or hub_name(data) or where
-    return HfModel(model=model, name=label, model_type=mt, family=fam.label, notes=r.notes, keys=r.keys)
+    return HfModel(
+        model=model, name=label, model_type=mt, family=fam.label, notes=r.notes, warnings=r.warnings, keys=r.keys
+    )
 
 
 def hub_name(data: dict[str, Any]) -> str | None:
