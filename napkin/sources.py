@@ -23,6 +23,10 @@ MATMUL: Final = "Narayanan et al. 2021 App.: an (m×k)·(k×n) matmul needs 2·m
 ROOFLINE: Final = "Williams, Waterman & Patterson 2009, Roofline (CACM 52(4)): ridge = peak / bandwidth"
 ZERO_16: Final = "ZeRO, Rajbhandari et al. 2019, arXiv:1910.02054 §3.1 (mixed-precision Adam: 2+2+12 = 16 B)"
 ZERO_STAGES: Final = "ZeRO §5.1-5.3 and Fig. 1: 4Ψ+KΨ/N_d, 2Ψ+(2+K)Ψ/N_d, (4+K)Ψ/N_d"
+HSDP: Final = (
+    "PyTorch FSDP ShardingStrategy.HYBRID_SHARD (torch/distributed/fsdp/api.py): FULL_SHARD within a node, "
+    "replicated across nodes; FSDP2 fully_shard on a 2-D (replicate, shard) mesh"
+)
 FSDP: Final = "PyTorch FSDP ShardingStrategy.FULL_SHARD ≈ ZeRO-3 (torch/distributed/fsdp/api.py)"
 MEGATRON_18: Final = "Megatron-LM dist_optimizer.md / theoretical_memory_usage.py: bf16 params + fp32 grads = 18 B"
 KORTHIKANTI: Final = "Korthikanti et al. 2022, arXiv:2205.05198 §4, Table 2 (activations per layer)"
@@ -108,8 +112,8 @@ SCATTER_GATHER: Final = (
     "receiving stage all-gathers it over NVLink)"
 )
 ZERO3_MEASURED: Final = (
-    "ZeRO-3 across nodes is modelled at NCCL speed, overlapped; DeepSpeed's measured 1.6-5.0× slower "
-    "(Narayanan et al. 2021, Table 2)"
+    "ZeRO-3 across nodes at this stack's NCCL bandwidth, overlapped layer by layer; DeepSpeed's ZeRO-3 runs of "
+    "Narayanan et al. 2021 Table 2 reach 9 % of it (--stack deepspeed); fit yours with 'napkin calibrate'"
 )
 FLASH_EFFICIENCY: Final = (
     "FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608), BF16 on H100: up to 740 TFLOP/s forward (75 % of the "

@@ -38,6 +38,8 @@ from napkin.domain.model import Model
 from napkin.engines.step_time import Knobs, Machine, StepModel, Terms, machine
 from napkin.systems.cluster import find
 from napkin.systems.profiles import resolve
+from napkin.systems.stack import StackKnobs
+from napkin.systems.stack import resolve as stack
 
 SEQ, VOCAB = 2048, 51200
 
@@ -158,27 +160,32 @@ H100_FP8 = (
 )
 
 
+def h100_options(run: H100Run) -> dict[str, Any]:
+    """``napkin step``'s keywords for a Megatron-Bridge H100 run with the megatron-core stack (FlashAttention,
+    causal mask, its fp8 recipe's cost): SP, ZeRO-1, fp8, no recomputation."""
+    return {
+        "stack": "megatron-core",
+        "model": run.model,
+        "gpus": run.gpus,
+        "tensor_parallel": run.tensor,
+        "pipeline_parallel": run.pipeline,
+        "context_parallel": run.context,
+        "interleave": run.interleave,
+        "global_batch": run.batch,
+        "seq": 8192,
+        "cluster": "dgx-h100",
+        "sequence_parallel": True,
+        "sharding": "zero1",
+        "recompute": "none",
+        "dtype": "fp8",
+    }
+
+
 def h100_result(run: H100Run) -> Any:
-    """napkin's step for a Megatron-Bridge H100 run: FlashAttention, causal, SP, ZeRO-1, fp8, no recomputation."""
+    """napkin's step for a Megatron-Bridge H100 run (``h100_options``)."""
     from napkin import api
 
-    return api.step(
-        model=run.model,
-        gpus=run.gpus,
-        tensor_parallel=run.tensor,
-        pipeline_parallel=run.pipeline,
-        context_parallel=run.context,
-        interleave=run.interleave,
-        global_batch=run.batch,
-        seq=8192,
-        cluster="dgx-h100",
-        flash_attention=True,
-        causal=True,
-        sequence_parallel=True,
-        sharding="zero1",
-        recompute="none",
-        dtype="fp8",
-    )
+    return api.step(**h100_options(run))
 
 
 def predict_h100(run: H100Run) -> float:
@@ -234,7 +241,7 @@ def layer_ms(run: LayerRun) -> tuple[float, float]:
     """napkin's forward and backward milliseconds for one 22B layer from ``StepModel.layer_passes``, split the
     way ``evaluate`` counts a layer's collectives: two in the forward, two in the backward and two in a
     recomputed forward — none hidden under a weight-gradient GEMM."""
-    sm = StepModel(gpt(48, 6144, 64), SEQ, 4, selene())
+    sm = StepModel(gpt(48, 6144, 64), SEQ, 4, selene(), stack=software("megatron-2022"))
     knobs = Knobs(8, 1, 1, 1, 1, 1, 4, run.sequence_parallel, run.recompute, Sharding.none)
     forward, extra, collective, _, _ = sm.layer_passes(knobs)
     backward = 2 * forward + 2 * collective + (extra + 2 * collective if run.recompute is Recompute.full else extra)
@@ -280,15 +287,23 @@ def eq3_flops(row: Row | ZeroRow) -> float:
     return 96.0 * b * s * layers * h * h * (1 + s / (6 * h) + VOCAB / (16 * layers * h))
 
 
-def table_1_terms(row: Row, fused: bool = False) -> Terms:
-    """napkin's step terms for a Table 1 row, gradient accumulation unfused as the 2021 code ran it."""
+def software(name: str) -> StackKnobs:
+    """A stack profile's values on Selene's A100s."""
+    return stack(name).profile.knobs("a100-sxm-80gb")
+
+
+def table_1_terms(row: Row, fused: bool | None = None) -> Terms:
+    """napkin's step terms for a Table 1 row with the megatron-2021 stack (gradient accumulation unfused, the
+    all-reduce after the flush), the torch-DDP rows' all-reduce overlapped; ``fused``: the accumulation fused
+    instead."""
     sm = StepModel(
         gpt(row.layers, row.hidden, row.heads),
         SEQ,
         row.batch,
         selene(),
-        overlap_grad_reduce=row.torch_ddp,
+        overlap_grad_reduce=row.torch_ddp or None,
         gradient_accumulation_fusion=fused,
+        stack=software("megatron-2021"),
     )
     data = row.gpus // (row.tensor * row.pipeline)
     knobs = Knobs(
@@ -304,7 +319,7 @@ def predict(row: Row) -> float:
 
 def predict_zero3(row: ZeroRow) -> float:
     """napkin's teraFLOP/s per GPU for a ZeRO-3 row of Table 2 (full recomputation, plain data parallelism)."""
-    sm = StepModel(gpt(row.layers, row.hidden, row.heads), SEQ, row.batch, selene())
+    sm = StepModel(gpt(row.layers, row.hidden, row.heads), SEQ, row.batch, selene(), stack=software("deepspeed"))
     knobs = Knobs(1, 1, row.gpus, 1, 1, 1, row.micro_batch, False, Recompute.full, Sharding.zero3)
     return eq3_flops(row) / (row.gpus * sm.evaluate(knobs)[0]) / 1e12
 
@@ -324,8 +339,8 @@ def predict_seconds(run: Run, selective: bool, data: int = 1, fp16: bool = False
         run.batch * data,
         selene(),
         precision=Precision.mixed if fp16 else Precision.mixed_fp32_grads,
-        overlap_grad_reduce=False,
-        gradient_accumulation_fusion=not fp16,
+        gradient_accumulation_fusion=False if fp16 else None,
+        stack=software("megatron-2022"),
     )
     recompute = Recompute.selective if selective else Recompute.full
     knobs = Knobs(

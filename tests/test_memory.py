@@ -206,7 +206,7 @@ def test_sharding_never_increases_per_gpu_memory(n: float, opt: Optimizer, prec:
 def test_max_model_that_cannot_hold_its_activations_is_an_answer_of_zero() -> None:
     from napkin import api
 
-    r = api.max_model(model="llama3-8b", gpus=8)  # 8k tokens without FlashAttention or recompute: 352 GB
+    r = api.max_model(model="llama3-8b", gpus=8, flash_attention=False)  # 8k tokens, no recompute: 352 GB
     assert r.params == 0 and r.memory_bytes == 0
     assert "--flash-attention" in r.warnings[0]
     fitted = api.max_model(model="llama3-8b", gpus=8, flash_attention=True, recompute="full")

@@ -31,6 +31,7 @@ from napkin.engines.training_memory import ActivationInputs, memory
 from napkin.systems.cluster import find
 from napkin.systems.presets import get_preset
 from napkin.systems.profiles import resolve
+from napkin.systems.stack import StackKnobs
 from tests.conftest import Run
 from tests.megatron_runs import (
     DP8_530B,
@@ -178,24 +179,26 @@ def test_h100_fp8_runs_of_megatron_bridge_as_the_readme_says() -> None:
     text = " ".join(readme.split())
     low, high = errors["llama3-70b"], errors["llama3.1-405b"]
     assert f"On Llama 3 70B napkin is off by {min(low):+.1%} to {max(low):+.1%}".replace("%", " %") in text
-    assert f"optimistic by {min(high):+.1%} to {max(high):+.1%}, the most against the oldest".replace("%", " %") in text
+    assert f"it is off by {min(high):+.1%} to {max(high):+.1%}, the most against the oldest".replace("%", " %") in text
     assert max(high) == high[0]
     assert f"napkin splits them {'-'.join(map(str, stage_layers(126, 8)))} and runs" in text
 
 
-def test_zero3_over_prediction_is_what_the_note_says() -> None:
-    """napkin is optimistic on every ZeRO-3 row of Narayanan Table 2; the note a ZeRO-3 result carries quotes
-    the range, and the measured steps' fixed part (time at b sequences per GPU = a + c·b) is as the README says."""
+def test_zero3_rows_with_the_deepspeed_stack_and_the_note_without_it() -> None:
+    """Narayanan Table 2's ZeRO-3 rows with the deepspeed stack (its values fitted to the 174.6B rows): every row
+    within 15 % of the published teraFLOP/s, the 529.6B rows (never fitted to) too; the measured steps' fixed
+    part (time at b sequences per GPU = a + c·b) is as the README says. A stack whose collectives run at NCCL's
+    full bandwidth says that ZeRO-3 across nodes is optimistic there, and what DeepSpeed reached."""
     ratios = table_2_zero3_ratios()
-    assert all(r > 1 for r in ratios)
-    assert f"measured {min(ratios):.1f}-{max(ratios):.1f}× slower" in sources.ZERO3_MEASURED
+    assert all(0.85 <= r <= 1.15 for r in ratios), ratios
     for rows, fixed in ((TABLE_2_ZERO3[:3], 60), (TABLE_2_ZERO3[3:], 170)):
         seconds = {row.micro_batch: eq3_flops(row) / (row.gpus * row.teraflops * 1e12) for row in rows}
         per_sequence = (seconds[4] - seconds[1]) / 3
         assert seconds[1] - per_sequence == pytest.approx(fixed, rel=0.1)
-    result = api.step(model="gpt3-175b", gpus=512, tensor_parallel=8, global_batch=512, cluster="dgx-a100")
-    assert result.notes == [sources.ZERO3_MEASURED]
-    assert api.step(model="llama3-8b", gpus=8, global_batch=16, cluster="dgx-h100").notes == []
+    layout = {"model": "gpt3-175b", "gpus": 512, "tensor_parallel": 8, "global_batch": 512, "cluster": "dgx-a100"}
+    assert sources.ZERO3_MEASURED in api.step(**layout, sharding="zero3").notes
+    assert sources.ZERO3_MEASURED not in api.step(**layout, sharding="zero3", stack="deepspeed").notes
+    assert api.step(model="llama3-8b", gpus=8, global_batch=16, cluster="dgx-h100", dtype="fp8").notes == []
 
 
 def test_the_readme_compares_the_same_1t_layout_in_2021_and_2022() -> None:
@@ -307,19 +310,28 @@ def test_bubble_is_p_minus_1_over_v_m_of_the_compute() -> None:
 
 
 def test_zero3_gathers_and_reduces_layer_by_layer() -> None:
-    """GPT-3 175B, TP 2 · DP 512 on DGX A100, ZeRO-3, selective recomputation, 3 micro-batches: per micro-batch
-    one all-gather per layer for the forward, one for the backward, and one reduce-scatter per layer; what the
-    micro-batch's compute cannot hide is exposed."""
+    """GPT-3 175B, TP 2 · DP 512 on DGX A100, ZeRO-3, 3 micro-batches: per micro-batch one all-gather per layer
+    for the forward, one for the backward and one reduce-scatter per layer. Without prefetch all of it is
+    exposed; with it, a layer exposes only what its compute cannot cover, but the first gather and the last
+    reduce-scatter always are; a network that delivers less never makes the step faster."""
     cluster = find("dgx-a100").cluster
-    sm = StepModel(get_preset("gpt3-175b").model, 2048, 1536, machine(cluster, resolve(cluster.device).profile))
+    hw = machine(cluster, resolve(cluster.device).profile)
+    model = get_preset("gpt3-175b").model
     k = Knobs(2, 1, 512, 1, 1, 1, 1, False, Recompute.selective, Sharding.zero3)
-    terms = sm.evaluate(k)
-    compute = terms[1]
+    m = 1536 // 512
+
+    def exposed(prefetch: int = 1, scale_out: float = 1.0, slowdown: float = 0.0) -> float:
+        knobs = StackKnobs(prefetch=prefetch, scale_out=scale_out, slowdown=slowdown)
+        return StepModel(model, 2048, 1536, hw, stack=knobs).evaluate(k)[4]
+
+    sm = StepModel(model, 2048, 1536, hw)
     layer_params = sm.params / 2 / 96
     gather = sm.collective("all-gather", layer_params * 2, 512, 4)  # 4 ranks of the group per node
     reduce = sm.collective("reduce-scatter", layer_params * 2, 512, 4)
-    exposed = 3 * max(0.0, 96 * (2 * gather + reduce) - compute / 3)
-    assert terms[4] == pytest.approx(exposed, rel=1e-9) and exposed > 0
+    assert exposed(prefetch=0) == pytest.approx(m * 96 * (2 * gather + reduce), rel=1e-9)
+    overlapped = exposed(prefetch=1)
+    assert m * (gather + reduce) <= overlapped < exposed(prefetch=0)
+    assert exposed(prefetch=1, scale_out=0.1) > overlapped and exposed(prefetch=1, slowdown=0.2) > overlapped
     # 96 collectives cost 18 % more than one of all the parameters: their latency, 511 ring steps each
     assert 96 * gather == pytest.approx(1.18 * sm.collective("all-gather", layer_params * 96 * 2, 512, 4), rel=0.01)
 
@@ -455,7 +467,9 @@ def test_no_overlap_grad_reduce_exposes_the_whole_gradient_all_reduce(napkin: Ru
 
 
 def test_the_1t_row_from_the_command_line(napkin: Run) -> None:
-    """Narayanan Table 1's 1T run typed as flags: 163 teraFLOP/s per GPU published, napkin within 10 %."""
+    """Narayanan Table 1's 1T run typed as flags, its 2021 software as its stack (materialised attention,
+    unfused gradient accumulation, the all-reduce after the flush): 163 teraFLOP/s per GPU published, napkin
+    within 10 %."""
     r = napkin(
         "step",
         "--layers",
@@ -481,10 +495,8 @@ def test_the_1t_row_from_the_command_line(napkin: Run) -> None:
         "dgx-a100",
         "--recompute",
         "full",
-        "--sharding",
-        "none",
-        "--no-overlap-grad-reduce",
-        "--no-gradient-accumulation-fusion",
+        "--stack",
+        "megatron-2021",
         "--json",
     )
     assert r.exit_code == 0, r.stderr
@@ -598,18 +610,22 @@ def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) ->
     ):
         bad = napkin(*base, "--mfu", "predicted", *extra)
         assert bad.exit_code == 2 and bad.stderr.startswith("napkin: error: " + message), bad.stderr
-    flash = json.loads(napkin(*base, "--mfu", "predicted", "--flash-attention", "--causal", "--json").stdout)
-    fast = api.plan(
+    slow = json.loads(napkin(*base, "--mfu", "predicted", "--no-flash-attention", "--no-causal", "--json").stdout)
+    materialised = api.plan(
         model="llama3-70b",
         gpus=1024,
         global_batch_tokens="4M",
         cluster="dgx-h100",
         top=1,
-        flash_attention=True,
-        causal=True,
+        flash_attention=False,
+        causal=False,
     ).layouts[0]
-    assert flash["mfu"] == pytest.approx(fast.mfu) and fast.mfu > best.mfu
-    assert napkin(*base, "--flash-attention").exit_code == 2  # meaningful only for a predicted MFU
+    # the default stack (megatron-core) runs FlashAttention with a causal mask: faster than materialised scores
+    assert slow["mfu"] == pytest.approx(materialised.mfu) and best.mfu > materialised.mfu
+    assert best.stack == "megatron-core" and data["layout"].endswith("megatron-core)")
+    extras: tuple[tuple[str, ...], ...] = (("--flash-attention",), ("--stack", "torchtitan"))
+    for only in extras:  # meaningful only for a predicted MFU
+        assert napkin(*base, *only).exit_code == 2
 
 
 def test_plan_benchmark_example_runs() -> None:
@@ -621,8 +637,8 @@ def test_plan_benchmark_example_runs() -> None:
         [sys.executable, str(script), "--repeat", "1"], capture_output=True, text=True, timeout=120, check=False
     )
     assert out.returncode == 0, out.stderr
-    assert "layouts enumerated: 2,592" in out.stdout and "layouts/s" in out.stdout
-    assert "deepseek-v3 on 1,024 GPUs: 12,648 layouts" in out.stdout
+    assert "layouts enumerated: 3,240" in out.stdout and "layouts/s" in out.stdout
+    assert "deepseek-v3 on 1,024 GPUs: 15,810 layouts" in out.stdout
 
 
 def test_plan_plot_draws_an_svg_and_keeps_an_existing_file(napkin: Run, tmp_path: Path) -> None:
@@ -740,7 +756,15 @@ def test_interleaving_needs_micro_batches_in_multiples_of_the_stages(napkin: Run
 def test_plan_verdict_never_calls_a_faster_layout_slower() -> None:
     """405B on 16,384 H100s: TP 16 across nodes would be faster by the model, but the ranking keeps TP inside the
     node (the issue's rule), and the verdict says so rather than '-22% slower'."""
-    result = api.plan(model="llama3.1-405b", gpus=16384, global_batch_tokens="16M", cluster="dgx-h100", top=1)
+    result = api.plan(
+        model="llama3.1-405b",
+        gpus=16384,
+        global_batch_tokens="16M",
+        cluster="dgx-h100",
+        top=1,
+        flash_attention=False,
+        causal=False,
+    )
     assert "TP 16 across nodes:" in result.explanation and "faster by this model" in result.explanation
     assert re.search(r"-\d", result.explanation) is None
 
@@ -762,18 +786,14 @@ def test_plan_rows_are_distinct_and_show_sequence_parallelism() -> None:
     assert all(("SP" in row[1]) == r.layout.sequence_parallel for row, r in zip(rows, result.layouts, strict=True))
 
 
-def test_the_readme_gives_the_flash_attention_mfu_of_its_plan() -> None:
-    result = api.plan(
-        model="llama3-70b",
-        gpus=512,
-        global_batch_tokens="4M",
-        cluster="dgx-h100",
-        top=1,
-        flash_attention=True,
-        causal=True,
-    )
+def test_the_readme_gives_the_materialised_attention_mfu_of_its_plan() -> None:
+    """The plan's default is its stack's attention (megatron-core: fused, causal); the README quotes the same plan
+    with the scores materialised and counted whole, which is slower."""
+    same = {"model": "llama3-70b", "gpus": 512, "global_batch_tokens": "4M", "cluster": "dgx-h100", "top": 1}
+    default, materialised = api.plan(**same), api.plan(**same, flash_attention=False, causal=False)
     text = " ".join(README.read_text(encoding="utf-8").split())
-    assert f"with `--flash-attention --causal` the same plan predicts MFU {result.layouts[0].mfu:.2f}," in text
+    assert f"counted whole, as the 2021 validation runs below did: MFU {materialised.layouts[0].mfu:.2f}." in text
+    assert default.layouts[0].stack == "megatron-core" and default.layouts[0].mfu > materialised.layouts[0].mfu
 
 
 def test_a_tpu_slice_is_one_domain_at_any_size_it_holds() -> None:

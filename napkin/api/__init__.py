@@ -12,6 +12,7 @@ raise ``TypeError``. Errors are ``UsageError`` naming the keyword (``field``). T
 functions, so the two cannot drift apart.
 """
 
+from napkin.api.calibrate import calibrate
 from napkin.api.catalog import (
     cluster_list,
     cluster_sheet,
@@ -21,11 +22,13 @@ from napkin.api.catalog import (
     hardware_sheet,
     models,
     optimizers,
+    stack_list,
+    stack_sheet,
     tensor,
 )
 from napkin.api.comm import collective
-from napkin.api.inputs import SHAPE_FIELDS, build_layout, build_model, get_cluster, get_hardware
-from napkin.api.planning import plan, step
+from napkin.api.inputs import SHAPE_FIELDS, build_layout, build_model, get_cluster, get_hardware, get_stack
+from napkin.api.planning import plan, step, step_setup
 from napkin.api.serving import inference, kv_cache
 from napkin.api.sizing import max_model, memory
 from napkin.api.training import flops, matmul, mfu, optimal, train_time
@@ -34,6 +37,7 @@ __all__ = [
     "SHAPE_FIELDS",
     "build_layout",
     "build_model",
+    "calibrate",
     "cluster_list",
     "cluster_sheet",
     "collective",
@@ -41,6 +45,7 @@ __all__ = [
     "flops",
     "get_cluster",
     "get_hardware",
+    "get_stack",
     "hardware_compare",
     "hardware_list",
     "hardware_sheet",
@@ -54,7 +59,10 @@ __all__ = [
     "optimal",
     "optimizers",
     "plan",
+    "stack_list",
+    "stack_sheet",
     "step",
+    "step_setup",
     "tensor",
     "train_time",
 ]

@@ -46,6 +46,25 @@ def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> An
     return HardwareComparison(profiles=profiles, dtype=choice(Dtype, dtype, "dtype"))
 
 
+def stack_list() -> Any:
+    """Every stack profile napkin can see (built-in, yours, ``$NAPKIN_STACK_PATH``) and any invalid file."""
+    from napkin.results.stack_views import StackList
+    from napkin.systems.profiles import catalog_of
+    from napkin.systems.stack import STACKS
+
+    return StackList.of(catalog_of(STACKS))
+
+
+def stack_sheet(name: str | None = None, stack_file: str | Path | None = None) -> Any:
+    """One stack with every value and its source (``napkin stack show``)."""
+    from napkin.results.stack_views import StackSheet
+    from napkin.systems.stack import resolve
+
+    if name is None and stack_file is None:
+        raise UsageError("give a stack name or stack_file", field="name", also=("stack_file",))
+    return StackSheet(loaded=resolve(name, stack_file, what="NAME"))
+
+
 def cluster_list() -> Any:
     """Every cluster profile napkin can see (built-in, yours, ``$NAPKIN_CLUSTER_PATH``)."""
     from napkin.results.cluster_views import ClusterList

@@ -66,6 +66,26 @@ def choice(enum: type[T], value: Any, field: str) -> T:
         raise UsageError(f"{field}: {value!r} is not one of {accepted}", field=field) from None
 
 
+def get_stack(name: str | Any | None = None, stack_file: str | Path | None = None) -> Any:
+    """A stack profile by name or alias (``"torchtitan"``), from a YAML file, or the default (``$NAPKIN_STACK``,
+    else megatron-core)."""
+    from napkin.systems.stack import Stack, resolve
+
+    if isinstance(name, Stack):
+        return name
+    if name is not None and stack_file is not None:
+        raise UsageError("give stack or stack_file, not both", field="stack", also=("stack_file",))
+    if name is not None and not str(name).strip():
+        raise UsageError("stack: an empty name; give a stack such as megatron-core", field="stack")
+    try:
+        return resolve(None if name is None else str(name), stack_file).profile
+    except UsageError as exc:  # profiles word their errors for the command line: name the keyword here
+        text = str(exc)
+        if text.startswith("--stack:"):
+            raise UsageError("stack:" + text.removeprefix("--stack:"), cli_message=text) from None
+        raise
+
+
 def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str | Path | None = None) -> HardwareProfile:
     """A hardware profile by name or alias (``"h100"``), from a YAML file, or the default one."""
     from napkin.systems.profiles import HardwareProfile

@@ -15,11 +15,13 @@ from napkin.api.inputs import (
     choice,
     data_parallel_only,
     get_cluster,
+    get_stack,
     keywords,
     optional,
     parse,
     reserve_of,
     resolve_seq,
+    same_keywords,
     split_layout,
 )
 from napkin.domain.choices import BaseFormat, Dtype, Finetune, Offload, Optimizer, Precision
@@ -80,14 +82,17 @@ def _step_model(
     optimizer: str | Optimizer,
     precision: str | Precision,
     reserve: Number,
-    flash_attention: bool,
-    causal: bool,
+    flash_attention: bool | None,
+    causal: bool | None,
     shape: dict[str, Any],
-    overlap_grad_reduce: bool = True,
-    gradient_accumulation_fusion: bool = True,
+    overlap_grad_reduce: bool | None = None,
+    gradient_accumulation_fusion: bool | None = None,
     adapters: Any = None,
+    stack: str | Any | None = None,
+    stack_file: str | Path | None = None,
 ) -> tuple[Any, Chosen, int | None]:
     from napkin.engines.step_time import StepModel, machine
+    from napkin.results.stack_views import explain_steps
 
     chosen = build_model(model, model_config, **shape)
     arch = chosen.model
@@ -108,6 +113,13 @@ def _step_model(
         )
     found, profile = get_cluster(cluster, hardware, hardware_file)
     hw = machine(found, profile, str(choice(Dtype, dtype, "dtype")))
+    software = get_stack(stack, stack_file)
+    switches = {
+        "attention.kernel": flash_attention,
+        "attention.causal": causal,
+        "overlap.grad_reduce": overlap_grad_reduce,
+        "gradient_accumulation_fusion": gradient_accumulation_fusion,
+    }
     sm = StepModel(
         arch,
         length,
@@ -121,12 +133,16 @@ def _step_model(
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
         adapters=adapters,
+        stack=software.knobs(profile.name),
+        stack_steps=explain_steps(software, profile.name, {k: v for k, v in switches.items() if v is not None}),
+        offers=software.training.offers(),
+        validated=software.training.validated,
     )
     return sm, chosen, batch_tokens
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
-def step(
+def step_setup(
     *,
     gpus: Number,
     model: str | Model | None = None,
@@ -135,7 +151,7 @@ def step(
     micro_batch: Number = 1,
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
-    flash_attention: bool = False,
+    flash_attention: bool | None = None,
     cluster: str | Any | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
@@ -143,9 +159,11 @@ def step(
     optimizer: str | Optimizer = Optimizer.adamw,
     precision: str | Precision = Precision.mixed,
     reserve: Number = 0,
-    causal: bool = False,
-    overlap_grad_reduce: bool = True,
-    gradient_accumulation_fusion: bool = True,
+    causal: bool | None = None,
+    overlap_grad_reduce: bool | None = None,
+    gradient_accumulation_fusion: bool | None = None,
+    stack: str | Any | None = None,
+    stack_file: str | Path | None = None,
     finetune: str | Finetune = Finetune.full,
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
@@ -153,17 +171,10 @@ def step(
     double_quant: bool = True,
     paged_optimizer: bool = False,
     **shape: Any,
-) -> Any:
-    """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout and cluster.
-    ``finetune="lora"``/``"qlora"``: adapters on a frozen base (as ``memory`` takes them): no weight-gradient
-    GEMMs for the base, only the adapters reduced and updated, a quantized base dequantized per matmul; data
-    parallel only.
-    ``overlap_grad_reduce=False``: the gradient all-reduce runs after the last backward (Megatron-LM without
-    --overlap-grad-reduce), all of it exposed. ``gradient_accumulation_fusion=False``: each micro-batch adds its
-    weight gradients into the stored ones in a kernel of its own (PyTorch autograd after the first micro-batch,
-    Megatron-LM's fp32 gradient buffer every one; Megatron-LM before 2022 or with
-    --no-gradient-accumulation-fusion)."""
-    from napkin.engines.step_time import build_result, check_knobs
+) -> tuple[Any, Any, Chosen, int | None]:
+    """(step model, layout knobs, the model chosen, batch tokens) of one ``step`` question, checked: what ``step``
+    and ``calibrate`` share. The layout's sharding, when not given, is the stack's default."""
+    from napkin.engines.step_time import check_knobs
 
     method = choice(Finetune, finetune, "finetune")
     adapters = None
@@ -199,8 +210,32 @@ def step(
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
         adapters=adapters,
+        stack=stack,
+        stack_file=stack_file,
     )
-    result = build_result(sm, check_knobs(sm, lay, b, g, batch_tokens), chosen.name or "custom")
+    if "sharding" not in lay.model_fields_set and sm.offers is not None and adapters is None:
+        lay = lay.model_copy(update={"sharding": sm.offers.sharding[0]})  # the stack's own default
+    return sm, check_knobs(sm, lay, b, g, batch_tokens), chosen, batch_tokens
+
+
+@same_keywords(step_setup)
+def step(**options: Any) -> Any:
+    """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout, cluster and
+    software stack. ``stack``: a stack profile (``stack_list``; default megatron-core) that sets FlashAttention,
+    the causal mask, the overlaps and the gradient-accumulation fusion, and the sharding when it is not given;
+    ``flash_attention``, ``causal``, ``overlap_grad_reduce`` and ``gradient_accumulation_fusion`` override it.
+    ``finetune="lora"``/``"qlora"``: adapters on a frozen base (as ``memory`` takes them): no weight-gradient
+    GEMMs for the base, only the adapters reduced and updated, a quantized base dequantized per matmul; data
+    parallel only.
+    ``overlap_grad_reduce=False``: the gradient all-reduce runs after the last backward (Megatron-LM without
+    --overlap-grad-reduce), all of it exposed. ``gradient_accumulation_fusion=False``: each micro-batch adds its
+    weight gradients into the stored ones in a kernel of its own (PyTorch autograd after the first micro-batch,
+    Megatron-LM's fp32 gradient buffer every one; Megatron-LM before 2022 or with
+    --no-gradient-accumulation-fusion)."""
+    from napkin.engines.step_time import build_result
+
+    sm, knobs, chosen, batch_tokens = step_setup(**options)
+    result = build_result(sm, knobs, chosen.name or "custom")
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     result.warnings[:0] = list(chosen.warnings)
     return result
@@ -215,7 +250,7 @@ def plan(
     seq: Number | None = None,
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
-    flash_attention: bool = False,
+    flash_attention: bool | None = None,
     cluster: str | Any | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
@@ -223,13 +258,16 @@ def plan(
     optimizer: str | Optimizer = Optimizer.adamw,
     precision: str | Precision = Precision.mixed,
     reserve: Number = 0,
-    causal: bool = False,
+    causal: bool | None = None,
     top: Number = 5,
-    overlap_grad_reduce: bool = True,
-    gradient_accumulation_fusion: bool = True,
+    overlap_grad_reduce: bool | None = None,
+    gradient_accumulation_fusion: bool | None = None,
+    stack: str | Any | None = None,
+    stack_file: str | Path | None = None,
     **shape: Any,
 ) -> Any:
-    """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU."""
+    """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU. Only what
+    ``stack`` offers is searched (its sharding, pipeline schedules, TP/PP/CP/EP)."""
     from napkin.engines.planner import plan as engine
 
     g = parse(units.parse_int, gpus, "gpus")
@@ -252,6 +290,8 @@ def plan(
         shape,
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
+        stack=stack,
+        stack_file=stack_file,
     )
     result = engine(sm, g, chosen.name or "custom", n)
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]

@@ -18,6 +18,7 @@ from napkin.api.inputs import (
     described,
     first_error,
     get_hardware,
+    get_stack,
     keywords,
     named_preset,
     optional,
@@ -60,7 +61,7 @@ def _memory_inputs(
     seq: Number | None,
     micro_batch: Number,
     global_batch: Number | None,
-    flash_attention: bool,
+    flash_attention: bool | None,
     lay: Layout,
     shape: dict[str, Any],
 ) -> _Inputs:
@@ -73,7 +74,7 @@ def _memory_inputs(
     g = parse(units.parse_int, gpus, "gpus")
     resolved = lay.resolve(g, arch)
     b = parse(units.parse_int, micro_batch, "micro_batch")
-    explicit = b != 1 or global_batch is not None or seq is not None or flash_attention
+    explicit = b != 1 or global_batch is not None or seq is not None or flash_attention is not None
     if arch is None:
         if explicit:
             raise UsageError(
@@ -88,7 +89,7 @@ def _memory_inputs(
         work = Workload(seq=length, micro_batch=b, global_batch=optional(units.parse_int, global_batch, "global_batch"))
     except ValueError as exc:
         raise UsageError(first_error(exc), field="global_batch") from None
-    acts = ActivationInputs(model=arch, workload=work, layout=resolved, flash_attention=flash_attention)
+    acts = ActivationInputs(model=arch, workload=work, layout=resolved, flash_attention=bool(flash_attention))
     return _Inputs(n, g, acts, chosen, length, source)
 
 
@@ -105,9 +106,11 @@ def memory(
     seq: Number | None = None,
     micro_batch: Number = 1,
     global_batch: Number | None = None,
-    flash_attention: bool = False,
+    flash_attention: bool | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
+    stack: str | Any | None = None,
+    stack_file: str | Path | None = None,
     finetune: str | Finetune = Finetune.full,
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
@@ -119,7 +122,12 @@ def memory(
     """Per-GPU training memory: model states under the layout, plus activations when a model is given.
     ``finetune="lora"``/``"qlora"``: adapters of rank ``lora_rank`` (default 16) on ``lora_targets`` (default
     every linear layer of the blocks) over a frozen base (``base_format``: bf16, int8 or nf4; QLoRA's default
-    nf4 with ``double_quant``); ``paged_optimizer``: bitsandbytes paged states, which spill to CPU memory."""
+    nf4 with ``double_quant``); ``paged_optimizer``: bitsandbytes paged states, which spill to CPU memory.
+    ``stack`` (full training; default megatron-core): FlashAttention by default where it has it, its selective
+    recomputation, its loss, and the memory it keeps (FSDP/ZeRO-3 gather buffers, fixed, fragmentation); a
+    sharding it does not offer is an error, and left out it is ZeRO-3 where the stack offers it, else its
+    default."""
+    from napkin.engines.step_time import offered_sharding
     from napkin.engines.training_memory import memory as engine
 
     method = choice(Finetune, finetune, "finetune")
@@ -140,7 +148,7 @@ def memory(
             seq,
             micro_batch,
             global_batch,
-            flash_attention,
+            bool(flash_attention),
             lay,
             recompute_given,
             hardware,
@@ -154,6 +162,18 @@ def memory(
             field="finetune",
             also=("lora_rank", "lora_targets", "base_format", "paged_optimizer"),
         )
+    software = get_stack(stack, stack_file)
+    offers = software.training.offers()
+    if "sharding" in lay.model_fields_set:
+        if not offered_sharding(offers, lay.sharding):
+            raise UsageError(
+                f"sharding: the stack {software.name} offers {', '.join(offers.sharding)}, not {lay.sharding}",
+                field="sharding",
+            )
+    elif not offered_sharding(offers, lay.sharding):
+        lay = lay.model_copy(update={"sharding": offers.sharding[0]})
+    if flash_attention is None and (model is not None or model_config is not None or shape.get("layers")):
+        flash_attention = software.training.attention.fused
     got = _memory_inputs(
         None if solve_for_n else params,
         gpus,
@@ -175,13 +195,20 @@ def memory(
         "activations": got.activations,
         "precision": choice(Precision, precision, "precision"),
         "reserve_bytes": reserve_of(reserve, usable_capacity(profile)),
+        "framework": software.knobs(profile.name).framework(),
     }
+    if got.activations is not None:  # the stack's selective recomputation and loss
+        knobs = software.knobs(profile.name)
+        common["activations"] = got.activations.model_copy(
+            update={"selective_keeps": knobs.selective_keeps, "logit_bytes": knobs.logit_bytes}
+        )
     if solve_for_n:  # max_model: the same inputs, solved for N
         from napkin.engines.training_memory import max_model as solve
 
-        return described(solve(got.gpus, profile, **common), got.chosen, got.seq, got.seq_source)
+        solved = solve(got.gpus, profile, **common).model_copy(update={"stack": software.name})
+        return described(solved, got.chosen, got.seq, got.seq_source)
     assert got.params is not None
-    result = engine(got.params, profile, gpus=got.gpus, **common)
+    result = engine(got.params, profile, gpus=got.gpus, **common).model_copy(update={"stack": software.name})
     return described(result, got.chosen, got.seq, got.seq_source)
 
 

@@ -14,6 +14,7 @@ from napkin.api.inputs import (
     described,
     get_cluster,
     get_hardware,
+    get_stack,
     keywords,
     named_preset,
     optional,
@@ -52,14 +53,16 @@ def train_time(
     peak: str = "datasheet",
     goodput: Number = 1.0,
     recompute: str | Recompute = Recompute.none,
-    causal: bool = False,
+    causal: bool | None = None,
     price: Number | None = None,
     pue: Number = 1.0,
     carbon: Number | None = None,
     cluster: str | Any | None = None,
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
-    flash_attention: bool = False,
+    flash_attention: bool | None = None,
+    stack: str | Any | None = None,
+    stack_file: str | Path | None = None,
     finetune: str | Finetune = Finetune.full,
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
@@ -67,9 +70,10 @@ def train_time(
 ) -> Any:
     """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
     params/tokens/gpus/duration and the fourth is solved. ``mfu="predicted"`` takes the MFU of the fastest
-    layout ``plan`` finds for the model on ``gpus`` of ``cluster`` (global batch default 4M tokens), and with
-    it that layout's recomputation. ``finetune="lora"``/``"qlora"``: a frozen base with adapters (``lora_rank``,
-    ``lora_targets``), C = (4N + 6T)·D: the base runs forward and passes input gradients back, only the
+    layout ``plan`` finds for the model on ``gpus`` of ``cluster`` with ``stack`` (default megatron-core; global
+    batch default 4M tokens), and with it that layout's recomputation and the stack's causal mask (``causal``
+    overrides it; without a predicted MFU it defaults to every score counted). ``finetune="lora"``/``"qlora"``: a
+    frozen base with adapters (``lora_rank``, ``lora_targets``), C = (4N + 6T)·D: the base runs forward and passes input gradients back, only the
     adapters get weight gradients."""
     from napkin.engines.compute import Money, Throughput, TrainQuery
     from napkin.engines.compute import train_time as engine
@@ -100,13 +104,17 @@ def train_time(
             flash_attention,
             causal,
             shape,
+            stack,
+            stack_file,
         )
         mfu, recompute = best.mfu, best.layout.recompute
-    elif global_batch is not None or global_batch_tokens is not None or flash_attention:
+        if causal is None:
+            causal = bool(get_stack(stack, stack_file).training.attention.causal)
+    elif any(v is not None for v in (global_batch, global_batch_tokens, flash_attention, stack, stack_file)):
         raise UsageError(
-            "global_batch, global_batch_tokens, flash_attention: used only with mfu predicted",
+            "global_batch, global_batch_tokens, flash_attention, stack: used only with mfu predicted",
             field="global_batch",
-            also=("global_batch_tokens", "flash_attention", "mfu"),
+            also=("global_batch_tokens", "flash_attention", "stack", "stack_file", "mfu"),
         )
     profile = (
         get_cluster(cluster, hardware, hardware_file)[1]
@@ -127,7 +135,7 @@ def train_time(
         seq=length,
         active_params=float(arch.active_params()) if arch is not None and arch.is_moe else None,
         adapter_params=_adapter_params(finetune, lora_rank, lora_targets, arch),
-        causal=causal,
+        causal=bool(causal),
         recompute=choice(Recompute, recompute, "recompute"),
     )
     throughput = Throughput(
@@ -148,7 +156,9 @@ def train_time(
     )
     result = described(engine(query, profile, kind, throughput, money), chosen, length, length_source)
     if best is not None:
-        result.layout = f"{best.layout_text} on {best.cluster} ({best.global_batch:,} × {best.seq:,} tokens)"
+        result.layout = (
+            f"{best.layout_text} on {best.cluster} ({best.global_batch:,} × {best.seq:,} tokens, {best.stack})"
+        )
     return result
 
 
@@ -183,9 +193,11 @@ def _predicted(
     dtype: str | Dtype,
     global_batch: Number | None,
     global_batch_tokens: Number | None,
-    flash_attention: bool,
-    causal: bool,
+    flash_attention: bool | None,
+    causal: bool | None,
     shape: dict[str, Any],
+    stack: str | Any | None,
+    stack_file: str | Path | None,
 ) -> Any:
     """The fastest fitting layout's result (``plan``), for ``train_time(mfu="predicted")``."""
     if gpus is None or (model is None and model_config is None):
@@ -210,6 +222,8 @@ def _predicted(
         flash_attention=flash_attention,
         causal=causal,
         top=1,
+        stack=stack,
+        stack_file=stack_file,
         **shape,
     )
     if not found.layouts:

@@ -32,6 +32,7 @@ from napkin.cli import (
     live_cmds,
     memory_cmds,
     plan_cmds,
+    stack_cmds,
 )
 from napkin.cli.common import NapkinGroup
 
@@ -69,6 +70,7 @@ for sub in (compute_cmds.app, memory_cmds.app, plan_cmds.app, inference_cmds.app
     app.registered_commands.extend(sub.registered_commands)
 app.add_typer(compute_cmds.flops_app, name="flops")
 app.add_typer(hardware_cmds.app, name="hardware")
+app.add_typer(stack_cmds.app, name="stack")
 app.add_typer(live_cmds.bench_app, name="bench")
 app.add_typer(comm_cmds.comm_app, name="comm")
 app.add_typer(comm_cmds.cluster_app, name="cluster")

@@ -19,8 +19,10 @@ from napkin.cli.options import (
     OUTPUT,
     PARAMS,
     RECOMPUTE,
+    STACK,
+    STACK_CAUSAL,
     TOKENS,
-    _flag,
+    _opt,
     _text,
     command,
 )
@@ -37,7 +39,13 @@ TRAIN = [
     ),
     _text("cluster", "Cluster for --mfu predicted (and its device); see 'napkin cluster list'.", "NAME"),
     _text("global_batch_tokens", "Global batch for --mfu predicted, tokens (default 4M = 4·2^20).", "TOKENS"),
-    _flag("flash_attention", "With --mfu predicted: the layouts use FlashAttention."),
+    _opt(
+        "flash_attention",
+        bool | None,
+        None,
+        "--flash-attention/--no-flash-attention",
+        help="With --mfu predicted: FlashAttention or not (default: the stack's).",
+    ),
     _text("achieved", "Sustained hardware FLOP/s per GPU (replaces peak × MFU).", "FLOP/S"),
     _text(
         "peak", "datasheet, or measured (your saved 'napkin bench matmul').", "datasheet|measured", default="datasheet"
@@ -55,7 +63,9 @@ THROUGHPUT = [
 
 
 @app.command("train-time")
-@command(PARAMS, TOKENS, GPUS, DURATION, MODEL, FINETUNE[:3], HARDWARE, DTYPE, TRAIN, RECOMPUTE, CAUSAL, OUTPUT)
+@command(
+    PARAMS, TOKENS, GPUS, DURATION, MODEL, FINETUNE[:3], HARDWARE, STACK, DTYPE, TRAIN, RECOMPUTE, STACK_CAUSAL, OUTPUT
+)
 def train_time(**options: Any) -> None:
     """How long a training run takes: C = 6·N·D, t = C / (G × dense peak × MFU).
 

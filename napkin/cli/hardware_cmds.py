@@ -72,9 +72,15 @@ def validate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Check profile files; each problem is reported as file:line: field: message. Exit 1 if any is invalid."""
-    from napkin.errors import NapkinError
+    from napkin.systems.profiles import HARDWARE
+
+    validate_profiles(HARDWARE, paths, as_json)
+
+
+def validate_profiles(kind: Any, paths: list[Path] | None, as_json: bool) -> None:
+    """``napkin <kind> validate``: each problem as file:line: field: message; exit 1 if any file is invalid."""
     from napkin.io.files import read_text
-    from napkin.systems.profiles import load_catalog, parse_profile
+    from napkin.systems.profiles import catalog_of
 
     problems: list[str] = []
     valid: list[str] = []
@@ -83,14 +89,14 @@ def validate_command(
         for path in paths:
             checked += 1
             try:
-                parse_profile(read_text(path), str(path))
+                kind.parse(read_text(path), str(path))
                 valid.append(str(path))
             except ProfileError as exc:
                 problems += exc.problems
             except NapkinError as exc:
                 problems.append(str(exc))
     else:
-        catalog = load_catalog()
+        catalog = catalog_of(kind)
         for loaded in catalog.profiles:
             checked += 1
             valid.append(loaded.path)
@@ -109,10 +115,14 @@ def validate_command(
         fail(f"{len(problems)} problem(s) in {checked} file(s)", 1)
 
 
-def _user_schema(directory: Path) -> None:
-    """Keep a copy of the JSON Schema beside user profiles, so editors can complete fields."""
+def _user_schema(directory: Path, schema: Any = None) -> None:
+    """Keep a copy of the JSON Schema beside user profiles, so editors can complete fields (``schema``: the
+    kind's schema function; hardware's by default)."""
     from napkin.io.files import write_atomic
-    from napkin.systems.profiles import SCHEMA_FILE, schema
+    from napkin.systems.profiles import SCHEMA_FILE
+    from napkin.systems.profiles import schema as hardware_schema
+
+    schema = schema or hardware_schema
 
     target = directory / SCHEMA_FILE
     import json
@@ -149,39 +159,39 @@ def new_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a profile into your user directory for editing (never overwrites without --force)."""
+    from napkin.systems.profiles import HARDWARE, resolve
+
+    new_profile(HARDWARE, name, source, force, as_json, lambda n: resolve(n, what="--from"), None)
+
+
+def new_profile(kind: Any, name: str, source: str | None, force: bool, as_json: bool, find: Any, schema: Any) -> None:
+    """``napkin <kind> new NAME --from SOURCE``: copy a profile into the user directory, never overwriting
+    without ``force``; ``find`` resolves the source name, ``schema`` gives the kind's JSON Schema."""
     from napkin.io.files import write_atomic
-    from napkin.systems.profiles import (
-        SLUG_RULE,
-        copy_text,
-        is_builtin_name,
-        is_slug,
-        parse_profile,
-        resolve,
-        user_hardware_dir,
-    )
+    from napkin.systems.profiles import SLUG_RULE, copy_text, is_builtin_name, is_slug
 
     with boundary():
         if not is_slug(name):
             raise UsageError(f"NAME: {name!r}: {SLUG_RULE}")
         if source is None:
             raise UsageError(
-                f"--from: which profile should {name} start from? e.g. 'napkin hardware new {name} --from h100' "
-                "(see 'napkin hardware list')"
+                f"--from: which profile should {name} start from? e.g. 'napkin {kind.noun} new {name} --from "
+                f"{kind.example}' (see 'napkin {kind.noun} list')"
             )
-        builtin = is_builtin_name(name)
+        builtin = is_builtin_name(name, kind)
         if builtin is not None and not force:
             raise UsageError(
                 f"NAME: {name!r} is the built-in profile {builtin}'s name; your profile would replace it in every "
                 "command. Pick another name, or pass --force to replace it (every command then says so)"
             )
-        loaded = resolve(source, what="--from")
-        text = copy_text(loaded, name, date.today().isoformat())
-        target = user_hardware_dir() / f"{name}.yaml"
-        parse_profile(text, str(target))
+        loaded = find(source)
+        text = copy_text(loaded, name, date.today().isoformat(), kind)
+        target = kind.user_dir() / f"{name}.yaml"
+        kind.parse(text, str(target))
         write_atomic(target, text, overwrite=force)
-        _user_schema(target.parent)
+        _user_schema(target.parent, schema)
     typer.echo(dumps({"path": str(target), "from": loaded.profile.name}) if as_json else str(target))
-    note(f"created {target} from {loaded.profile.name}; edit it with 'napkin hardware edit {name}'")
+    note(f"created {target} from {loaded.profile.name}; edit it with 'napkin {kind.noun} edit {name}'")
 
 
 def _draft_of(target: Path) -> Path:
@@ -197,11 +207,19 @@ def edit_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Open your copy of a profile in $EDITOR (creating it if needed); keep it only if it validates."""
+    from napkin.systems.profiles import HARDWARE, resolve
+
+    edit_profile(HARDWARE, name, discard, as_json, lambda n: resolve(n, what="NAME"), None)
+
+
+def edit_profile(kind: Any, name: str, discard: bool, as_json: bool, find: Any, schema: Any) -> None:
+    """``napkin <kind> edit NAME``: edit the user's copy (made from the built-in if needed) through a draft that is
+    kept only if it validates."""
     from napkin.io.files import locked, read_text, write_atomic
-    from napkin.systems.profiles import copy_text, normalize, parse_profile, resolve, user_hardware_dir
+    from napkin.systems.profiles import copy_text, normalize
 
     with boundary():
-        directory = user_hardware_dir()
+        directory = kind.user_dir()
         try:
             mine = sorted(directory.glob("*.yaml")) if directory.is_dir() else []
         except OSError as exc:
@@ -215,16 +233,16 @@ def edit_command(
             note(f"discarded {draft}")
             return
         if target is None:
-            loaded = resolve(name, what="NAME")
+            loaded = find(name)
             if loaded.origin in ("user", "env"):  # the user's own file: edit it where it is
                 target = Path(loaded.path)
             else:
                 target = directory / f"{loaded.profile.name}.yaml"
-                write_atomic(target, copy_text(loaded, loaded.profile.name, date.today().isoformat()))
+                write_atomic(target, copy_text(loaded, loaded.profile.name, date.today().isoformat(), kind))
                 note(f"created {target} from the {loaded.origin} profile; it replaces it from now on")
-        _user_schema(directory)
+        _user_schema(directory, schema)
         with locked(target, wait=False):
-            _edit(name, target, read_text, parse_profile, write_atomic)
+            _edit(name, target, read_text, kind.parse, write_atomic, f"napkin {kind.noun} edit")
     typer.echo(dumps({"path": str(target)}) if as_json else str(target))
 
 

@@ -15,6 +15,7 @@ from napkin.cli.options import (
     MODEL,
     OUTPUT,
     PARAMS,
+    STACK,
     TRAINING_STATE,
     WORKLOAD,
     _text,
@@ -28,7 +29,7 @@ assert [p.name for p in ONE_GPU] == [p.name for p in GPUS]
 
 
 @app.command("max-model")
-@command(ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, OUTPUT)
+@command(ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, STACK, OUTPUT)
 def max_model_command(**options: Any) -> None:
     """The largest model whose training state fits: memory / bytes per parameter.
 
@@ -41,7 +42,7 @@ def max_model_command(**options: Any) -> None:
 
 
 @app.command("memory")
-@command(PARAMS, ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, OUTPUT)
+@command(PARAMS, ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, STACK, OUTPUT)
 def memory_command(**options: Any) -> None:
     """Per-GPU training memory: parameters, gradients, master weights, optimizer states, activations."""
     from napkin import api

@@ -127,6 +127,23 @@ RECOMPUTE: Group = [
     ),
 ]
 CAUSAL: Group = [_flag("causal", "Count only the unmasked half of attention (c = 1).")]
+#: step, plan, train-time --mfu predicted, memory, max-model: the software stack, and the switches it sets
+STACK: Group = [
+    _text(
+        "stack", "Software stack profile (see 'napkin stack list'); default $NAPKIN_STACK, else megatron-core.", "NAME"
+    ),
+    _opt("stack_file", Path | None, None, help="Use this stack YAML file instead of a named stack.", metavar="PATH"),
+]
+STACK_CAUSAL: Group = [
+    _opt(
+        "causal",
+        bool | None,
+        None,
+        "--causal/--no-causal",
+        help="Causal mask: count (and, with FlashAttention, compute) only the unmasked half of "
+        "attention; default the stack's (train-time without --mfu predicted: every score).",
+    )
+]
 LAYOUT: Group = [
     _text("tensor_parallel", "TP: tensor-parallel degree.", "INT", "--tensor-parallel", "-t", default="1"),
     _text("pipeline_parallel", "PP: pipeline stages.", "INT", default="1"),
@@ -135,7 +152,13 @@ LAYOUT: Group = [
     _text("expert_parallel", "EP: MoE experts split over this many GPUs.", "INT", default="1"),
     _text("interleave", "v: model chunks per pipeline rank (interleaved schedule).", "INT", default="1"),
     _flag("sequence_parallel", "Shard norm/dropout activations over the TP group."),
-    _opt("sharding", Sharding, Sharding.zero3, help="none (DDP) | zero1 | zero2 | zero3 | fsdp (= zero3)."),
+    _opt(
+        "sharding",
+        Sharding | None,
+        None,
+        help="none (DDP) | zero1 | zero2 | zero3 | fsdp (= zero3) | hsdp (FSDP in a node, replicated across "
+        "nodes); default the stack's (--stack).",
+    ),
     _opt(
         "recompute",
         Recompute | None,
@@ -150,7 +173,13 @@ WORKLOAD: Group = [
         "micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "--batch", "-b", default="1"
     ),
     _text("global_batch", "B: global batch in sequences.", "INT"),
-    _flag("flash_attention", "FlashAttention: no s×s scores stored."),
+    _opt(
+        "flash_attention",
+        bool | None,
+        None,
+        "--flash-attention/--no-flash-attention",
+        help="FlashAttention: no s×s scores stored; default the stack's (--stack).",
+    ),
 ]
 
 

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from napkin.cli.common import boundary, emit, run
+from napkin.cli.common import ExplainOpt, JsonOpt, boundary, emit, run
 from napkin.cli.options import (
-    CAUSAL,
     DTYPE,
     FINETUNE,
     GPUS,
@@ -18,6 +17,8 @@ from napkin.cli.options import (
     LAYOUT,
     MODEL,
     OUTPUT,
+    STACK,
+    STACK_CAUSAL,
     _flag,
     _opt,
     _text,
@@ -41,7 +42,13 @@ CLUSTER = [
 BATCH = [
     _text("global_batch", "B: global batch in sequences.", "INT"),
     _text("global_batch_tokens", "B in tokens, binary k/M as batch sizes are quoted (4M = 512 × 8192).", "TOKENS"),
-    _flag("flash_attention", "FlashAttention: no s×s scores in memory or HBM traffic."),
+    _opt(
+        "flash_attention",
+        bool | None,
+        None,
+        "--flash-attention/--no-flash-attention",
+        help="FlashAttention: no s×s scores in memory or HBM traffic; default the stack's (--stack).",
+    ),
 ]
 MICRO_BATCH = [
     _text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b", default="1")
@@ -52,21 +59,21 @@ STEP_LAYOUT = [option for option in LAYOUT if option.name != "offload"]
 OVERLAP = [
     _opt(
         "overlap_grad_reduce",
-        bool,
-        True,
+        bool | None,
+        None,
         "--overlap-grad-reduce/--no-overlap-grad-reduce",
         help="Overlap the data-parallel gradient reduction with the last backward pass (Megatron-LM's "
         "--overlap-grad-reduce); without it the whole collective is exposed. DDP and ZeRO-1/2 only: "
-        "ZeRO-3 moves its traffic every micro-batch, under that micro-batch's compute.",
+        "ZeRO-3 moves its traffic every micro-batch, under that micro-batch's compute. Default: the stack's.",
     ),
     _opt(
         "gradient_accumulation_fusion",
-        bool,
-        True,
+        bool | None,
+        None,
         "--gradient-accumulation-fusion/--no-gradient-accumulation-fusion",
         help="Weight-gradient GEMMs accumulate into the stored gradients (Megatron-LM's default since 2022); "
         "without it each micro-batch adds its gradients in a kernel of its own (PyTorch autograd, "
-        "Megatron-LM before 2022).",
+        "Megatron-LM before 2022). Default: the stack's.",
     ),
 ]
 TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
@@ -84,7 +91,20 @@ PLOT = [
 
 @app.command("step")
 @command(
-    MODEL, GPUS, STEP_LAYOUT, MICRO_BATCH, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OVERLAP, FINETUNE, OUTPUT
+    MODEL,
+    GPUS,
+    STEP_LAYOUT,
+    MICRO_BATCH,
+    BATCH,
+    CLUSTER,
+    HARDWARE,
+    STACK,
+    DTYPE,
+    STATE,
+    STACK_CAUSAL,
+    OVERLAP,
+    FINETUNE,
+    OUTPUT,
 )
 def step_command(**options: Any) -> None:
     """One training step: time with its breakdown, tokens/s, predicted MFU and HFU, memory per GPU.
@@ -98,7 +118,7 @@ def step_command(**options: Any) -> None:
 
 
 @app.command("plan")
-@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, DTYPE, STATE, CAUSAL, OVERLAP, TOP, PLOT, OUTPUT)
+@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, STACK, DTYPE, STATE, STACK_CAUSAL, OVERLAP, TOP, PLOT, OUTPUT)
 def plan_command(**options: Any) -> None:
     """The fastest parallel layouts that fit: TP/PP/CP/EP/DP, interleave, micro-batch, recompute, ZeRO.
 
@@ -119,6 +139,39 @@ def plan_command(**options: Any) -> None:
     emit(result, as_json, explain=explain)
     if result.exit_code():
         raise typer.Exit(result.exit_code())
+
+
+@app.command("calibrate")
+def calibrate_command(
+    runs: Annotated[Path, typer.Argument(help="YAML file of measured runs (see the README's example).")],
+    stack: Annotated[str | None, typer.Option("--stack", metavar="NAME", help="Stack to start from.")] = None,
+    name: Annotated[str | None, typer.Option("--name", metavar="NAME", help="Stack to write.")] = None,
+    fit: Annotated[
+        str | None,
+        typer.Option("--fit", metavar="NAMES", help="Values to fit, comma-separated (default matmul_efficiency)."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace your stack of that name.")] = False,
+    as_json: JsonOpt = False,
+    explain: ExplainOpt = False,
+) -> None:
+    """Fit a few of a stack's values to your measured runs; write them as a stack of your own.
+
+    Prints each run's error before and after, and with 3 runs or more the leave-one-out error.
+    """
+    from napkin import api
+
+    run(
+        api.calibrate,
+        {
+            "runs_file": runs,
+            "stack": stack,
+            "name": name,
+            "fit": fit,
+            "force": force,
+            "json": as_json,
+            "explain": explain,
+        },
+    )
 
 
 __all__ = ["app"]

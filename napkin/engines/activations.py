@@ -143,11 +143,14 @@ def embedding_bytes(model: Model, workload: Workload, layout: Layout) -> float:
     return tokens * (TOKEN_ID_BYTES + (model.hidden / sp if model.dropout else 0.0))
 
 
-def output_bytes(model: Model, workload: Workload, layout: Layout, element_bytes: float = 2.0) -> float:
-    """Last stage, one micro-batch: final-norm and output-layer inputs, fp32 logits kept by the loss."""
+def output_bytes(
+    model: Model, workload: Workload, layout: Layout, element_bytes: float = 2.0, logit_bytes: float = LOSS_LOGIT_BYTES
+) -> float:
+    """Last stage, one micro-batch: final-norm and output-layer inputs, and the logits the loss holds at its peak
+    (``logit_bytes`` per logit: one fp32 copy by default, a stack's own loss may hold more)."""
     sp = layout.tensor if layout.sequence_parallel else 1
     tokens = _tokens(workload, layout)
-    return tokens * (2 * element_bytes * model.hidden / sp + LOSS_LOGIT_BYTES * model.vocab / layout.tensor)
+    return tokens * (2 * element_bytes * model.hidden / sp + logit_bytes * model.vocab / layout.tensor)
 
 
 def in_flight(stage: int, layout: Layout, microbatches: int | None) -> float:

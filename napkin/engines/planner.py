@@ -15,13 +15,14 @@ from pydantic import Field
 
 from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.layout import split_problem
-from napkin.engines.step_time import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result
+from napkin.engines.step_time import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result, offered_sharding
 from napkin.results.result import TableResult
+from napkin.systems.stack import Offers
 from napkin.units import format_bytes_si, format_duration
 
 MICRO_BATCHES: Final = (1, 2, 4, 8, 16)
 RECOMPUTE: Final = (Recompute.none, Recompute.selective, Recompute.full)
-SHARDING: Final = (Sharding.none, Sharding.zero1, Sharding.zero2, Sharding.zero3)
+SHARDING: Final = (Sharding.none, Sharding.zero1, Sharding.zero2, Sharding.zero3, Sharding.hsdp)
 MAX_INTERLEAVE: Final = 8
 MIN_CONTEXT_CHUNK: Final = 4096  # CP only splits sequences into chunks of at least this many tokens
 TERM_NAMES: Final = {
@@ -49,20 +50,29 @@ def _powers(limit: int) -> list[int]:
 def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
     """Every valid layout × micro-batch × recompute × ZeRO stage (before the memory check)."""
     model, dom, batch = sm.model, sm.hw.fabric.domain_size, sm.batch
+    offers = sm.offers or Offers()  # only what the stack can run
     out: list[Knobs] = []
-    tps = [t for t in _powers(dom) if model.heads is None or model.heads % t == 0]
-    cps = [c for c in _powers(16) if c == 1 or (sm.seq % (2 * c) == 0 and sm.seq // c >= MIN_CONTEXT_CHUNK)]
+    tps = [t for t in _powers(dom) if (model.heads is None or model.heads % t == 0) and (t == 1 or offers.tensor)]
+    cps = [
+        c
+        for c in _powers(16)
+        if c == 1 or (offers.context and sm.seq % (2 * c) == 0 and sm.seq // c >= MIN_CONTEXT_CHUNK)
+    ]
+    shardings = [z for z in SHARDING if offered_sharding(offers, z)] or [offers.sharding[0]]
+    interleaved = "interleaved" in offers.schedules
     # with FlashAttention there are no scores to keep, so selective recomputation is no recomputation
     recomputes = [r for r in RECOMPUTE if not (sm.flash and r is Recompute.selective)]
     for t in tps:
         for c in cps:
             # PP: the divisors of the layers and, split unevenly (napkin.domain.layout.stage_layers), the powers of two
-            for p in sorted(set(_divisors(model.layers)) | set(_powers(model.layers))):
+            for p in sorted(set(_divisors(model.layers)) | set(_powers(model.layers))) if offers.pipeline else [1]:
                 mp = t * c * p
                 if gpus % mp:
                     continue
                 d = gpus // mp
-                eps = [e for e in _divisors(model.experts) if (d * c) % e == 0] if model.is_moe else [1]
+                eps = (
+                    [e for e in _divisors(model.experts) if (d * c) % e == 0] if model.is_moe and offers.expert else [1]
+                )
                 for b in MICRO_BATCHES:
                     if batch % (b * d):
                         continue
@@ -70,7 +80,7 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                     heaviest, n = -(-model.layers // p), model.layers
                     vs = (
                         [1]
-                        if p == 1
+                        if p == 1 or not interleaved
                         else [
                             v
                             for v in _divisors(heaviest, MAX_INTERLEAVE)
@@ -80,8 +90,8 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                     for e in eps:
                         for v in vs:
                             for r in recomputes:
-                                for z in SHARDING if d > 1 else (Sharding.none,):
-                                    out.append(Knobs(t, p, d, c, e, v, b, t > 1, r, z))
+                                for z in shardings if d * c > 1 else (Sharding.none,):
+                                    out.append(Knobs(t, p, d, c, e, v, b, t > 1 and offers.sequence, r, z))
     return out
 
 
@@ -93,6 +103,7 @@ class PlanResult(TableResult):
 
     model: str
     cluster: str
+    stack: str = Field(default="none", description="the software stack whose layouts are searched")
     gpus: int
     global_batch: int
     seq: int
@@ -136,7 +147,7 @@ class PlanResult(TableResult):
         return [
             [
                 str(i),
-                r.layout.describe(compact=True),
+                r.layout.describe(compact=True) + ("" if r.validated else " *"),
                 str(r.micro_batch),
                 format_duration(r.step_seconds),
                 f"{r.mfu:.3f}",
@@ -148,16 +159,22 @@ class PlanResult(TableResult):
     def caption(self) -> str:
         if not self.considered:
             return f"{self.cluster}, {self.global_batch:,} × {self.seq:,} tokens per step: no valid layout."
-        dtype = f" ({self.layouts[0].dtype})" if self.layouts else ""
+        dtype = f" ({self.layouts[0].dtype}, {self.stack})" if self.layouts else f" ({self.stack})"
+        outside = (
+            " *: outside the region the stack's published runs validate ('napkin step' says what)."
+            if any(not r.validated for r in self.layouts)
+            else ""
+        )
         return (
             f"{self.cluster}{dtype}, {self.global_batch:,} × {self.seq:,} tokens per step. {self.considered:,} "
-            f"layouts considered, {self.fitting:,} fit. {self.explanation}"
+            f"layouts considered, {self.fitting:,} fit. {self.explanation}{outside}"
         )
 
     def to_json(self, explain: bool = False) -> Any:
         return {
             "model": self.model,
             "cluster": self.cluster,
+            "stack": self.stack,
             "gpus": self.gpus,
             "global_batch": self.global_batch,
             "seq": self.seq,
@@ -200,6 +217,7 @@ def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[s
                     if sm.batch % (b * d) == 0
                     for r in RECOMPUTE
                     for z in SHARDING
+                    if sm.offers is None or (sm.offers.tensor and offered_sharding(sm.offers, z))
                 ],
             )
         )
@@ -253,6 +271,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     return PlanResult(
         model=name,
         cluster=sm.hw.cluster,
+        stack=sm.stack.name,
         gpus=gpus,
         global_batch=sm.batch,
         seq=sm.seq,

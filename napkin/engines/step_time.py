@@ -38,7 +38,8 @@ Collective times come from ``napkin.engines.comm`` (α–β with NCCL's algorith
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from pydantic import Field, computed_field
@@ -74,6 +75,7 @@ from napkin.results.explain import Step, step
 from napkin.results.result import Result
 from napkin.systems.cluster import Cluster, Fabric
 from napkin.systems.profiles import HardwareProfile
+from napkin.systems.stack import Offers, StackKnobs, Validated
 from napkin.units import format_bandwidth, format_bytes, format_duration, format_percent, format_rate
 
 #: Maximum Achievable Matmul FLOPS (bf16, dense), measured by mamf-finder.py (stas00/ml-engineering,
@@ -100,6 +102,8 @@ SIZE_EFFICIENCY: Final = ((128e9, 0.95 / 0.95), (16e9, 0.9 / 0.95), (1e9, 0.6 / 
 #: Guide, "Matrix Multiplication Background": tile quantization). 128×128 is its largest common tile; a smaller
 #: dimension gets the smallest tile that holds it, down to 16 (the m of a tensor-core MMA instruction).
 TILE: Final = 128
+#: The achievable rate Calculon's size table was measured at: A100 SXM bf16 (MAMF_BF16 above).
+SIZE_REFERENCE: Final = 271.2e12
 SMALLEST_TILE: Final = 16
 
 
@@ -150,7 +154,9 @@ class Machine:
 #: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
 #: (sources.TE_FP8_SCOPE): the attention core and the output layer stay 16-bit.
 LOW_PRECISION: Final = frozenset({"fp8", "fp6", "fp4", "int8"})
-SHARDED_PARAMS: Final = frozenset({Sharding.zero3, Sharding.fsdp})
+SHARDED_PARAMS: Final = frozenset({Sharding.zero3, Sharding.fsdp, Sharding.hsdp})
+#: One strategy under two names (napkin reads fsdp as ZeRO-3).
+FULL_SHARD: Final = frozenset({Sharding.zero3, Sharding.fsdp})
 
 
 def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") -> Machine:
@@ -194,6 +200,12 @@ def pipeline_bubble(p: int, v: int, stage: float) -> float:
     critical path every micro-batch, not in the bubble. tests/pipeline_schedule.py replays Megatron-LM's
     schedules, blocking sends included, and agrees within 2 % (the end stages send half as much)."""
     return (p - 1) / v * stage
+
+
+def _exposed(comm: float, window: float, slowdown: float) -> float:
+    """Seconds a collective of ``comm`` seconds adds when it overlaps ``window`` seconds of compute: what the
+    compute cannot cover, plus the compute it slows while they share the GPU."""
+    return max(0.0, comm - window) + slowdown * min(comm, window)
 
 
 def _near(group: int, domain: int, stride: int) -> int:
@@ -271,21 +283,46 @@ class StepModel:
         *,
         optimizer: Optimizer = Optimizer.adamw,
         precision: Precision = Precision.mixed,
-        flash_attention: bool = False,
-        causal: bool = False,
+        flash_attention: bool | None = None,
+        causal: bool | None = None,
         reserve_bytes: float = 0.0,
-        overlap_grad_reduce: bool = True,
-        gradient_accumulation_fusion: bool = True,
+        overlap_grad_reduce: bool | None = None,
+        gradient_accumulation_fusion: bool | None = None,
         adapters: Adapters | None = None,
+        stack: StackKnobs | None = None,
+        stack_steps: Sequence[Step] = (),
+        offers: Offers | None = None,
+        validated: Validated | None = None,
     ) -> None:
+        """``stack``: the software stack's values (``napkin.stack``); the four switches override its own.
+        ``stack_steps``: the stack's values as ``--explain`` lists them; ``offers``: the parallelism it offers
+        (None: anything)."""
+        st = stack or StackKnobs()
+        self.stack = st
+        self.stack_steps = list(stack_steps)
+        self.offers = offers
+        self.validated = validated
         self.model, self.seq, self.batch, self.hw = model, seq, global_batch, hw
         #: LoRA/QLoRA: a frozen base (no weight-gradient GEMMs, nothing to reduce or update) and adapters
         self.adapters = adapters
         self.trainable = float(lora_params(model, adapters.rank, adapters.targets)) if adapters else 0.0
-        self.optimizer, self.precision, self.flash, self.causal = optimizer, precision, flash_attention, causal
+        self.optimizer, self.precision = optimizer, precision
+        self.flash = st.flash if flash_attention is None else flash_attention
+        self.causal = st.causal if causal is None else causal
         self.reserve = reserve_bytes
-        self.overlap_grad_reduce = overlap_grad_reduce
-        self.gradient_accumulation_fusion = gradient_accumulation_fusion
+        self.overlap_grad_reduce = st.overlap_grad_reduce if overlap_grad_reduce is None else overlap_grad_reduce
+        self.gradient_accumulation_fusion = (
+            st.fusion if gradient_accumulation_fusion is None else (gradient_accumulation_fusion)
+        )
+        f = hw.fabric
+        self.fabric = replace(
+            f,
+            up_bandwidth=f.up_bandwidth * st.scale_up,
+            nvls_bandwidth=f.nvls_bandwidth * st.scale_up,
+            out_bandwidth_per_device=f.out_bandwidth_per_device * st.scale_out,
+        )
+        self.rate, self.rate16 = hw.rate * st.matmul, hw.rate16 * st.matmul
+        self.fp8 = hw.dtype in LOW_PRECISION and hw.rate != hw.rate16
         m = model
         self.params = float(m.params())
         self.expert_params = float(m.expert_params()) if m.is_moe else 0.0
@@ -300,10 +337,12 @@ class StepModel:
         self.ffn = float(m.d_ffn)
         self.moe_layers = float(m.moe_layers)
         self.dense_layers = float(m.layers - m.moe_layers)
-        self.attended = m.attended(seq) * (0.5 if causal and flash_attention else 1.0)
+        self.attended = m.attended(seq) * (0.5 if self.causal and self.flash else 1.0)
         # adapters are fp32 with fp32 gradients and states (peft): the fp32 regime's bytes per parameter
         self.bpp = bytes_per_param(optimizer, Precision.fp32 if adapters else precision)
         self.grad_bytes = self.bpp.breakdown["gradients"]
+        #: bytes per element the gradient reduction moves (the stack's reduce dtype, else the stored gradients')
+        self.reduce_bytes = st.reduce_bytes or self.grad_bytes
         #: an unfused accumulation reads the stored gradient and the new one (the GEMM's output, at the compute
         #: precision) and writes the sum
         self.accumulate_bytes = 2 * self.grad_bytes + activation_element_bytes(precision)
@@ -311,6 +350,26 @@ class StepModel:
         self._layer: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
         self._collectives: dict[tuple[str, float, int, int | None], float] = {}
         self._passes: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
+
+    def with_stack(self, stack: StackKnobs) -> StepModel:
+        """This model with other stack values (``napkin calibrate`` tries many); the switches stay as resolved."""
+        return StepModel(
+            self.model,
+            self.seq,
+            self.batch,
+            self.hw,
+            optimizer=self.optimizer,
+            precision=self.precision,
+            flash_attention=self.flash,
+            causal=self.causal,
+            reserve_bytes=self.reserve,
+            overlap_grad_reduce=self.overlap_grad_reduce,
+            gradient_accumulation_fusion=self.gradient_accumulation_fusion,
+            stack=stack,
+            stack_steps=self.stack_steps,
+            offers=self.offers,
+            validated=self.validated,
+        )
 
     # --- pieces -------------------------------------------------------------------------------
     def gemm(self, m: float, k: float, n: float, count: float = 1.0, *, rate16: bool = False) -> float:
@@ -321,13 +380,27 @@ class StepModel:
         flops = 2.0 * m * k * n
         q = (m * n) / (_padded(m) * _padded(n))  # padded tiles waste math, not memory traffic
         nbytes = ACT_BYTES * (m * k + k * n + m * n)
-        peak_rate = self.hw.rate16 if rate16 else self.hw.rate
-        rate = peak_rate * _step_table(SIZE_EFFICIENCY, flops * count / q)  # one (batched) call, padded
-        return count * (flops / (rate * q) + nbytes / (self.hw.hbm * _mem_eff(nbytes)))
+        peak_rate = self.rate16 if rate16 else self.rate
+        # one (batched) call, padded; Calculon's table is by the FLOPs of an A100 bf16 call: a faster rate reaches
+        # the same efficiency only with as many more FLOPs (the same call duration)
+        rate = peak_rate * _step_table(SIZE_EFFICIENCY, flops * count / q * SIZE_REFERENCE / peak_rate)
+        math_s = flops / (rate * q)
+        cast = 0.0
+        if self.fp8 and not rate16:
+            # the fp8 recipe: its input is cast (16-bit read, 8-bit written) and scaled, and the stack's own cost
+            # (amax reductions, scale updates, transposes) as a share of the math
+            math_s *= 1.0 + self.stack.fp8_overhead
+            cast = self.stream(3.0 * m * k)
+        return count * (math_s + cast + nbytes / (self.hw.hbm * self.stack.hbm * _mem_eff(nbytes)))
 
     def stream(self, nbytes: float, count: float = 1.0) -> float:
         """Seconds to move ``count`` kernels of ``nbytes`` through HBM."""
-        return count * nbytes / (self.hw.hbm * _mem_eff(nbytes)) if nbytes > 0 else 0.0
+        return count * nbytes / (self.hw.hbm * self.stack.hbm * _mem_eff(nbytes)) if nbytes > 0 else 0.0
+
+    def elementwise(self, nbytes: float, count: float = 1.0) -> float:
+        """Seconds of a layer's non-matmul work of ``nbytes`` in one fused pass, as the stack runs it: eager ops
+        move ``elementwise_traffic`` times the bytes (each op re-reads its input)."""
+        return self.stream(nbytes, count * self.stack.elementwise_traffic)
 
     def layer(self, t: int, c: int, b: int, e: int, sp: bool) -> tuple[float, float, float, float, float]:
         """Forward seconds of one layer for one micro-batch on one GPU:
@@ -352,7 +425,7 @@ class StepModel:
                 width = m.shared_experts * fe / t
                 moe += self.gemm(tokens, d, (self.mm - 1) * width) + self.gemm(tokens, width, d)
             width = (tokens * m.top_k + tokens * m.shared_experts) * fe / t
-            moe_stream = self.stream(width * ACT_BYTES * self.act_passes)
+            moe_stream = self.elementwise(width * ACT_BYTES * self.act_passes)
         # attention scores: QKᵀ and A·V over (a/t)·b heads of s_q × s_k
         heads = self.heads / t * b
         s_q, s_k, d_h = self.seq / c, self.attended, self.d_attn / self.heads
@@ -361,18 +434,18 @@ class StepModel:
             # FLOPs (it recomputes QKᵀ) at FLASH_BACKWARD. The term holds a third of forward + backward, since the
             # step counts each layer's forward three times (forward, and backward as two).
             flops = 2 * 2.0 * heads * s_q * s_k * d_h
-            forward = flops / min(self.hw.rate16, FLASH_FORWARD * self.hw.peak16)
-            backward = FLASH_BACKWARD_FLOPS * flops / min(self.hw.rate16, FLASH_BACKWARD * self.hw.peak16)
+            forward = flops / min(self.hw.rate16, self.stack.flash_forward * self.hw.peak16)
+            backward = FLASH_BACKWARD_FLOPS * flops / min(self.hw.rate16, self.stack.flash_backward * self.hw.peak16)
             scores = (forward + backward) / 3
             score_stream = 0.0
         else:
             scores = self.gemm(s_q, d_h, s_k, heads, rate16=True) + self.gemm(s_q, s_k, d_h, heads, rate16=True)
             per_elem = 2 * ACT_BYTES + ((2 * ACT_BYTES + 1) if m.dropout else 0.0)  # softmax (+ dropout, mask)
-            score_stream = self.stream(heads * s_q * s_k * per_elem)
+            score_stream = self.elementwise(heads * s_q * s_k * per_elem)
         # elementwise: 2 norms (read + write), 2 residual adds (+dropout) — split over t only with SP
         unsplit = tokens * d * (2 * 2 * ACT_BYTES + 2 * (3 * ACT_BYTES + (1.0 if m.dropout else 0.0)))
-        unsplit_s = self.stream(unsplit / (t if sp else 1))
-        act_fn = self.stream(tokens * ffn / t * ACT_BYTES * self.act_passes)
+        unsplit_s = self.elementwise(unsplit / (t if sp else 1))
+        act_fn = self.elementwise(tokens * ffn / t * ACT_BYTES * self.act_passes)
         result = (dense, moe, scores + score_stream, unsplit_s + act_fn, unsplit_s + moe_stream)
         self._layer[key] = result
         return result
@@ -385,9 +458,21 @@ class StepModel:
         found = self._collectives.get(key)
         if found is None:
             found = self._collectives[key] = collective_seconds(
-                op, nbytes, n, self.hw.fabric, ranks_per_domain=ranks_per_domain
+                op, nbytes, n, self.fabric, ranks_per_domain=ranks_per_domain
             )
         return found
+
+    def activation_inputs(self, k: Knobs) -> ActivationInputs:
+        """What the activation formula needs for one layout: the model, the workload and the stack's attention,
+        selective recomputation and loss."""
+        return ActivationInputs(
+            model=self.model,
+            workload=Workload(seq=self.seq, micro_batch=k.micro_batch, global_batch=self.batch),
+            layout=k.layout(),
+            flash_attention=self.flash,
+            selective_keeps=self.stack.selective_keeps,
+            logit_bytes=self.stack.logit_bytes,
+        )
 
     def memory_bytes(self, k: Knobs) -> float:
         """Per-GPU bytes of the most loaded pipeline stage: ``napkin.engines.training_memory``'s own fast path
@@ -396,7 +481,6 @@ class StepModel:
         from napkin.engines.training_memory import per_gpu_bytes
 
         layout = k.layout()
-        work = Workload(seq=self.seq, micro_batch=k.micro_batch, global_batch=self.batch)
         if self.adapters is not None:
             parts = finetune_bytes(
                 self.model,
@@ -408,7 +492,7 @@ class StepModel:
                 sharding=k.sharding,
             )
             return sum(parts.values())
-        acts = ActivationInputs(model=self.model, workload=work, layout=layout, flash_attention=self.flash)
+        acts = self.activation_inputs(k)
         return per_gpu_bytes(
             self.params,
             optimizer=self.optimizer,
@@ -416,6 +500,7 @@ class StepModel:
             gpus=layout.gpus,
             layout=layout,
             activations=acts,
+            framework=self.stack.framework(),
         )
 
     def layer_passes(self, k: Knobs) -> tuple[float, float, float, float, float]:
@@ -439,6 +524,8 @@ class StepModel:
             extra_layer = fwd_layer
         elif k.recompute is Recompute.selective and not self.flash:
             extra_layer = scores
+        elif k.recompute is Recompute.selective:  # under FlashAttention: what the stack's selective policy re-runs
+            extra_layer = self.stack.selective_recomputes * fwd_layer
         else:
             extra_layer = 0.0
         collective = tp_layer = 0.0
@@ -509,7 +596,8 @@ class StepModel:
         expert_local = self.expert_params / (t * p * e) * share
         if self.adapters is not None:  # only the adapters have gradients to reduce and states to update
             dense_local, expert_local = self.trainable / (t * p) * share, 0.0
-        groups = [(dense_local, d, _near(d, dom, t * c))]
+        # the dense weights' gradients reduce over DP × CP (Megatron-LM's dp-cp group; FSDP shards over both)
+        groups = [(dense_local, d * c, _near(d * c, dom, t))]
         if expert_local:
             edp = max(1, d * c // e)
             groups.append((expert_local, edp, _near(edp, dom, t * e)))
@@ -526,7 +614,9 @@ class StepModel:
         stage_mb = layers_mb + logits
         compute = m * stage_mb + adds * accumulate_mb
         tp_mb = n_layers * tp_layer
-        tp = m * tp_mb
+        slow = self.stack.slowdown
+        hidden_tp = self.stack.tp_overlap * m * tp_mb  # under the GEMMs (userbuffers, async TP), at the slowdown
+        tp = m * tp_mb - hidden_tp + slow * hidden_tp
         # pipeline p2p: per micro-batch each stage receives v activations and v gradients. Megatron's rank order
         # is tp-cp-dp-pp, so the next stage is t·c·d ranks away; scatter/gather: each TP rank sends 1/t of the
         # tensor and the receiving stage all-gathers it over its TP group.
@@ -537,7 +627,7 @@ class StepModel:
             if t > 1:
                 hop += self.collective("all-gather", activation, t, min(t, dom))
             p2p_mb = 2 * v * hop
-        other = m * p2p_mb
+        other = m * p2p_mb * (1.0 - self.stack.p2p_overlap)
         bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
         # expert parallel: dispatch + combine, forward and backward (+ recompute). Each TP rank dispatches its 1/t
         # of the tokens (sequence parallelism splits them) over EP, then all-gathers what it received over TP for
@@ -547,7 +637,7 @@ class StepModel:
             per = self.collective("all-to-all", routed / (t if k.sequence_parallel else 1), e, _near(e, dom, t))
             if t > 1 and k.sequence_parallel:
                 per += self.collective("all-gather", routed, t, min(t, dom))
-            other += m * _passes_collectives(k.recompute) * per * n_moe
+            other += m * _passes_collectives(k.recompute) * per * n_moe * (1.0 - self.stack.a2a_overlap)
         # context parallel: all-gather K, V forward, reduce-scatter their gradients backward, hidden under attention
         if c > 1:
             kv = 2 * tokens * c * self.model.n_kv * self.model.d_head * ACT_BYTES / t
@@ -557,36 +647,68 @@ class StepModel:
             scores = self.layer(t, c, b, e, k.sequence_parallel)[2]
             other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
         dp = 0.0
-        if k.sharding in SHARDED_PARAMS:
-            # one all-gather and one reduce-scatter per layer (FSDP wraps each block; ZeRO-3 fetches each module's
-            # parameters), so every layer pays the collective's latency
-            units = max(1.0, n_dense + n_moe)
-            gather = reduce = 0.0
-            for params, n, near in groups:
-                gather += units * self.collective("all-gather", params * self.param_bytes / units, n, near)
-                reduce += units * self.collective("reduce-scatter", params * self.grad_bytes / units, n, near)
-            if self.adapters is not None:  # FSDP-QLoRA: the frozen base is sharded too, and gathered per layer
-                base = self.frozen_bytes() * share / (t * p)
-                gather += units * self.collective("all-gather", base / units, d, _near(d, dom, t * c))
-            passes = 3 if k.recompute is Recompute.full else 2
-            dp = m * max(0.0, passes * gather + reduce - stage_mb)
+        # FSDP-QLoRA: the frozen base is sharded too, and gathered per layer, never reduced
+        frozen = self.frozen_bytes() * share / (t * p) if self.adapters is not None else 0.0
+        if k.sharding is Sharding.hsdp:
+            # FSDP within the scale-up domain, each micro-batch; the shards' gradients all-reduced across the
+            # domains' replicas once a step, under the last backward
+            inside = [(params, near, near) for params, _, near in groups]
+            dp = m * self.fsdp_exposed(inside, n_dense + n_moe, fwd_layer, 2 * fwd_layer + extra_layer, frozen)
+            sync = sum(
+                self.collective("all-reduce", params * self.reduce_bytes / near, n // near, 1)
+                for params, n, near in groups
+            )
+            dp += _exposed(sync, 2 * n_layers * fwd_layer, slow) if self.overlap_grad_reduce else sync
+        elif k.sharding in SHARDED_PARAMS:
+            dp = m * self.fsdp_exposed(groups, n_dense + n_moe, fwd_layer, 2 * fwd_layer + extra_layer, frozen)
         else:
             sync = 0.0
             for params, n, near in groups:
                 if k.sharding is Sharding.none:
-                    sync += self.collective("all-reduce", params * self.grad_bytes, n, near)
+                    sync += self.collective("all-reduce", params * self.reduce_bytes, n, near)
                 else:
-                    sync += self.collective("reduce-scatter", params * self.grad_bytes, n, near)
+                    sync += self.collective("reduce-scatter", params * self.reduce_bytes, n, near)
                     sync += self.collective("all-gather", params * self.param_bytes, n, near)
-            dp = max(0.0, sync - 2 * n_layers * fwd_layer) if self.overlap_grad_reduce else sync
+            dp = _exposed(sync, 2 * n_layers * fwd_layer, slow) if self.overlap_grad_reduce else sync
         # optimizer: read and write every local state byte once (sharded states over their group)
         optimizer = 0.0
-        for params, n, _ in groups:
-            states = sum(v / n if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
+        for params, n, near in groups:
+            ranks = near if k.sharding is Sharding.hsdp else n
+            states = sum(v / ranks if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
             optimizer += self.stream(2 * params * states)
+        optimizer += self.stack.step_overhead
         total = compute + tp + bubble + dp + optimizer + other
         memory = self.memory_bytes(k) if per_gpu_bytes is None else per_gpu_bytes
         return total, compute, tp, bubble, dp, optimizer, other, memory
+
+    def fsdp_exposed(
+        self, groups: list[tuple[float, int, int]], layers: float, forward: float, backward: float, frozen: float = 0.0
+    ) -> float:
+        """Exposed seconds of FSDP / ZeRO-3 for one micro-batch on one GPU, as it runs: each layer's parameters
+        all-gathered before its forward and again before its backward (resharded after the forward), its
+        gradients reduce-scattered after its backward. With a prefetch depth of at least one layer the next
+        layer's collectives overlap this layer's compute, so a layer exposes only what its compute cannot cover
+        (and slows that compute by the stack's slowdown); the first gather and the last reduce-scatter have
+        nothing to hide under. Without prefetch every collective is exposed. ``frozen``: bytes of a frozen base
+        (FSDP-QLoRA) gathered with the layers."""
+        units = max(1.0, layers)
+        gather = reduce = 0.0
+        for params, n, near in groups:
+            gather += self.collective("all-gather", params * self.param_bytes / units, n, near)
+            reduce += self.collective("reduce-scatter", params * self.reduce_bytes / units, n, near)
+        if frozen:  # a frozen base's bytes: gathered with the layer, never reduced
+            _, n, near = groups[0]
+            gather += self.collective("all-gather", frozen / units, n, near)
+        if self.stack.prefetch == 0:
+            return units * (2 * gather + reduce)
+        slow = self.stack.slowdown
+        ahead = units - 1
+        return (
+            gather
+            + ahead * _exposed(gather, forward, slow)
+            + ahead * _exposed(gather + reduce, backward, slow)
+            + reduce
+        )
 
     # --- FLOPs --------------------------------------------------------------------------------
     def model_flops_per_token(self) -> float:
@@ -625,6 +747,7 @@ class StepResult(Result):
     model: str
     cluster: str
     hardware: str
+    stack: str = Field(default="none", description="the software stack the prediction assumes (napkin stack list)")
     dtype: str = Field(description="number format of the matmuls; MFU is against its dense peak")
     layout: Layout
     micro_batch: int
@@ -648,6 +771,7 @@ class StepResult(Result):
     memory_bytes: float
     reserve_bytes: float = Field(default=0.0, description="memory kept free per GPU (--reserve)")
     fits: bool
+    validated: bool = Field(default=True, description="inside the region the stack's published runs validate")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -666,7 +790,10 @@ class StepResult(Result):
         return self.global_batch // (self.micro_batch * self.layout.dp)
 
     def heading(self) -> str:
-        return f"Training step: {self.model} on {self.gpus:,} × {self.hardware} ({self.cluster}, {self.dtype})"
+        return (
+            f"Training step: {self.model} on {self.gpus:,} × {self.hardware} ({self.cluster}, {self.dtype}, "
+            f"{self.stack})"
+        )
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [
@@ -814,6 +941,13 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     ]
 
 
+def outside_validation(sm: StepModel, k: Knobs) -> list[str]:
+    """What of a layout the stack's published validation runs do not cover (empty without a stack profile)."""
+    if sm.validated is None:
+        return []
+    return sm.validated.outside(k.layout().gpus, sm.seq, k.sharding, _spans_nodes(k, sm.hw), sm.hw.dtype)
+
+
 def _spans_nodes(k: Knobs, hw: Machine) -> bool:
     """Whether the data-parallel group leaves the scale-up domain (Megatron order: TP, CP, then DP)."""
     return k.data > 1 and k.tensor * k.context * k.data > hw.fabric.domain_size
@@ -825,7 +959,6 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
     total, compute, tp, bubble, dp, opt, other, _ = terms
     layout = k.layout()
     gpus = layout.gpus
-    workload = Workload(seq=sm.seq, micro_batch=k.micro_batch, global_batch=sm.batch)
     mem: Any
     if sm.adapters is not None:
         mem = finetune_memory(
@@ -848,13 +981,14 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
             precision=sm.precision,
             gpus=gpus,
             layout=layout,
-            activations=ActivationInputs(model=sm.model, workload=workload, layout=layout, flash_attention=sm.flash),
+            activations=sm.activation_inputs(k),
             reserve_bytes=sm.reserve,
+            framework=sm.stack.framework(),
         )
     tokens = sm.batch * sm.seq
     fpt, hfpt = sm.model_flops_per_token(), sm.hardware_flops_per_token(k.recompute)
     peak_total = gpus * sm.hw.peak * total
-    steps: list[Step] = []
+    steps: list[Step] = list(sm.stack_steps)
     _explain(sm, k, terms, steps)
     steps.append(
         step(
@@ -866,10 +1000,12 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         )
     )
     steps.extend(mem.steps)
+    outside = outside_validation(sm, k)
     return StepResult(
         model=name,
         cluster=sm.hw.cluster,
         hardware=sm.hw.name,
+        stack=sm.stack.name,
         layout=layout,
         micro_batch=k.micro_batch,
         global_batch=sm.batch,
@@ -895,11 +1031,15 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         fits=mem.fits,
         steps=steps,
         warnings=list(mem.warnings),
+        validated=not outside,
         notes=[
             n
             for n in (
-                sources.ZERO3_MEASURED if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) else None,
+                sources.ZERO3_MEASURED
+                if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) and sm.stack.scale_out == 1.0
+                else None,
                 uneven_note(sm.model.layers, k.pipeline),
+                f"outside the {sm.stack.name} stack's validated region: {'; '.join(outside)}" if outside else None,
             )
             if n
         ],
@@ -916,6 +1056,34 @@ def _profile_for(sm: StepModel) -> HardwareProfile:
 
         profile = _PROFILES[sm.hw.name] = resolve(sm.hw.name).profile
     return profile
+
+
+def offered_sharding(offers: Offers, sharding: Sharding) -> bool:
+    """Whether a stack offers ``sharding`` (FSDP and ZeRO-3 are one strategy under two names)."""
+    names = set(offers.sharding)
+    if names & FULL_SHARD:
+        names |= FULL_SHARD
+    return sharding in names
+
+
+def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
+    """A layout the stack cannot run is an error naming the field and what the stack offers."""
+    for field, degree, offered, what in (
+        ("tensor_parallel", layout.tensor, offers.tensor, "tensor parallelism"),
+        ("pipeline_parallel", layout.pipeline, offers.pipeline, "pipeline parallelism"),
+        ("context_parallel", layout.context, offers.context, "context parallelism"),
+        ("expert_parallel", layout.expert, offers.expert, "expert parallelism"),
+    ):
+        if degree > 1 and not offered:
+            raise UsageError(f"{field}: the stack {stack} has no {what}; use 1, or another --stack", field=field)
+    if layout.sequence_parallel and not offers.sequence:
+        raise UsageError(f"sequence_parallel: the stack {stack} has no sequence parallelism", field="sequence_parallel")
+    if layout.interleave > 1 and "interleaved" not in offers.schedules:
+        raise UsageError(f"interleave: the stack {stack} has no interleaved schedule; use 1", field="interleave")
+    if not offered_sharding(offers, layout.sharding):
+        raise UsageError(
+            f"sharding: the stack {stack} offers {', '.join(offers.sharding)}, not {layout.sharding}", field="sharding"
+        )
 
 
 def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int, batch_tokens: int | None = None) -> Knobs:
@@ -955,7 +1123,9 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int, batc
             field="sequence_parallel",
             also=("tensor_parallel", "seq"),
         )
-    if resolved.dp == 1 and resolved.sharding is not Sharding.none:
+    if sm.offers is not None:
+        _check_offered(sm.offers, resolved, sm.stack.name)
+    if resolved.dp * resolved.context == 1 and resolved.sharding is not Sharding.none:
         resolved = resolved.model_copy(update={"sharding": Sharding.none})  # one replica: nothing to shard over
     if resolved.interleave > 1 and m % resolved.pipeline:
         raise UsageError(

@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field
 
 from napkin import sources
 from napkin.domain.base import Record
-from napkin.domain.choices import Offload, Optimizer, Precision, Sharding
+from napkin.domain.choices import Offload, Optimizer, Precision, Recompute, Sharding
 from napkin.domain.layout import Layout, stage_layers, uneven_note
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
@@ -29,6 +29,7 @@ from napkin.errors import UsageError
 from napkin.results.explain import step
 from napkin.results.result import ModelResult, TableResult
 from napkin.systems.profiles import HardwareProfile
+from napkin.systems.stack import Framework
 from napkin.units import format_bytes, format_bytes_si, format_count, format_sci, parse_bytes_or_fraction
 
 COMPONENTS = ("params", "gradients", "master_weights", "optimizer_states")
@@ -190,7 +191,21 @@ SHARDED: dict[Sharding, frozenset[str]] = {
     Sharding.zero2: frozenset({"gradients", "master_weights", "optimizer_states"}),
     Sharding.zero3: frozenset(COMPONENTS),
     Sharding.fsdp: frozenset(COMPONENTS),
+    Sharding.hsdp: frozenset(COMPONENTS),
 }
+
+#: Sharding that gathers parameters layer by layer (ZeRO-3, FSDP, HSDP).
+GATHERED: frozenset[Sharding] = frozenset({Sharding.zero3, Sharding.fsdp, Sharding.hsdp})
+
+
+def shard_ranks(layout: Layout) -> int:
+    """The ranks a GPU's model states are sharded over: the whole data-parallel group (DP × CP), or for HSDP the
+    group's ranks within one node (GPUS_PER_NODE, its TP ranks apart: Megatron's tp-cp-dp order), the shards
+    replicated across nodes (PyTorch HYBRID_SHARD, torchtitan data_parallel_replicate_degree)."""
+    group = layout.dp * layout.context
+    if layout.sharding is Sharding.hsdp:
+        return math.gcd(group, max(1, GPUS_PER_NODE // layout.tensor))
+    return group
 
 
 def per_gpu_bytes_per_param(bpp: BytesPerParam, sharding: Sharding, dp: int) -> dict[str, float]:
@@ -214,6 +229,21 @@ class ActivationInputs(Record):
     capacity_factor: float | None = Field(
         default=None, gt=0, description="MoE expert capacity factor; None = dropless (each token to k experts)"
     )
+    logit_bytes: float = Field(
+        default=acts.LOSS_LOGIT_BYTES, gt=0, description="bytes per logit the loss holds at its peak (the stack's)"
+    )
+    selective_keeps: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="share of a layer's activations selective recomputation keeps under FlashAttention (the stack's)",
+    )
+
+    def kept(self) -> float:
+        """The share of the per-layer formula kept: the stack's selective recomputation under FlashAttention (there
+        are no scores left to drop, so what it recomputes is the stack's choice), else all of it."""
+        selective = self.layout.recompute is Recompute.selective and self.flash_attention
+        return self.selective_keeps if selective else 1.0
 
 
 def activation_bytes_per_layer(x: ActivationInputs) -> tuple[float, str]:
@@ -226,7 +256,8 @@ def activation_bytes_per_layer(x: ActivationInputs) -> tuple[float, str]:
         flash_attention=x.flash_attention,
         capacity_factor=x.capacity_factor,
     )
-    return got.total, got.formula
+    kept = x.kept()
+    return got.total * kept, got.formula if kept == 1.0 else f"({got.formula}) × {kept:g} kept by selective recompute"
 
 
 def activation_source(x: ActivationInputs) -> str:
@@ -286,7 +317,7 @@ def stage_memory(
     Megatron-LM keeps), routed-expert weights divide by t·EP and shard over DP·CP/EP, the rest over DP·CP.
     """
     t, p = layout.tensor, layout.pipeline
-    dp = layout.dp * layout.context
+    dp = shard_ranks(layout)
     dense_pp = per_gpu_bytes_per_param(bpp, layout.sharding, dp)
     moved = OFFLOADED[layout.offload]
     if activations is None:
@@ -301,15 +332,18 @@ def stage_memory(
     expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert))
     split = stage_layers(m.layers, p)
     e = activations.element_bytes if element_bytes is None else element_bytes
-    per_layer = acts.layer_bytes(
-        m,
-        work,
-        layout,
-        element_bytes=e,
-        flash_attention=activations.flash_attention,
-        capacity_factor=activations.capacity_factor,
-    ).total
-    emb, out = acts.embedding_bytes(m, work, layout), acts.output_bytes(m, work, layout, e)
+    per_layer = (
+        acts.layer_bytes(
+            m,
+            work,
+            layout,
+            element_bytes=e,
+            flash_attention=activations.flash_attention,
+            capacity_factor=activations.capacity_factor,
+        ).total
+        * activations.model_copy(update={"layout": layout}).kept()
+    )
+    emb, out = acts.embedding_bytes(m, work, layout), acts.output_bytes(m, work, layout, e, activations.logit_bytes)
     try:
         micro = work.microbatches(layout.dp) if work.global_batch is not None else None
     except ValueError as exc:
@@ -358,12 +392,16 @@ def per_gpu_bytes(
     gpus: int = 1,
     layout: Layout | None = None,
     activations: ActivationInputs | None = None,
+    framework: Framework | None = None,
 ) -> float:
-    """The most loaded GPU's bytes (model states + activations): the fast path under ``memory()``."""
+    """The most loaded GPU's bytes (model states + activations + the stack's own): the fast path under
+    ``memory()``."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
     bpp = bytes_per_param(optimizer, precision)
     e = activation_element_bytes(precision)
-    return max(s.total for s in stage_memory(params, bpp, layout, activations, e, ends_only=True))
+    stages = stage_memory(params, bpp, layout, activations, e, ends_only=True)
+    fw = framework or Framework()
+    return max(s.total + framework_bytes(s, bpp, layout, fw) for s in stages)
 
 
 def _stage_name(stage: int, pipeline: int) -> str:
@@ -371,6 +409,18 @@ def _stage_name(stage: int, pipeline: int) -> str:
         return "the only stage"
     where = " (first)" if stage == 0 else " (last)" if stage == pipeline - 1 else ""
     return f"stage {stage + 1} of {pipeline}{where}"
+
+
+# ---------------------------------------------------------------------------------- framework memory
+
+
+def framework_bytes(stage: StageMemory, bpp: BytesPerParam, layout: Layout, fw: Framework) -> float:
+    """The stack's own bytes on one GPU of ``stage`` (``Framework``)."""
+    buffers = 0.0
+    if fw.gathered_layers and layout.sharding in GATHERED and stage.layers:
+        layer = (stage.params - stage.expert_params) / stage.layers  # this GPU's (1/t) share of one layer
+        buffers = layer * (fw.gathered_layers * bpp.breakdown["params"] + bpp.breakdown["gradients"])
+    return fw.fixed + buffers + fw.fragmentation * (stage.total + buffers)
 
 
 # ----------------------------------------------------------------------------------------- memory
@@ -419,9 +469,11 @@ class MemoryResult(ModelResult):
     headroom_bytes: float
     activation_bytes_per_layer: float | None = None
     max_micro_batch: int | None = None
+    stack: str | None = Field(default=None, description="the software stack whose own memory is counted")
 
     def heading(self) -> str:
-        return f"Memory per GPU: {format_count(self.params)} params, {self.optimizer}, {self.precision}"
+        stack = f", {self.stack}" if self.stack else ""
+        return f"Memory per GPU: {format_count(self.params)} params, {self.optimizer}, {self.precision}{stack}"
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [("layout", self.layout.describe())]
@@ -502,8 +554,10 @@ def memory(
     layout: Layout | None = None,
     activations: ActivationInputs | None = None,
     reserve_bytes: float = 0.0,
+    framework: Framework | None = None,
 ) -> MemoryResult:
-    """Per-GPU memory of the most loaded pipeline stage: model states under the layout + activations."""
+    """Per-GPU memory of the most loaded pipeline stage: model states under the layout + activations + what the
+    software stack keeps (``framework``)."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
     sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
     split = layout.tensor * layout.pipeline
@@ -512,8 +566,11 @@ def memory(
         e = activation_element_bytes(precision)
         activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
     stages = stage_memory(params, bpp, layout, activations)
-    worst = max(stages, key=lambda s: s.total)
-    breakdown = {**worst.states, **worst.activations}
+    fw = framework or Framework()
+    own = [framework_bytes(s, bpp, layout, fw) for s in stages]
+    worst_i = max(range(len(stages)), key=lambda i: stages[i].total + own[i])
+    worst, extra = stages[worst_i], own[worst_i]
+    breakdown = {**worst.states, **worst.activations, **({"framework": extra} if extra else {})}
     steps = [
         step(
             "bytes per parameter",
@@ -566,7 +623,18 @@ def memory(
                 sources.PIPELINE_MEMORY,
             )
         )
-    total = worst.total
+    if framework is not None:
+        steps.append(
+            step(
+                "the stack's own memory",
+                "fixed + gathered layers (FSDP/ZeRO-3) + fragmentation × allocated",
+                f"{format_bytes_si(fw.fixed)} + {fw.gathered_layers} layer(s) gathered + {fw.fragmentation:g} × "
+                "allocated",
+                format_bytes(extra),
+                fw.source or "stack profile",
+            )
+        )
+    total = worst.total + extra
     cap, cap_source = capacity(hardware)
     available = cap - reserve_bytes
     steps.append(
@@ -594,9 +662,9 @@ def memory(
             in_flight=s.in_flight,
             model_state_bytes=sum(s.states.values()),
             activation_bytes=sum(s.activations.values()),
-            per_gpu_bytes=s.total,
+            per_gpu_bytes=s.total + o,
         )
-        for s in stages
+        for s, o in zip(stages, own, strict=True)
     ]
     return MemoryResult(
         hardware=hardware.name,
@@ -635,7 +703,7 @@ def memory(
 def _states_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout) -> str:
     """The numbers of the model-states step: parameters × bytes per parameter over each data-parallel group
     (routed experts shard over DP·CP/EP ranks, the rest over DP·CP)."""
-    dp = layout.dp * layout.context
+    dp = shard_ranks(layout)
     dense = worst.params - worst.expert_params
     per = sum(per_gpu_bytes_per_param(bpp, layout.sharding, dp).values())
     text = f"{format_sci(dense)} params on this GPU × {per:.4g} B (N_d = {dp})"
@@ -658,12 +726,15 @@ def _sharding_formula(sharding: Sharding) -> str:
         Sharding.zero2: "P·Ψ + (G + M + S)·Ψ/N_d",
         Sharding.zero3: "(P + G + M + S)·Ψ/N_d",
         Sharding.fsdp: "(P + G + M + S)·Ψ/N_d",
+        Sharding.hsdp: "(P + G + M + S)·Ψ/N_d, N_d = the group's ranks in a node",
     }[sharding]
 
 
 def _sharding_source(sharding: Sharding) -> str:
     if sharding is Sharding.none:
         return "data parallelism: each GPU holds every state (ZeRO §3.1 baseline)"
+    if sharding is Sharding.hsdp:
+        return sources.HSDP
     return sources.FSDP if sharding is Sharding.fsdp else sources.ZERO_STAGES
 
 
@@ -695,6 +766,10 @@ class MaxModelResult(ModelResult):
         default=None, description="the answer with the datasheet capacity, when a reported one was used"
     )
     excluded: str
+    stack: str | None = Field(default=None, description="the software stack whose own memory is counted")
+
+    def heading(self) -> str:
+        return self.title + (f" ({self.stack})" if self.stack else "")
 
     def rows(self) -> list[tuple[str, str]]:
         breakdown = " + ".join(f"{v:g} ({k.replace('_', ' ')})" for k, v in self.breakdown.items() if v)
@@ -702,6 +777,7 @@ class MaxModelResult(ModelResult):
             Sharding.none: "replicated states must fit on one GPU",
             Sharding.zero3: "memory pooled across GPUs",
             Sharding.fsdp: "memory pooled across GPUs",
+            Sharding.hsdp: "memory pooled across a node's GPUs",
         }.get(self.sharding, "partially sharded")
         rows = [
             (
@@ -759,12 +835,14 @@ def max_model(
     layout: Layout | None = None,
     activations: ActivationInputs | None = None,
     reserve_bytes: float = 0.0,
+    framework: Framework | None = None,
 ) -> MaxModelResult:
-    """Largest N with per-GPU model states + activations + reserve ≤ capacity (solved exactly: linear in N)."""
+    """Largest N with per-GPU model states + activations + reserve ≤ capacity (solved exactly: linear in N); a
+    stack's own memory (``framework``: fixed bytes, fragmentation) comes off the capacity first."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
     sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
     bpp = bytes_per_param(optimizer, precision)
-    per_param = sum(per_gpu_bytes_per_param(bpp, sharding, dp * layout.context).values()) / (tp * layout.pipeline)
+    per_param = sum(per_gpu_bytes_per_param(bpp, sharding, shard_ranks(layout)).values()) / (tp * layout.pipeline)
     act = 0.0
     if activations is not None:
         activations = activations.model_copy(
@@ -778,7 +856,8 @@ def max_model(
             f"reserve ({format_bytes(reserve_bytes)}) leaves no room on {hardware.name} ({format_bytes(cap)} per GPU)",
             field="reserve",
         )
-    available = cap - reserve_bytes - act
+    fw = framework or Framework()
+    available = (cap - reserve_bytes - fw.fixed) / (1 + fw.fragmentation) - act
     warnings = []
     if available <= 0:  # "does not fit" is an answer (0 parameters), with what to change
         what = "activations" + (" and the reserve" if reserve_bytes else "")
@@ -790,7 +869,9 @@ def max_model(
     params = max(0.0, available) / per_param
     at_datasheet = max(0.0, hardware.memory - reserve_bytes - act) / per_param if cap != hardware.memory else None
     # memory that holds model states: what capacity leaves after the reserve and activations, pooled by ZeRO-3
-    pooled = max(0.0, available) * (gpus if sharding in (Sharding.zero3, Sharding.fsdp) else 1)
+    pooled = max(0.0, available) * (
+        gpus if sharding in (Sharding.zero3, Sharding.fsdp) else shard_ranks(layout) if sharding in GATHERED else 1
+    )
     steps = [
         step(
             "bytes per parameter",
@@ -828,6 +909,7 @@ def max_model(
             layout=layout,
             activations=activations,
             reserve_bytes=reserve_bytes,
+            framework=framework,
         )
         max_batch = own.max_micro_batch
         max_layers = _max_layers(activations, bpp, layout, cap - reserve_bytes)

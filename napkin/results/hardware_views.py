@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from napkin.domain.choices import Dtype
-from napkin.results.result import ARBITRARY_TYPES, Result, TableResult, broken, fields
+from napkin.results.result import ARBITRARY_TYPES, Result, TableResult, catalog_json, catalog_messages, fields
 from napkin.systems.profiles import Catalog, HardwareProfile, LoadedProfile
 from napkin.units import format_bandwidth, format_bytes, format_bytes_si, format_power, format_rate
 
@@ -21,7 +21,7 @@ class HardwareList(TableResult):
     model_config = ARBITRARY_TYPES
     title: ClassVar[str] = "Hardware profiles"
 
-    catalog: Catalog
+    catalog: Catalog[HardwareProfile]
 
     def header(self) -> list[str]:
         return ["name", "aliases", "bf16 dense", "memory", "bandwidth", "power", "origin"]
@@ -52,26 +52,13 @@ class HardwareList(TableResult):
         return (1, 6)  # aliases, origin (origin goes first on a narrow terminal)
 
     @classmethod
-    def of(cls, catalog: Catalog) -> HardwareList:
+    def of(cls, catalog: Catalog[HardwareProfile]) -> HardwareList:
         """The list, with invalid files and names claimed twice as warnings (never silent) and replaced
         built-ins as notes."""
-        return cls(
-            catalog=catalog,
-            warnings=[f"invalid profile (ignored): {b.error}" for b in catalog.broken] + list(catalog.conflicts),
-            notes=[
-                f"the built-in {p.profile.name} ({p.path}) is replaced by your profile of the same name"
-                for p in catalog.replaced
-            ],
-        )
+        return cls(catalog=catalog, **catalog_messages(catalog))
 
     def to_json(self, explain: bool = False) -> Any:
-        c = self.catalog
-        return {
-            "profiles": [fields(p.profile, origin=p.origin, path=p.path) for p in c.visible()],
-            "shadowed": [{"name": p.profile.name, "origin": p.origin, "path": p.path} for p in c.replaced],
-            "conflicts": c.conflicts,
-            "invalid": [broken(b) for b in c.broken],
-        }
+        return catalog_json(self.catalog, "profiles")
 
 
 class HardwareSheet(Result):

@@ -17,7 +17,7 @@ from napkin.domain.base import Record
 from napkin.results.explain import Step
 
 if TYPE_CHECKING:
-    from napkin.systems.profiles import BrokenProfile
+    from napkin.systems.profiles import BrokenProfile, Catalog
 
 #: For results that hold the catalog's own objects (loaded profiles and clusters) as they are.
 ARBITRARY_TYPES = ConfigDict(arbitrary_types_allowed=True)
@@ -32,6 +32,29 @@ def fields(item: BaseModel, **extra: Any) -> dict[str, Any]:
 def broken(file: BrokenProfile) -> dict[str, str]:
     """An invalid profile or cluster file (``napkin.systems.profiles.BrokenProfile``) as ``--json`` lists it."""
     return {"origin": file.origin, "path": file.path, "error": file.error}
+
+
+def catalog_messages(catalog: Catalog[Any], what: str = "profile") -> dict[str, list[str]]:
+    """What a list of a catalog says besides its table: invalid files and names claimed twice as warnings (never
+    silent), replaced built-ins as notes."""
+    return {
+        "warnings": [f"invalid {what} (ignored): {b.error}" for b in catalog.broken] + list(catalog.conflicts),
+        "notes": [
+            f"the built-in {p.profile.name} ({p.path}) is replaced by your profile of the same name"
+            for p in catalog.replaced
+        ],
+    }
+
+
+def catalog_json(catalog: Catalog[Any], key: str) -> dict[str, Any]:
+    """A catalog as ``--json`` lists it: the visible profiles under ``key``, the shadowed, the conflicts, the
+    invalid files."""
+    return {
+        key: [fields(p.profile, origin=p.origin, path=p.path) for p in catalog.visible()],
+        "shadowed": [{"name": p.profile.name, "origin": p.origin, "path": p.path} for p in catalog.replaced],
+        "conflicts": catalog.conflicts,
+        "invalid": [broken(b) for b in catalog.broken],
+    }
 
 
 class Result(Record):

@@ -31,11 +31,11 @@ import difflib
 import functools
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Generic, Literal, Protocol, TypeVar
 
 import yaml
 from pydantic import (
@@ -226,33 +226,77 @@ def parse_profile(text: str, label: str) -> HardwareProfile:
 # ------------------------------------------------------------------------------------------ lookup
 
 
-def builtin_dir() -> Traversable:
-    """The bundled profiles: ``napkin/hardware`` in a wheel, the checkout's ``hardware/`` otherwise."""
-    return bundled("hardware")
+class Named(Protocol):
+    """What the catalog needs of a profile: its name and the keys it answers to."""
+
+    @property
+    def name(self) -> str: ...
+
+    def lookup_keys(self) -> set[str]: ...
 
 
-def user_hardware_dir() -> Path:
-    return config_dir() / "hardware"
-
-
-def search_path() -> list[tuple[Origin, Traversable]]:
-    """The directories searched for profiles, highest priority first."""
-    dirs: list[tuple[Origin, Traversable]] = [("env", d) for d in env_dirs(ENV_HARDWARE_PATH)]
-    dirs.append(("user", user_hardware_dir()))
-    dirs.append(("built-in", builtin_dir()))
-    return dirs
+P = TypeVar("P", bound=Named)
 
 
 @dataclass(frozen=True)
-class LoadedProfile:
+class Kind(Generic[P]):
+    """One kind of profile the catalog serves (hardware, stacks): its folder, its path variable, its reader, and
+    the words its messages use. Every kind has the same lookup order and shadowing rules."""
+
+    folder: str  # the built-in folder (``hardware/``, ``stacks/``) and the user sub-directory
+    env: str  # ``$NAPKIN_HARDWARE_PATH``-style variable of extra directories
+    flag: str  # the option a name comes from, in messages (``--hardware``)
+    noun: str  # ``hardware``, ``stack``
+    example: str  # a built-in to copy from, in the hint (``h100``)
+    parse: Callable[[str, str], P]
+
+    def builtin_dir(self) -> Traversable:
+        """The bundled profiles: ``napkin/<folder>`` in a wheel, the checkout's ``<folder>/`` otherwise."""
+        return bundled(self.folder)
+
+    def user_dir(self) -> Path:
+        return config_dir() / self.folder
+
+    def search_path(self) -> list[tuple[Origin, Traversable]]:
+        """The directories searched, highest priority first."""
+        dirs: list[tuple[Origin, Traversable]] = [("env", d) for d in env_dirs(self.env)]
+        dirs.append(("user", self.user_dir()))
+        dirs.append(("built-in", self.builtin_dir()))
+        return dirs
+
+
+HARDWARE: Final[Kind[HardwareProfile]] = Kind(
+    "hardware", ENV_HARDWARE_PATH, "--hardware", "hardware", "h100", parse_profile
+)
+
+
+def builtin_dir() -> Traversable:
+    """The bundled profiles: ``napkin/hardware`` in a wheel, the checkout's ``hardware/`` otherwise."""
+    return HARDWARE.builtin_dir()
+
+
+def user_hardware_dir() -> Path:
+    return HARDWARE.user_dir()
+
+
+def search_path() -> list[tuple[Origin, Traversable]]:
+    """The directories searched for hardware profiles, highest priority first."""
+    return HARDWARE.search_path()
+
+
+@dataclass(frozen=True)
+class Loaded(Generic[P]):
     """A profile together with where it came from, and what a command should say about it."""
 
-    profile: HardwareProfile
+    profile: P
     origin: Origin
     path: str
     text: str = field(default="", repr=False)
     #: Lines every command prints with its output (stderr): a replaced built-in, ignored measurements.
     notes: tuple[str, ...] = ()
+
+
+LoadedProfile = Loaded[HardwareProfile]
 
 
 @dataclass(frozen=True)
@@ -399,22 +443,24 @@ class _Index:
 
 
 @dataclass
-class Catalog:
+class Catalog(Generic[P]):
     """Every profile found along the search path, in priority order, with what replaces what."""
 
-    profiles: list[LoadedProfile] = field(default_factory=list)
+    profiles: list[Loaded[P]] = field(default_factory=list)
     broken: list[BrokenProfile] = field(default_factory=list)
     #: Built-in profiles replaced by a user profile of the same name.
-    replaced: list[LoadedProfile] = field(default_factory=list)
+    replaced: list[Loaded[P]] = field(default_factory=list)
     #: Names claimed by two files (each an error when that name is looked up).
     conflicts: list[str] = field(default_factory=list)
 
-    def visible(self) -> list[LoadedProfile]:
+    def visible(self) -> list[Loaded[P]]:
         """The profiles a name can reach (replaced built-ins excluded)."""
         return list(self.profiles)
 
 
-def unknown_name_message(name: str, known: list[LoadedProfile], what: str = "--hardware") -> str:
+def unknown_name_message(
+    name: str, known: list[Loaded[Any]], what: str = "--hardware", kind: Kind[Any] = HARDWARE
+) -> str:
     key = normalize(name)
     by_key: dict[str, str] = {}
     for loaded in known:
@@ -428,51 +474,72 @@ def unknown_name_message(name: str, known: list[LoadedProfile], what: str = "--h
     listing = ", ".join(ranked + rest)
     hint = f"closest: {', '.join(ranked[:3])}; " if ranked else ""
     return (
-        f"{what}: unknown hardware {name!r}; {hint}known: {listing}. "
-        "Add your own with 'napkin hardware new NAME --from h100'"
+        f"{what}: unknown {kind.noun} {name!r}; {hint}known: {listing}. "
+        f"Add your own with 'napkin {kind.noun} new NAME --from {kind.example}'"
     )
 
 
-def load_catalog(search: Iterable[tuple[Origin, Traversable]] | None = None) -> Catalog:
-    """Read and validate every profile along the search path; invalid files are collected, not raised."""
-    entries, broken = _scan(search if search is not None else search_path())
+def load_catalog(search: Iterable[tuple[Origin, Traversable]] | None = None) -> Catalog[HardwareProfile]:
+    """Read and validate every hardware profile along the search path; invalid files are collected, not raised."""
+    return catalog_of(HARDWARE, search)
+
+
+def catalog_of(kind: Kind[P], search: Iterable[tuple[Origin, Traversable]] | None = None) -> Catalog[P]:
+    """Read and validate every profile of ``kind`` along its search path; invalid files are collected, not
+    raised."""
+    entries, broken = _scan(search if search is not None else kind.search_path())
     index = _Index.build(entries)
-    catalog = Catalog(broken=broken, conflicts=index.conflicts())
+    catalog: Catalog[P] = Catalog(broken=broken, conflicts=index.conflicts())
     replaced_ids = {id(e) for group in index.replaced.values() for e in group}
     for entry in entries:
         try:
-            profile = parse_profile(entry.text, entry.label)
+            profile = kind.parse(entry.text, entry.label)
         except ProfileError as exc:
             catalog.broken.append(BrokenProfile(entry.origin, entry.label, str(exc), tuple(exc.problems)))
             continue
-        loaded = LoadedProfile(profile, entry.origin, entry.label, entry.text)
+        loaded = Loaded(profile, entry.origin, entry.label, entry.text)
         (catalog.replaced if id(entry) in replaced_ids else catalog.profiles).append(loaded)
     return catalog
 
 
 def load_file(path: str | Path, what: str = "--hardware-file") -> LoadedProfile:
-    """Read one explicit profile file (``--hardware-file``)."""
+    """Read one explicit hardware profile file (``--hardware-file``)."""
+    return file_of(HARDWARE, path, what)
+
+
+def file_of(kind: Kind[P], path: str | Path, what: str) -> Loaded[P]:
+    """Read one explicit profile file of ``kind`` (``--hardware-file``, ``--stack-file``)."""
     file = Path(path).expanduser()
     try:
         text = read_text(file)
     except NapkinError as exc:
         raise UsageError(f"{what}: {exc}") from None
-    return LoadedProfile(parse_profile(text, str(file)), "file", str(file), text)
+    return Loaded(kind.parse(text, str(file)), "file", str(file), text)
 
 
 def find(
     name: str, search: Iterable[tuple[Origin, Traversable]] | None = None, what: str = "--hardware"
 ) -> LoadedProfile:
+    """The hardware profile that answers to ``name`` (``find_in``)."""
+    return find_in(HARDWARE, name, search, what)
+
+
+def find_in(
+    kind: Kind[P], name: str, search: Iterable[tuple[Origin, Traversable]] | None = None, what: str | None = None
+) -> Loaded[P]:
     """The profile that answers to ``name``; only that one is fully validated.
 
     Every file along the search path is read as far as its ``name`` and ``aliases`` (cheap), so a
     name claimed twice is found and reported, never silently resolved by file order. A special file
     (FIFO, device) or unreadable file is skipped unless its file name is the name asked for.
     """
+    what = what or kind.flag
     key = normalize(name)
     if not key:
-        raise UsageError(f"{what}: {name!r} is not a profile name; give one such as h100 (see 'napkin hardware list')")
-    dirs = list(search) if search is not None else search_path()
+        raise UsageError(
+            f"{what}: {name!r} is not a profile name; give one such as {kind.example} (see 'napkin {kind.noun} list')"
+        )
+    dirs = list(search) if search is not None else kind.search_path()
     entries, broken = _scan(dirs)
     index = _Index.build(entries)
     entry, conflict, note = index.winner(key)
@@ -482,9 +549,9 @@ def find(
         for bad in broken:
             if normalize(Path(bad.path).name.rsplit(".", 1)[0]) == key:
                 raise ProfileError(bad.error, list(bad.problems))
-        raise UsageError(unknown_name_message(name, load_catalog(dirs).visible(), what))
-    profile = parse_profile(entry.text, entry.label)
-    return LoadedProfile(profile, entry.origin, entry.label, entry.text, (note,) if note else ())
+        raise UsageError(unknown_name_message(name, catalog_of(kind, dirs).visible(), what, kind))
+    profile = kind.parse(entry.text, entry.label)
+    return Loaded(profile, entry.origin, entry.label, entry.text, (note,) if note else ())
 
 
 def find_by_device(device_name: str) -> LoadedProfile | None:
@@ -496,7 +563,7 @@ def find_by_device(device_name: str) -> LoadedProfile | None:
     return None
 
 
-def copy_text(source: LoadedProfile, name: str, today: str) -> str:
+def copy_text(source: Loaded[Any], name: str, today: str, kind: Kind[Any] = HARDWARE) -> str:
     """``source``'s YAML renamed to ``name`` (aliases emptied unless the name is kept).
 
     The YAML is parsed and only the ``name`` and ``aliases`` values are replaced, at the positions the
@@ -504,8 +571,8 @@ def copy_text(source: LoadedProfile, name: str, today: str) -> str:
     source's data; if anything else differs, the copy is the dumped data instead (comments lost).
     """
     header = (
-        f"# Copied from the {source.origin} profile '{source.profile.name}' by 'napkin hardware new' "
-        f"on {today}. Edit freely; 'napkin hardware validate' checks it.\n"
+        f"# Copied from the {source.origin} profile '{source.profile.name}' by 'napkin {kind.noun} new' "
+        f"on {today}. Edit freely; 'napkin {kind.noun} validate' checks it.\n"
     )
     text = source.text
     data, _ = parse(text, source.path)
@@ -539,9 +606,9 @@ def copy_text(source: LoadedProfile, name: str, today: str) -> str:
     return f"# yaml-language-server: $schema={SCHEMA_FILE}\n" + header + renamed
 
 
-def is_builtin_name(name: str) -> str | None:
-    """The built-in profile that answers to ``name`` (by name or alias), if any."""
-    entries, _ = _scan([("built-in", builtin_dir())])
+def is_builtin_name(name: str, kind: Kind[Any] = HARDWARE) -> str | None:
+    """The built-in profile of ``kind`` that answers to ``name`` (by name or alias), if any."""
+    entries, _ = _scan([("built-in", kind.builtin_dir())])
     key = normalize(name)
     return next((e.name for e in entries if key == e.key or key in e.alias_keys), None)
 
@@ -549,6 +616,12 @@ def is_builtin_name(name: str) -> str | None:
 #: Notes of profiles resolved since the last take_notes(): the CLI prints them with the result, whichever
 #: library function resolved the profile (``napkin.api`` returns the profile alone).
 _pending_notes: list[str] = []
+
+
+def add_notes(notes: Iterable[str]) -> None:
+    """Notes a resolved profile of any kind carries (a replaced built-in): printed with the next result."""
+    _pending_notes.extend(notes)
+    del _pending_notes[:-100]  # a notebook that never takes them keeps only the latest
 
 
 def take_notes() -> list[str]:
@@ -575,8 +648,7 @@ def resolve(
     else:
         loaded = find(DEFAULT_HARDWARE, what=what)
     measured, problems = for_profile(loaded.profile.name)
-    _pending_notes.extend((*loaded.notes, *problems))
-    del _pending_notes[:-100]  # a notebook that never takes them keeps only the latest
+    add_notes((*loaded.notes, *problems))
     if not measured and not problems:
         return loaded
     profile = loaded.profile.model_copy(update={"measured": {**loaded.profile.measured, **measured}})
@@ -593,8 +665,11 @@ def schema() -> dict[str, Any]:
 
 __all__ = [
     "ENV_CONFIG_DIR",
+    "HARDWARE",
     "Catalog",
     "HardwareProfile",
+    "Kind",
+    "Loaded",
     "LoadedProfile",
     "Measurement",
     "config_dir",

@@ -1,0 +1,160 @@
+"""What ``napkin stack list|show`` answer, as results that render themselves (the stacks and their lookup
+live in ``napkin.stack``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+from napkin.results.explain import Step, step
+from napkin.results.result import ARBITRARY_TYPES, Result, TableResult, catalog_json, catalog_messages, fields
+from napkin.systems.profiles import Catalog, Loaded
+from napkin.systems.stack import Stack, value_paths
+
+
+class StackList(TableResult):
+    """Every stack profile napkin can see, where it comes from, and any invalid files."""
+
+    model_config = ARBITRARY_TYPES
+    title: ClassVar[str] = "Stack profiles"
+
+    catalog: Catalog[Stack]
+
+    def header(self) -> list[str]:
+        return ["name", "attention", "DP sharding", "origin"]
+
+    def body(self) -> list[list[str]]:
+        rows = []
+        for loaded in self.catalog.visible():
+            s = loaded.profile
+            t = s.training
+            rows.append([s.name, str(t.attention.kernel), ", ".join(t.parallelism.sharding), loaded.origin])
+        rows += [[Path(b.path).stem, "", "", f"{b.origin} (INVALID)"] for b in self.catalog.broken]
+        return rows
+
+    def caption(self) -> str:
+        return "what each software stack does and achieves; 'napkin stack show NAME' gives every value and its source"
+
+    def secondary(self) -> tuple[int, ...]:
+        return (3,)  # origin
+
+    @classmethod
+    def of(cls, catalog: Catalog[Stack]) -> StackList:
+        return cls(catalog=catalog, **catalog_messages(catalog, "stack"))
+
+    def to_json(self, explain: bool = False) -> Any:
+        return catalog_json(self.catalog, "stacks")
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(_text(v) for v in value) or "–"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_text(v)}" for k, v in value.items()) or "–"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def stack_values(stack: Stack) -> list[tuple[str, str, str]]:
+    """(path, value, source) of every training value of ``stack``."""
+    t = stack.training
+    out = []
+    for path in value_paths(t):
+        value: Any = t
+        for part in path.split("."):
+            value = getattr(value, part)
+        out.append((path, _text(value), t.source_of(path) or ""))
+    return out
+
+
+class StackSheet(Result):
+    """Every value of one stack with its source."""
+
+    model_config = ARBITRARY_TYPES
+
+    loaded: Loaded[Stack]
+
+    def heading(self) -> str:
+        return self.loaded.profile.display_name
+
+    def rows(self) -> list[tuple[str, str]]:
+        s = self.loaded.profile
+        rows = [("name", s.name), ("aliases", ", ".join(s.aliases) or "–"), ("version", s.version)]
+        previous = None
+        for path, value, source in stack_values(s):  # a section's source once, after its first value
+            rows.append((path, value if source == previous else f"{value}  [{source}]"))
+            previous = source
+        rows += [("source", f"{src.title} <{src.url}>") for src in s.sources]
+        if s.notes:
+            rows.append(("notes", s.notes))
+        rows.append(("file", f"{self.loaded.path} ({self.loaded.origin})"))
+        return rows
+
+    def to_json(self, explain: bool = False) -> Any:
+        return fields(self.loaded.profile, origin=self.loaded.origin, path=self.loaded.path)
+
+
+#: The training sections a step prediction reads, in the order ``--explain`` lists them.
+STEP_SECTIONS: Final = (
+    "attention",
+    "matmul_efficiency",
+    "elementwise",
+    "recompute",
+    "gradient_accumulation_fusion",
+    "overlap",
+    "collectives",
+    "fp8",
+    "memory",
+    "step_overhead",
+)
+
+
+def explain_steps(
+    stack: Stack, hardware: str, overridden: dict[str, bool] | None = None, sections: tuple[str, ...] = STEP_SECTIONS
+) -> list[Step]:
+    """One ``--explain`` step per section of the stack a prediction used: each value and its source (the
+    attention efficiency that of ``hardware``); ``overridden``: switches given on the command line instead."""
+    t = stack.training
+    out = []
+    for section in sections:
+        paths = [p for p in value_paths(t) if p == section or p.startswith(section + ".")]
+        values = []
+        for path in paths:
+            value: Any = t
+            for part in path.split("."):
+                value = getattr(value, part)
+            if path == "attention.devices":
+                if hardware in value:
+                    values.append(f"on {hardware}: forward {value[hardware][0]:g}, backward {value[hardware][1]:g}")
+                continue
+            values.append(f"{path.removeprefix(section + '.')} = {_show(value)}")
+        cited = list(dict.fromkeys(src for p in paths if (src := t.source_of(p))))
+        for flag, value in (overridden or {}).items():
+            if flag.split(".")[0] == section:
+                values.append(f"{flag} = {_show(value)} given instead")
+        out.append(
+            step(
+                f"stack {stack.name}: {section.replace('_', ' ')}",
+                "the stack's value",
+                "; ".join(values),
+                "used",
+                "; ".join(cited),
+            )
+        )
+    return out
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+__all__ = ["StackList", "StackSheet", "explain_steps", "stack_values"]

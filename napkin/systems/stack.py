@@ -1,0 +1,455 @@
+"""Stack profiles: what a training software stack does and achieves on top of the hardware.
+
+napkin has one model of the hardware (``napkin.profiles``, ``napkin.cluster``); how much of it a run gets
+depends as much on the software: which attention kernel, what is fused, what overlaps with what, how FSDP
+prefetches, whether gradient accumulation is fused, what memory the framework keeps. A stack profile states
+those values, each with its source, in one YAML file per stack (``stacks/*.yaml``, shipped in the wheel as
+``napkin/stacks``), looked up exactly as hardware profiles are (``napkin.profiles``' catalog: an explicit
+file, ``$NAPKIN_STACK_PATH``, ``<config dir>/stacks``, the built-ins; a user file with a built-in's name
+replaces it, and every command says so).
+
+The training values sit under ``training:``; ``serving:`` is reserved for the serving side (issue 24).
+``StackKnobs`` is the plain-float form the step model's hot path reads.
+
+This module never prints and imports neither typer nor rich.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from pydantic import BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+
+from napkin import units
+from napkin.domain.base import Record
+from napkin.domain.choices import Sharding
+from napkin.errors import NapkinError, ProfileError, UsageError
+from napkin.io.yamlio import normalize, parse, validated
+from napkin.systems.profiles import Kind, Loaded, Slug, Source, add_notes, file_of, find_in
+
+ENV_STACK_PATH: Final = "NAPKIN_STACK_PATH"
+ENV_STACK: Final = "NAPKIN_STACK"  # the default stack name when none is given
+DEFAULT_STACK: Final = "megatron-core"
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def _bytes_or_zero(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError("expected a size such as '1.5 GiB', or 0")
+    if (isinstance(value, int | float) and value == 0) or (
+        isinstance(value, str) and value.strip() in ("0", "0 GB", "0 B")
+    ):
+        return 0.0
+    try:
+        return units.parse_bytes(value, "bytes")
+    except NapkinError as exc:
+        raise ValueError(str(exc).removeprefix("bytes: ")) from None
+
+
+Size = Annotated[
+    float,
+    BeforeValidator(_bytes_or_zero),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}],
+            "description": "bytes, or a size with a unit such as '1.5 GiB' (GB = 1e9 B, GiB = 2^30 B)",
+        }
+    ),
+]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class AttentionKernel(StrEnum):
+    materialized = "materialized"  # QKᵀ, softmax, A·V as separate kernels; the s×s scores in HBM
+    sdpa = "sdpa"  # torch scaled_dot_product_attention (a flash or memory-efficient backend)
+    flash2 = "flash2"  # FlashAttention-2
+    flash3 = "flash3"  # FlashAttention-3 (Hopper)
+    cudnn = "cudnn"  # cuDNN fused attention (Transformer Engine's default on Hopper)
+
+
+class Schedule(StrEnum):
+    one_f_one_b = "1f1b"
+    interleaved = "interleaved"
+    zero_bubble = "zero-bubble"
+    dualpipe = "dualpipe"
+
+
+class Attention(Record):
+    """The attention core: which kernel, its share of the 16-bit dense peak, and whether it skips the masked
+    half of a causal mask."""
+
+    model_config = _STRICT
+    kernel: AttentionKernel
+    forward_efficiency: Fraction = Field(description="forward FLOP/s / 16-bit dense peak (fused kernels only)")
+    backward_efficiency: Fraction = Field(description="backward FLOP/s / 16-bit dense peak (2.5× the forward FLOPs)")
+    causal: bool = Field(description="causal mask by default, and the kernel skips the masked blocks")
+    devices: dict[str, tuple[Fraction, Fraction]] = Field(
+        default_factory=dict, description="hardware profile name → (forward, backward) efficiency on that device"
+    )
+
+    def efficiency(self, hardware: str) -> tuple[float, float]:
+        """(forward, backward) share of the 16-bit peak on ``hardware``."""
+        return self.devices.get(hardware, (self.forward_efficiency, self.backward_efficiency))
+
+    @property
+    def fused(self) -> bool:
+        return self.kernel is not AttentionKernel.materialized
+
+
+class Elementwise(Record):
+    """Non-matmul work (norms, activation functions, rotary embeddings, residual adds, casts)."""
+
+    model_config = _STRICT
+    fused: bool = Field(description="fused or compiled kernels (True) or eager PyTorch ops (False)")
+    traffic: float = Field(
+        ge=1,
+        le=10,
+        allow_inf_nan=False,
+        description="HBM bytes moved relative to napkin's one-pass count (eager ops re-read their inputs)",
+    )
+    hbm_efficiency: Fraction = Field(default=1.0, description="× napkin's HBM efficiency by kernel size")
+
+
+class Overlap(Record):
+    """What the stack hides under compute."""
+
+    model_config = _STRICT
+    grad_reduce: bool = Field(description="DP gradient reduction overlaps the last backward pass")
+    tensor_parallel: Share = Field(description="share of the TP collectives hidden under GEMMs")
+    fsdp_prefetch: int = Field(ge=0, le=8, description="FSDP/ZeRO-3 layers gathered ahead (0: none, exposed)")
+    all_to_all: Share = Field(description="share of the MoE all-to-all hidden under compute")
+    pipeline_p2p: Share = Field(description="share of the pipeline sends hidden under compute")
+    compute_slowdown: Share = Field(
+        le=0.5, description="compute runs this much slower while a collective shares the SMs and HBM"
+    )
+
+
+class Collectives(Record):
+    """The share of napkin's NCCL model of the cluster (``napkin comm``) the stack's collectives reach."""
+
+    model_config = _STRICT
+    scale_up: Fraction = Field(description="achieved / modelled bandwidth inside a scale-up domain")
+    scale_out: Fraction = Field(description="achieved / modelled bandwidth across domains")
+    reduce_bytes: float | None = Field(
+        default=None,
+        ge=1,
+        le=4,
+        description="bytes per element of the gradient reduction (4: fp32); "
+        "absent: the stored gradients' (--precision)",
+    )
+
+
+class Fp8(Record):
+    """What an fp8 recipe costs beyond the fp8 GEMMs."""
+
+    model_config = _STRICT
+    overhead: Share = Field(description="extra time per fp8 GEMM, as a share of its math (casts, amax, scales)")
+
+
+class Pipeline(Record):
+    model_config = _STRICT
+    schedules: list[Schedule] = Field(min_length=1, description="pipeline schedules the stack offers")
+
+
+class Parallelism(Record):
+    """What the stack can run (the planner searches only these)."""
+
+    model_config = _STRICT
+    tensor: bool
+    sequence: bool = Field(description="sequence parallelism with TP")
+    pipeline: bool
+    context: bool
+    expert: bool
+    sharding: list[Sharding] = Field(min_length=1, description="data-parallel sharding it offers, its default first")
+
+
+class Recomputation(Record):
+    """What selective recomputation keeps and re-runs when attention is fused (FlashAttention stores no scores, so
+    Korthikanti's selective recomputation has nothing left to do; a stack's own policy may do more)."""
+
+    model_config = _STRICT
+    selective_keeps: Fraction = Field(description="share of a layer's activations kept (1: all)")
+    selective_recomputes: Share = Field(description="share of a layer's forward re-run in the backward (0: none)")
+
+
+class Validated(Record):
+    """The region the stack's published validation runs cover (tests/training_runs.py, tests/megatron_runs.py): a
+    layout outside it is predicted all the same, and said to be outside."""
+
+    model_config = _STRICT
+    gpus: int = Field(ge=0, description="the most GPUs of a validation run (0: none)")
+    seq: int = Field(ge=0, description="the longest sequence of a validation run")
+    sharding_across_nodes: list[Sharding] = Field(description="data-parallel sharding validated across nodes")
+    dtypes: list[str] = Field(description="number formats validated (bf16, fp8)")
+
+    def outside(self, gpus: int, seq: int, sharding: Sharding, across_nodes: bool, dtype: str) -> list[str]:
+        """What of a layout its validation does not cover (empty: inside)."""
+        out = []
+        if gpus > self.gpus:
+            out.append(f"{gpus:,} GPUs (validated up to {self.gpus:,})")
+        if seq > self.seq:
+            out.append(f"sequence {seq:,} (validated up to {self.seq:,})")
+        if across_nodes and sharding not in self.sharding_across_nodes and sharding is not Sharding.none:
+            out.append(f"{sharding} across nodes")
+        if dtype not in self.dtypes:
+            out.append(f"{dtype} (validated: {', '.join(self.dtypes) or 'none'})")
+        return out
+
+
+class Memory(Record):
+    """Memory the stack keeps beyond napkin's formulas."""
+
+    model_config = _STRICT
+    fragmentation: Share = Field(le=0.5, description="allocator overhead as a share of the allocated bytes")
+    fixed: Size = Field(description="per GPU: CUDA context, NCCL buffers, workspaces")
+    logit_bytes: float = Field(
+        default=4.0, ge=2, le=32, allow_inf_nan=False, description="bytes per logit the loss holds at its peak"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Offers:
+    """What a stack can run: the planner searches only these, and ``step`` refuses the rest."""
+
+    tensor: bool = True
+    sequence: bool = True
+    pipeline: bool = True
+    context: bool = True
+    expert: bool = True
+    sharding: tuple[Sharding, ...] = tuple(Sharding)
+    schedules: tuple[Schedule, ...] = tuple(Schedule)
+
+
+#: The training values a ``sources`` entry may cover: a section or one of its fields (dotted).
+SOURCE_HELP: Final = "give each value a source under training.sources, by field ('overlap.grad_reduce') or section"
+
+
+class Training(Record):
+    """What the stack does and achieves when it trains, each value with its source."""
+
+    model_config = _STRICT
+    attention: Attention
+    matmul_efficiency: Fraction = Field(description="share of the device's achievable matmul rate R its GEMMs reach")
+    elementwise: Elementwise
+    gradient_accumulation_fusion: bool = Field(description="weight-gradient GEMMs accumulate into the gradients")
+    overlap: Overlap
+    collectives: Collectives
+    fp8: Fp8
+    pipeline: Pipeline
+    parallelism: Parallelism
+    recompute: Recomputation
+    memory: Memory
+    validated: Validated
+    step_overhead: float = Field(ge=0, le=60, allow_inf_nan=False, description="seconds per step outside the model")
+    sources: dict[str, str] = Field(description="a source for every value: field path (or section) → citation")
+
+    def offers(self) -> Offers:
+        """What the stack can run, its pipeline schedules included."""
+        p = self.parallelism
+        return Offers(
+            p.tensor, p.sequence, p.pipeline, p.context, p.expert, tuple(p.sharding), tuple(self.pipeline.schedules)
+        )
+
+    @model_validator(mode="after")
+    def _every_value_sourced(self) -> Training:
+        paths = value_paths(self)
+        for key, text in self.sources.items():
+            if key not in paths and not any(p.startswith(key + ".") for p in paths):
+                raise ValueError(f"sources.{key}: no such value; {SOURCE_HELP}")
+            if len(text.strip()) < 3:
+                raise ValueError(f"sources.{key}: give a citation (paper section, repository file at a commit)")
+        missing = [p for p in paths if self.source_of(p) is None]
+        if missing:
+            raise ValueError(f"no source for {', '.join(missing)}; {SOURCE_HELP}")
+        return self
+
+    def source_of(self, path: str) -> str | None:
+        """The citation of one value: its own entry, else its section's."""
+        parts = path.split(".")
+        for n in range(len(parts), 0, -1):
+            found = self.sources.get(".".join(parts[:n]))
+            if found is not None:
+                return found
+        return None
+
+
+def value_paths(section: Record, prefix: str = "") -> list[str]:
+    """Dotted paths of every leaf value of a section (``overlap.grad_reduce``), ``sources`` excluded."""
+    out = []
+    for name in type(section).model_fields:
+        if name == "sources":
+            continue
+        value = getattr(section, name)
+        path = f"{prefix}{name}"
+        out += value_paths(value, path + ".") if isinstance(value, Record) else [path]
+    return out
+
+
+class Serving(Record):
+    """Reserved for the serving side of a stack (issue 24); no fields yet."""
+
+    model_config = _STRICT
+
+
+class Stack(Record):
+    """One software stack: its name, version and sources, and what it does when it trains."""
+
+    model_config = _STRICT
+
+    name: Slug = Field(description="identifier used with --stack")
+    display_name: str = Field(min_length=1)
+    aliases: list[str] = Field(default_factory=list)
+    version: str = Field(min_length=1, description="the release or commit the values describe")
+    sources: list[Source] = Field(min_length=1)
+    notes: str | None = None
+    training: Training
+    serving: Serving | None = None
+
+    def lookup_keys(self) -> set[str]:
+        return {normalize(self.name), *(normalize(a) for a in self.aliases)}
+
+    def knobs(self, hardware: str = "") -> StackKnobs:
+        """The training values as plain numbers, the attention efficiency that of ``hardware``."""
+        t = self.training
+        forward, backward = t.attention.efficiency(hardware)
+        return StackKnobs(
+            name=self.name,
+            flash=t.attention.fused,
+            causal=t.attention.causal,
+            flash_forward=forward,
+            flash_backward=backward,
+            matmul=t.matmul_efficiency,
+            elementwise_traffic=t.elementwise.traffic,
+            hbm=t.elementwise.hbm_efficiency,
+            fusion=t.gradient_accumulation_fusion,
+            overlap_grad_reduce=t.overlap.grad_reduce,
+            tp_overlap=t.overlap.tensor_parallel,
+            prefetch=t.overlap.fsdp_prefetch,
+            a2a_overlap=t.overlap.all_to_all,
+            p2p_overlap=t.overlap.pipeline_p2p,
+            slowdown=t.overlap.compute_slowdown,
+            scale_up=t.collectives.scale_up,
+            scale_out=t.collectives.scale_out,
+            reduce_bytes=t.collectives.reduce_bytes or 0.0,
+            fp8_overhead=t.fp8.overhead,
+            fragmentation=t.memory.fragmentation,
+            fixed_bytes=t.memory.fixed,
+            step_overhead=t.step_overhead,
+            memory_source=t.source_of("memory.fixed") or "",
+            selective_keeps=t.recompute.selective_keeps,
+            logit_bytes=t.memory.logit_bytes,
+            selective_recomputes=t.recompute.selective_recomputes,
+            own_memory=True,
+        )
+
+
+@dataclass(frozen=True)
+class Framework:
+    """Memory a software stack keeps beyond the formulas (``napkin.stack`` Memory): a fixed part per GPU (CUDA
+    context, NCCL and workspace buffers), allocator fragmentation as a share of what is allocated, and, under
+    FSDP / ZeRO-3, the unsharded parameters of the layers gathered at once (the running one and the prefetched)
+    and one layer's unsharded gradients before their reduce-scatter."""
+
+    fixed: float = 0.0
+    fragmentation: float = 0.0
+    gathered_layers: int = 0
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StackKnobs:
+    """A stack's training values as plain numbers, for the step model's hot path. The defaults are napkin's
+    model without a stack: every kernel at the device's rates, nothing hidden but what ``Overlap`` says."""
+
+    name: str = "none"
+    flash: bool = False
+    causal: bool = False
+    flash_forward: float = 0.75
+    flash_backward: float = 561 / 989.5
+    matmul: float = 1.0
+    elementwise_traffic: float = 1.0
+    hbm: float = 1.0
+    fusion: bool = True
+    overlap_grad_reduce: bool = True
+    tp_overlap: float = 0.0
+    prefetch: int = 1
+    a2a_overlap: float = 0.0
+    p2p_overlap: float = 0.0
+    slowdown: float = 0.0
+    scale_up: float = 1.0
+    scale_out: float = 1.0
+    reduce_bytes: float = 0.0  # 0: the precision's gradient bytes
+    fp8_overhead: float = 0.0
+    fragmentation: float = 0.0
+    fixed_bytes: float = 0.0
+    step_overhead: float = 0.0
+    memory_source: str = ""
+    own_memory: bool = False  # a stack profile's: FSDP/ZeRO-3 gather buffers counted
+    selective_keeps: float = 1.0
+    selective_recomputes: float = 0.0
+    logit_bytes: float = 4.0
+
+    def framework(self) -> Framework:
+        """The stack's own memory for ``napkin.training_memory``: fixed, fragmentation, the layers FSDP holds
+        gathered (the running one and those prefetched)."""
+        return Framework(
+            self.fixed_bytes, self.fragmentation, 1 + self.prefetch if self.own_memory else 0, self.memory_source
+        )
+
+    def replace(self, **changes: Any) -> StackKnobs:
+        return replace(self, **changes)
+
+
+# ------------------------------------------------------------------------------------------ lookup
+
+
+@functools.lru_cache(maxsize=256)
+def parse_stack(text: str, label: str) -> Stack:
+    """Validate one stack file's YAML; errors name the file, the line and the field (never a value)."""
+    data, _ = parse(text, label)
+    if isinstance(data, dict) and "name" not in data and "training" not in data:
+        raise ProfileError(f"{label}: not a napkin stack profile (it has no 'name' and no 'training' field)")
+    return validated(Stack, text, label, "stack")
+
+
+#: Stack profiles in the one catalog (``napkin.profiles``): ``$NAPKIN_STACK_PATH``, ``<config dir>/stacks``,
+#: the built-ins (``stacks/``, ``napkin/stacks`` in the wheel).
+STACKS: Final[Kind[Stack]] = Kind("stacks", ENV_STACK_PATH, "--stack", "stack", DEFAULT_STACK, parse_stack)
+
+
+def resolve(name: str | None = None, stack_file: str | Path | None = None, what: str = "--stack") -> Loaded[Stack]:
+    """The stack a command should use: an explicit file, else a name, else ``$NAPKIN_STACK``, else
+    megatron-core. A user file that replaces a built-in says so (its note is printed with the result)."""
+    if name is not None and stack_file is not None:
+        raise UsageError("give stack or stack_file, not both", field="stack", also=("stack_file",))
+    try:  # a stack the command cannot use is bad input (exit 2), its line and field named
+        if stack_file is not None:
+            loaded = file_of(STACKS, stack_file, "--stack-file")
+        elif name is not None:
+            loaded = find_in(STACKS, name, what=what)
+        elif os.environ.get(ENV_STACK):
+            loaded = find_in(STACKS, os.environ[ENV_STACK], what=f"${ENV_STACK}")
+        else:
+            loaded = find_in(STACKS, DEFAULT_STACK, what=what)
+    except ProfileError as exc:
+        raise UsageError(str(exc), cli_message=str(exc)) from None
+    add_notes(loaded.notes)
+    return loaded
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of a stack file (for editors: yaml-language-server)."""
+    result = Stack.model_json_schema()
+    result["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    result["title"] = "napkin stack profile"
+    return result
+
+
+__all__ = ["DEFAULT_STACK", "STACKS", "Stack", "StackKnobs", "Training", "parse_stack", "resolve", "schema"]

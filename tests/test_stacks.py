@@ -1,0 +1,362 @@
+"""Stack profiles: the catalog (lookup, shadowing, validation), ``--stack`` on the commands, ``napkin calibrate``,
+and the validation of the built-in stacks against published runs (``tests/training_runs.py``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from napkin import api
+from napkin.engines import fit
+from napkin.errors import UsageError
+from napkin.systems.stack import STACKS, schema
+from napkin.systems.stack import resolve as stack
+from tests.conftest import Run
+from tests.training_runs import FITS, STACK_ORDER, cases, error, fitted, summary_markdown
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+RUNS = ROOT / "examples" / "calibrate_runs.yaml"
+BUILT_IN = (
+    "megatron-core",
+    "megatron-core-moe",
+    "megatron-2021",
+    "megatron-2022",
+    "torchtitan",
+    "torchtitan-eager",
+    "llm-foundry",
+    "deepspeed",
+)
+
+
+def _copy(tmp_path: Path, source: str, **changes: object) -> Path:
+    """A built-in stack's file, its values changed (dotted keys: ``training.matmul_efficiency``)."""
+    data = yaml.safe_load((ROOT / "stacks" / f"{source}.yaml").read_text(encoding="utf-8"))
+    for key, value in changes.items():
+        section = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            section = section[part]
+        section[leaf] = value
+    target = tmp_path / f"{data['name']}.yaml"
+    target.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return target
+
+
+# ------------------------------------------------------------------------------------------ the catalog
+
+
+def test_every_built_in_stack_is_valid_and_listed(napkin: Run) -> None:
+    r = napkin("stack", "list", "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert {s["name"] for s in data["stacks"]} == set(BUILT_IN) and data["invalid"] == []
+    assert napkin("stack", "validate").exit_code == 0
+
+
+def test_the_shipped_schema_is_the_model_s(napkin: Run) -> None:
+    printed = json.loads(napkin("stack", "schema").stdout)
+    assert printed == schema() == json.loads((ROOT / "stacks" / "schema.json").read_text(encoding="utf-8"))
+
+
+def test_show_gives_every_value_with_its_source(napkin: Run) -> None:
+    data = json.loads(napkin("stack", "show", "torchtitan", "--json").stdout)
+    assert data["training"]["collectives"]["reduce_bytes"] == 4  # fp32 reduce-scatter, as torchtitan's default
+    text = napkin("stack", "show", "megatron-2021").stdout
+    assert "gradient_accumulation_fusion" in text and "83b1e42f" in text
+
+
+def test_a_value_without_a_source_or_out_of_range_is_refused(napkin: Run, tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "stacks" / "torchtitan.yaml").read_text(encoding="utf-8"))
+    del data["training"]["sources"]["matmul_efficiency"]
+    data["name"] = "unsourced"
+    unsourced = tmp_path / "unsourced.yaml"
+    unsourced.write_text(yaml.safe_dump(data), encoding="utf-8")
+    r = napkin("stack", "validate", str(unsourced))
+    assert r.exit_code == 1 and "no source for matmul_efficiency" in r.stderr
+    wrong = _copy(tmp_path, "torchtitan", name="too-fast", **{"training.matmul_efficiency": 1.5})
+    r = napkin("stack", "validate", str(wrong))
+    assert r.exit_code == 1 and "training.matmul_efficiency" in r.stderr
+    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack-file", str(wrong))
+    assert r.exit_code == 2 and "training.matmul_efficiency" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_unknown_stack_names_the_option(napkin: Run) -> None:
+    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack", "megatrn")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("napkin: error: --stack: unknown stack 'megatrn'; closest: megatron-core")
+    with pytest.raises(UsageError, match=r"^stack: unknown stack"):
+        api.step(model="llama3-8b", gpus=8, global_batch=16, stack="megatrn")
+
+
+def test_a_user_copy_with_a_built_in_name_replaces_it_and_says_so(napkin: Run, isolated: Path) -> None:
+    mine = isolated / "stacks"
+    mine.mkdir(parents=True)
+    _copy(mine, "torchtitan", **{"training.matmul_efficiency": 0.25})
+    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack", "torchtitan", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "torchtitan → your profile at" in r.stderr
+    slow = json.loads(r.stdout)["step_seconds"]
+    assert slow > api.step(model="llama3-8b", gpus=8, global_batch=16, stack="megatron-core").step_seconds
+    listed = json.loads(napkin("stack", "list", "--json").stdout)
+    assert [s["origin"] for s in listed["stacks"] if s["name"] == "torchtitan"] == ["user"]
+    assert listed["shadowed"][0]["name"] == "torchtitan"
+
+
+def test_a_user_alias_never_takes_a_built_in_name(napkin: Run, isolated: Path) -> None:
+    mine = isolated / "stacks"
+    mine.mkdir(parents=True)
+    _copy(mine, "torchtitan", name="mine", aliases=["megatron-core"])
+    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack", "megatron-core")
+    assert r.exit_code != 0 and "claimed by" in r.stderr
+
+
+def test_new_copies_a_stack_and_never_overwrites(napkin: Run, isolated: Path) -> None:
+    r = napkin("stack", "new", "my-titan", "--from", "torchtitan")
+    assert r.exit_code == 0, r.stderr
+    target = isolated / "stacks" / "my-titan.yaml"
+    assert target.exists() and (isolated / "stacks" / "schema.json").exists()
+    before = target.read_text(encoding="utf-8")
+    again = napkin("stack", "new", "my-titan", "--from", "deepspeed")
+    assert again.exit_code == 1 and "already exists" in again.stderr
+    assert target.read_text(encoding="utf-8") == before
+    assert napkin("stack", "new", "torchtitan", "--from", "deepspeed").exit_code == 2  # a built-in's name
+    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack", "my-titan", "--json")
+    assert json.loads(r.stdout)["stack"] == "my-titan"
+
+
+# ------------------------------------------------------------------------------------------ the commands
+
+
+def test_step_json_names_the_stack_and_explain_cites_its_values(napkin: Run) -> None:
+    args = ("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack", "torchtitan")
+    data = json.loads(napkin(*args, "--json").stdout)
+    assert {"stack", "step_seconds", "mfu", "breakdown", "per_gpu_bytes", "fits"} <= set(data)
+    assert data["stack"] == "torchtitan" and data["layout"]["sharding"] == "fsdp"  # the stack's default sharding
+    explained = json.loads(napkin(*args, "--json", "--explain").stdout)["steps"]
+    ours = [s for s in explained if s["quantity"].startswith("stack torchtitan:")]
+    assert len(ours) >= 8 and all(s["source"] for s in ours)
+    assert any("mixed_precision_reduce" in s["source"] for s in ours)
+    text = napkin(*args).stdout
+    assert "torchtitan)" in text.splitlines()[0]
+
+
+def test_a_layout_the_stack_cannot_run_names_the_field(napkin: Run) -> None:
+    base = ("step", "--model", "llama3-8b", "--gpus", "16", "--global-batch", "32")
+    for extra, field in (
+        (("--stack", "llm-foundry", "--tensor-parallel", "2"), "--tensor-parallel"),
+        (("--stack", "llm-foundry", "--sharding", "zero1"), "--sharding"),
+        (("--stack", "megatron-2021", "--sharding", "zero3"), "--sharding"),
+        (("--stack", "megatron-2021", "--context-parallel", "2"), "--context-parallel"),
+    ):
+        r = napkin(*base, *extra)
+        assert r.exit_code == 2 and r.stderr.startswith(f"napkin: error: {field}"), (extra, r.stderr)
+
+
+def test_the_plan_searches_only_what_the_stack_offers() -> None:
+    result = api.plan(model="llama3-8b", gpus=64, global_batch=128, cluster="dgx-h100", stack="llm-foundry", top=20)
+    assert result.layouts and all(r.stack == "llm-foundry" for r in result.layouts)
+    assert all(r.layout.tensor == r.layout.pipeline == r.layout.context == 1 for r in result.layouts)
+    assert {r.layout.sharding for r in result.layouts} <= {"fsdp", "zero3", "hsdp", "zero2", "none"}
+    old = api.plan(model="gpt3-175b", gpus=1024, global_batch=1024, cluster="dgx-a100", stack="megatron-2021", top=5)
+    assert all(r.layout.sharding == "none" and not r.layout.sequence_parallel for r in old.layouts)
+
+
+def test_flash_attention_and_the_causal_mask_are_the_stack_s_defaults() -> None:
+    """Llama 3 8B on 512 H100s: the default stack runs FlashAttention with a causal mask (the issue's 2× swing),
+    and the old software materialises the scores."""
+    layout = {"model": "llama3-8b", "gpus": 512, "global_batch": 512, "cluster": "dgx-h100"}
+    modern = api.step(**layout)
+    old = api.step(**layout, flash_attention=False, causal=False)
+    assert modern.stack == "megatron-core" and modern.mfu > 1.5 * old.mfu
+
+
+def test_memory_counts_the_fsdp_gather_buffers_of_the_stack() -> None:
+    layout = {"model": "llama3-8b", "gpus": 8, "precision": "mixed", "sharding": "fsdp", "hardware": "h100"}
+    with_buffers = api.memory(**layout, stack="torchtitan")
+    layer = 8_030_261_248 / 32  # about a layer's parameters (the embeddings aside)
+    assert with_buffers.stack == "torchtitan"
+    # two layers' bf16 parameters gathered (the running one and the prefetched) and one layer's gradients
+    assert with_buffers.breakdown["framework"] == pytest.approx(layer * (2 * 2 + 2), rel=0.1)
+    assert api.max_model(gpus=8, hardware="h100", stack="deepspeed").stack == "deepspeed"
+
+
+def test_train_time_with_a_predicted_mfu_names_its_stack(napkin: Run) -> None:
+    args = ("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "64", "--cluster", "dgx-h100")
+    data = json.loads(napkin(*args, "--mfu", "predicted", "--stack", "torchtitan", "--json").stdout)
+    assert data["layout"].endswith("torchtitan)")
+
+
+# ------------------------------------------------------------------------------------------ calibrate
+
+
+def test_calibrate_writes_a_stack_and_reports_leave_one_out(napkin: Run, isolated: Path) -> None:
+    r = napkin("calibrate", str(RUNS), "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    written = Path(data["path"])
+    assert written == isolated / "stacks" / "my-titan.yaml" and written.exists()
+    assert len(data["runs"]) == 4 and all(run["leave_one_out_error"] is not None for run in data["runs"])
+    assert data["mean_abs_error"] <= data["leave_one_out_mean_abs_error"]
+    mine = stack("my-titan").profile
+    assert mine.training.matmul_efficiency == pytest.approx(data["fitted"]["matmul_efficiency"], abs=1e-4)
+    assert "fitted by napkin calibrate" in (mine.training.source_of("matmul_efficiency") or "")
+    before = written.read_text(encoding="utf-8")
+    again = napkin("calibrate", str(RUNS))
+    assert again.exit_code == 1 and "already exists" in again.stderr and written.read_text(encoding="utf-8") == before
+    assert napkin("calibrate", str(RUNS), "--force").exit_code == 0
+
+
+def _runs_file(tmp_path: Path, runs: list[dict[str, object]], **top: object) -> Path:
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump({"stack": "torchtitan", "name": "mine", **top, "runs": runs}), encoding="utf-8")
+    return path
+
+
+RUN = {"model": "llama3.1-8b", "cluster": "dgx-h100", "gpus": 8, "global_batch": 16, "micro_batch": 2}
+
+
+@pytest.mark.parametrize(
+    ("runs", "top", "field"),
+    [
+        ([{**RUN, "step_seconds": 2.5}], {}, "runs:"),
+        ([{**RUN, "step_seconds": math.nan}, {**RUN, "step_seconds": 2.5}], {}, "runs[0].step_seconds:"),
+        (
+            [{**RUN, "step_seconds": 2.5, "tokens_per_second": 1000.0}, {**RUN, "step_seconds": 2.4}],
+            {},
+            "runs[0].tokens_per_second:",
+        ),
+        ([{**RUN, "step_seconds": 2.5}, {**RUN, "gpus": 7, "step_seconds": 2.4}], {}, "runs[1].global_batch:"),
+        ([{**RUN, "step_seconds": 2.5}, {**RUN}], {}, "runs[1]:"),
+        ([{**RUN, "step_seconds": 2.5}, {**RUN, "step_seconds": 2.4}], {"fit": ["speed"]}, "fit:"),
+        ([{**RUN, "step_seconds": 2.5}, {**RUN, "step_seconds": 2.4}], {"colour": "red"}, "colour:"),
+        ([{**RUN, "step_seconds": 2.5}, {**RUN, "stack": "deepspeed", "step_seconds": 2.4}], {}, "runs[1].stack:"),
+    ],
+)
+def test_calibrate_bad_input_is_one_line_naming_the_field(
+    napkin: Run, tmp_path: Path, runs: list[dict[str, object]], top: dict[str, object], field: str
+) -> None:
+    r = napkin("calibrate", str(_runs_file(tmp_path, runs, **top)))
+    assert r.exit_code == 2, r.stdout
+    assert r.stderr.startswith(f"napkin: error: {field}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_calibrate_that_cannot_fit_says_why_and_writes_nothing(napkin: Run, tmp_path: Path, isolated: Path) -> None:
+    # measured ten times faster than the device can go: the matmul efficiency hits its bound of 1
+    runs = [{**RUN, "step_seconds": 0.1}, {**RUN, "gpus": 16, "global_batch": 32, "step_seconds": 0.1}]
+    r = napkin("calibrate", str(_runs_file(tmp_path, runs)))
+    assert r.exit_code == 1 and "cannot fit: matmul_efficiency reached its upper bound" in r.stderr
+    assert not (isolated / "stacks" / "mine.yaml").exists()
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize("name", list(FITS))
+def test_the_shipped_stacks_hold_the_values_fitted_to_their_calibration_runs(name: str) -> None:
+    """Each fitted value of a built-in stack is the fit to its calibration runs (tests/training_runs.py), and
+    nothing else: refitting reproduces it."""
+    shipped = stack(name).profile.knobs("h100-sxm")
+    for value_name, value in fitted(name).items():
+        attr = fit.FREE[value_name][0]
+        if attr == "flash_scale":
+            assert value == pytest.approx(1.0, abs=0.01)  # the factor is already in the shipped efficiencies
+        else:
+            assert getattr(shipped, attr) == pytest.approx(value, rel=0.01, abs=0.002), value_name
+
+
+def test_the_readme_shows_the_per_stack_error_table() -> None:
+    assert summary_markdown() in README.read_text(encoding="utf-8"), "regenerate: python -m tests.training_runs"
+
+
+def test_validation_errors_stay_where_the_readme_says() -> None:
+    """Validation runs only (never fitted to): the per-stack means and the worst run, as the README reports them."""
+    val: dict[str, list[float]] = {}
+    for case in cases():
+        if case.role == "validation":
+            val.setdefault(case.stack, []).append(abs(error(case)))
+    every = [e for errors in val.values() for e in errors]
+    assert sum(every) / len(every) <= 0.08 and max(every) <= 0.60
+    assert sum(val["llm-foundry"]) / len(val["llm-foundry"]) <= 0.07
+    assert sum(val["deepspeed"]) / len(val["deepspeed"]) <= 0.10
+    assert set(val) | {"torchtitan-eager"} == set(STACK_ORDER)
+
+
+def test_every_calibration_and_validation_run_names_its_source() -> None:
+    assert all(c.source and c.role in ("calibration", "validation") for c in cases())
+    assert {c.stack for c in cases()} == set(STACK_ORDER)
+    assert STACKS.folder == "stacks"
+
+
+def test_the_readme_shows_memory_and_plan_ranks_as_generated() -> None:
+    from tests.training_runs import memory_markdown, rank_markdown
+
+    text = README.read_text(encoding="utf-8")
+    assert memory_markdown() in text and rank_markdown() in text
+
+
+def test_runs_that_ran_fit_but_the_two_the_readme_names() -> None:
+    """Every published run fits in its GPUs' memory by napkin's count, but for the two the README lists."""
+    misfits = {c.id for c in cases() if c.model.memory_bytes(c.knobs) > c.model.hw.capacity}
+    assert misfits == {"nemo-2407-nemotron-340b-g128", "narayanan-t2-zero3-529.6b-g640"}
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert "Memory: 274 of the 276 runs fit by napkin's count" in text and len(cases()) == 276
+
+
+def test_each_stack_s_validated_region_is_what_its_runs_cover() -> None:
+    """A stack's ``validated`` region is the span of its calibration and validation runs, no wider."""
+    covered: dict[str, dict[str, object]] = {}
+    for case in cases():
+        k, sm = case.knobs, case.model
+        span = covered.setdefault(case.stack, {"gpus": 0, "seq": 0, "across": set(), "dtypes": set()})
+        span["gpus"] = max(int(span["gpus"]), k.layout().gpus)  # type: ignore[call-overload]
+        span["seq"] = max(int(span["seq"]), sm.seq)  # type: ignore[call-overload]
+        if k.data * k.context > 1 and k.tensor * k.context * k.data > sm.hw.fabric.domain_size:
+            span["across"].add(str(k.sharding))  # type: ignore[attr-defined]
+        span["dtypes"].add(sm.hw.dtype)  # type: ignore[attr-defined]
+    for name, span in covered.items():
+        region = stack(name).profile.training.validated
+        assert (region.gpus, region.seq) == (span["gpus"], span["seq"]), name
+        assert {str(s) for s in region.sharding_across_nodes} == span["across"], name
+        assert set(region.dtypes) == span["dtypes"], name
+
+
+def test_a_layout_outside_the_validated_region_says_so() -> None:
+    inside = api.step(model="llama3-8b", gpus=8, global_batch=16, cluster="dgx-h100", dtype="fp8")
+    outside = api.step(model="llama3-8b", gpus=2048, global_batch=2048, cluster="dgx-h100", dtype="fp8")
+    assert inside.validated and outside.validated is False
+    assert "outside the megatron-core stack's validated region: 2,048 GPUs (validated up to 1,024)" in outside.notes
+
+
+def test_hsdp_shards_in_a_node_and_all_reduces_the_shards_across_nodes() -> None:
+    """Llama 3 70B on 256 H100s with torchtitan: HSDP holds an eighth of the model states per GPU (a node's
+    ranks), FSDP a 256th; HSDP's data-parallel traffic is a node's NVLink per layer plus one all-reduce of the
+    shards across the 32 nodes, which FSDP does not have."""
+    same = {
+        "model": "llama3-70b",
+        "gpus": 256,
+        "global_batch": 256,
+        "cluster": "dgx-h100",
+        "stack": "torchtitan",
+        "recompute": "full",
+        "precision": "mixed",
+    }
+    full, hybrid = api.step(**same, sharding="fsdp"), api.step(**same, sharding="hsdp")
+    states = 70_553_706_496 * 16  # mixed-precision AdamW: 16 B per parameter
+    mem_full = api.memory(**{k: v for k, v in same.items() if k not in ("cluster",)}, sharding="fsdp", hardware="h100")
+    mem_hybrid = api.memory(
+        **{k: v for k, v in same.items() if k not in ("cluster",)}, sharding="hsdp", hardware="h100"
+    )
+    model_states = ("params", "gradients", "master_weights", "optimizer_states")
+    assert sum(mem_hybrid.breakdown[c] for c in model_states) == pytest.approx(states / 8, rel=0.01)
+    assert sum(mem_full.breakdown[c] for c in model_states) == pytest.approx(states / 256, rel=0.01)
+    assert hybrid.per_gpu_bytes > full.per_gpu_bytes and not hybrid.fits
+    assert hybrid.breakdown["optimizer"] > full.breakdown["optimizer"]  # 32 times the states to step
+    r = api.plan(model="llama3-8b", gpus=64, global_batch=128, cluster="dgx-h100", stack="torchtitan", top=50)
+    assert any(x.layout.sharding == "hsdp" for x in r.layouts)
+    with pytest.raises(UsageError, match=r"^sharding: the stack megatron-core offers"):
+        api.step(model="llama3-8b", gpus=16, global_batch=32, sharding="hsdp")
