@@ -73,8 +73,8 @@ def train_time(
     layout ``plan`` finds for the model on ``gpus`` of ``cluster`` with ``stack`` (default megatron-core; global
     batch default 4M tokens), and with it that layout's recomputation and the stack's causal mask (``causal``
     overrides it; without a predicted MFU it defaults to every score counted). ``finetune="lora"``/``"qlora"``: a
-    frozen base with adapters (``lora_rank``, ``lora_targets``), C = (4N + 6T)·D: the base runs forward and passes input gradients back, only the
-    adapters get weight gradients."""
+    frozen base with adapters (``lora_rank``, ``lora_targets``), C = (4N + 6T)·D: the base runs forward and
+    passes input gradients back, only the adapters get weight gradients."""
     from napkin.engines.compute import Money, Throughput, TrainQuery
     from napkin.engines.compute import train_time as engine
 
