@@ -214,13 +214,22 @@ class HardwareProfile(Record):
         return {normalize(self.name), *(normalize(a) for a in self.aliases)}
 
 
+R = TypeVar("R", bound=Record)
+
+
+def parse_as(model: type[R], text: str, label: str, noun: str, marker: str) -> R:
+    """One profile file's YAML validated as ``model``; a mapping with neither ``name`` nor ``marker`` is not a
+    napkin ``noun`` profile at all. Errors name the file, the line and the field (never a value)."""
+    data, _ = parse(text, label)
+    if isinstance(data, dict) and "name" not in data and marker not in data:
+        raise ProfileError(f"{label}: not a napkin {noun} profile (it has no 'name' and no '{marker}' field)")
+    return validated(model, text, label, noun)
+
+
 @functools.lru_cache(maxsize=256)
 def parse_profile(text: str, label: str) -> HardwareProfile:
     """Validate one profile's YAML text; errors name the file, the line and the field (never a value)."""
-    data, _ = parse(text, label)
-    if isinstance(data, dict) and "name" not in data and "peak_flops" not in data:
-        raise ProfileError(f"{label}: not a napkin hardware profile (it has no 'name' and no 'peak_flops' field)")
-    return validated(HardwareProfile, text, label, "hardware")
+    return parse_as(HardwareProfile, text, label, "hardware", "peak_flops")
 
 
 # ------------------------------------------------------------------------------------------ lookup

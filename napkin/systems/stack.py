@@ -29,8 +29,8 @@ from napkin import units
 from napkin.domain.base import Record
 from napkin.domain.choices import Sharding
 from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.io.yamlio import normalize, parse, validated
-from napkin.systems.profiles import Kind, Loaded, Slug, Source, add_notes, file_of, find_in
+from napkin.io.yamlio import normalize
+from napkin.systems.profiles import Kind, Loaded, Slug, Source, add_notes, file_of, find_in, parse_as
 
 ENV_STACK_PATH: Final = "NAPKIN_STACK_PATH"
 ENV_STACK: Final = "NAPKIN_STACK"  # the default stack name when none is given
@@ -413,10 +413,7 @@ class StackKnobs:
 @functools.lru_cache(maxsize=256)
 def parse_stack(text: str, label: str) -> Stack:
     """Validate one stack file's YAML; errors name the file, the line and the field (never a value)."""
-    data, _ = parse(text, label)
-    if isinstance(data, dict) and "name" not in data and "training" not in data:
-        raise ProfileError(f"{label}: not a napkin stack profile (it has no 'name' and no 'training' field)")
-    return validated(Stack, text, label, "stack")
+    return parse_as(Stack, text, label, "stack", "training")
 
 
 #: Stack profiles in the one catalog (``napkin.profiles``): ``$NAPKIN_STACK_PATH``, ``<config dir>/stacks``,
