@@ -1,0 +1,183 @@
+"""One serving replica as an engine runs it: bytes per GPU, KV capacity by the stack's memory rule, and the cost
+of one engine step at the stack's achieved rates (``napkin.traffic.StepCost``).
+
+Layouts of a replica of ``tensor × pipeline`` GPUs:
+
+* TP ``t``: every matrix split over t GPUs (Shoeybi et al. 2019 §3), two all-reduces of the step's activations
+  per layer; KV heads split while t ≤ n_kv, then replicated; MLA's latent replicated on every rank.
+* PP ``p``: L/p layers per stage; p micro-batches in flight (vLLM's virtual engines), so each sees a step of
+  p × stage time plus the p − 1 activation hand-offs, and the replica serves p of them at once.
+* EP (MoE): routed experts split over the replica's GPUs instead of sliced by TP; dispatch and combine are
+  two all-to-alls per MoE layer (Lepikhin et al. 2020, GShard §2.2).
+* DP attention (MoE, SGLang ``--enable-dp-attention``): each GPU runs attention for its own sequences with
+  the whole attention weights and its own KV cache (no replicated MLA latent), experts split over all GPUs;
+  the expert group sees every rank's tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from napkin.domain.model import Model
+from napkin.engines.traffic import StepCost
+from napkin.systems.cluster import Fabric
+from napkin.systems.profiles import HardwareProfile
+from napkin.systems.serving_stack import ServingStack
+
+#: Bytes of one stored element, before scales.
+ELEMENT = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "nvfp4": 0.5, "mxfp4": 0.5, "fp4": 0.5}
+
+
+def bytes_per_weight(fmt: str, group: int = 128) -> float:
+    """Element plus scales: int8/int4 weight-only one fp16 scale per ``group`` (GPTQ, AWQ); NVFP4 one fp8 (E4M3)
+    scale per 16 (NVIDIA Blackwell); MXFP4 one 8-bit power-of-two scale per 32 (OCP MX spec v1.0 §5.2)."""
+    extra = {"int8": 2.0 / group, "int4": 2.0 / group, "nvfp4": 1.0 / 16, "mxfp4": 1.0 / 32}.get(fmt, 0.0)
+    return ELEMENT[fmt] + extra
+
+
+def kv_bytes_per_element(kv: str, head_dim: int) -> float:
+    """KV element plus scales: int8 one fp16 scale per head vector; fp4 (NVFP4) one fp8 scale per 16."""
+    extra = {"int8": 2.0 / head_dim, "fp4": 1.0 / 16}.get(kv, 0.0)
+    return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}[kv] + extra
+
+
+def matmul_dtype(fmt: str, hardware: HardwareProfile) -> str:
+    """fp8 checkpoints run fp8 matmuls; fp4 ones fp4 where the device has an fp4 peak (Blackwell), else they are
+    dequantised to bf16, as weight-only int8/int4 are (W8A16, W4A16)."""
+    want = {"fp16": "fp16", "fp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}.get(fmt, "bf16")
+    return want if hardware.peak_if_known(want) is not None else "bf16"
+
+
+def link_fabric(hardware: HardwareProfile, size: int) -> Fabric | None:
+    """A device with no cluster profile: its own interconnect figure (both directions) halved, per direction,
+    with a 5 µs hop (NCCL tuning.cc's PCIe base latency order)."""
+    if size == 1 or hardware.interconnect_bandwidth is None:
+        return None
+    bw = hardware.interconnect_bandwidth / 2
+    name = hardware.interconnect or "interconnect"
+    return Fabric(name=name, domain_size=size, up_name=name, up_bandwidth=bw, up_latency=5e-6, nvls_bandwidth=0.0,
+                  nvls_latency=0.0, out_name="", out_bandwidth_per_device=0.0, out_latency=0.0)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Replica:
+    """A model served by one engine on ``tensor × pipeline`` GPUs of one kind."""
+
+    model: Model
+    hardware: HardwareProfile
+    stack: ServingStack
+    tensor: int = 1
+    pipeline: int = 1
+    expert: bool = False
+    dp_attention: bool = False
+    weights: str = "bf16"
+    group: int = 128
+    kv: str = "bf16"
+    fabric: Fabric | None = None
+    device_bytes: float | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor * self.pipeline
+
+    @property
+    def ranks(self) -> int:
+        """Independent schedulers: DP-attention ranks × pipeline micro-batches."""
+        return (self.tensor if self.dp_attention else 1) * self.pipeline
+
+    def device(self) -> float:
+        from napkin.engines.training_memory import capacity
+
+        return self.device_bytes if self.device_bytes is not None else capacity(self.hardware)[0]
+
+    # --- bytes per GPU ---------------------------------------------------------------------------------
+    def weight_bytes_gpu(self) -> tuple[float, float]:
+        """(dense, routed experts) bytes on one GPU. Embeddings and LM head stay 16-bit."""
+        m, bpp = self.model, bytes_per_weight(self.weights, self.group)
+        blocks = m.block_params(active=False)
+        experts = m.expert_params() * bpp
+        dense = blocks * bpp + (m.params() - blocks) * 2.0 - experts
+        split = self.tensor * self.pipeline
+        dense_split = self.pipeline if self.dp_attention else split
+        return dense / dense_split, experts / split
+
+    def kv_bytes_per_token_gpu(self) -> float:
+        m = self.model
+        width = m.kv_cache_width * kv_bytes_per_element(self.kv, m.d_head)
+        share = 1.0 if m.is_mla or self.dp_attention else max(m.n_kv / self.tensor, 1.0) / m.n_kv
+        return m.layers / self.pipeline * width * share
+
+    def activations(self) -> float:
+        """Peak activations of the engine's profiling pass: max_num_batched_tokens tokens, 16-bit, of the
+        residual stream and attention output (4·d), the gate, up and activated MLP (3·F/t) and QKV
+        ((a + 2·n_kv)·d_h / t); or fp32 logits for max_num_seqs sequences where the sampler is warmed up too."""
+        m, t, s = self.model, 1 if self.dp_attention else self.tensor, self.stack
+        ffn = max(m.d_ffn if m.dense_layers or not m.is_moe else 0,
+                  (m.top_k + m.shared_experts) * m.d_expert if m.is_moe else 0)  # fmt: skip
+        qkv = (m.n_heads + 2 * m.n_kv) * m.d_head
+        forward = s.max_num_batched_tokens * 2.0 * (4 * m.hidden + (3 * ffn + qkv) / t)
+        logits = s.max_num_seqs * m.vocab * 4.0 / t if s.sampler_logits else 0.0
+        return max(forward, logits)
+
+    def kv_budget(self, fraction: float | None = None) -> float:
+        dense, experts = self.weight_bytes_gpu()
+        return self.stack.kv_budget(self.device(), dense + experts, self.activations(), self.tensor, fraction)
+
+    def kv_tokens(self, fraction: float | None = None) -> int:
+        """Tokens of KV cache per scheduler (the whole replica, or one DP-attention rank / micro-batch),
+        rounded down to whole blocks, as the engine logs it."""
+        tokens = max(0.0, self.kv_budget(fraction)) / self.kv_bytes_per_token_gpu()
+        if self.pipeline > 1:
+            tokens /= self.pipeline  # the micro-batches share each stage's cache
+        block = self.stack.block_size
+        return int(tokens // block * block)
+
+    # --- time ------------------------------------------------------------------------------------------
+    def step_cost(self) -> StepCost:
+        """Seconds of one engine step of one scheduler, as StepCost coefficients."""
+        m, hw, s, t, p = self.model, self.hardware, self.stack, self.tensor, self.pipeline
+        peak = hw.peak(matmul_dtype(self.weights, hw))
+        attn_peak = hw.peak("bf16")
+        bw = hw.memory_bandwidth
+        dense, experts = self.weight_bytes_gpu()
+        gemm_split = t * p if not self.dp_attention else p
+        dense_flops = 2.0 * (m.active_params() - m.top_k * m.moe_layers * m.mlp_params(m.d_expert)) / gemm_split
+        expert_flops = 2.0 * m.top_k * m.moe_layers * m.mlp_params(m.d_expert) / (t * p)
+        if self.dp_attention:
+            expert_flops *= t  # the expert group runs every rank's tokens
+        flops = dense_flops + expert_flops
+        split_attn = 1 if self.dp_attention else t
+        attn_ctx = 4.0 * m.layers / p * m.d_attn / split_attn  # QKᵀ and A·V per cached token per query
+        kv_ctx = self.kv_bytes_per_token_gpu()
+        attention = max(kv_ctx / (bw * s.attention_bandwidth), attn_ctx / (attn_peak * s.decode.compute))
+        comm0 = comm1 = 0.0
+        fabric = self.fabric
+        if fabric is not None and t > 1:
+            from napkin.engines.comm import collective_seconds
+
+            layers = m.layers / p
+
+            def exchange(tokens: int) -> float:
+                if self.dp_attention:  # dispatch + combine of the MoE layers only
+                    return 2 * m.moe_layers / p * collective_seconds(
+                        "all-to-all", tokens * m.top_k * m.hidden * 2.0, t, fabric)  # fmt: skip
+                seconds = 2 * layers * collective_seconds("all-reduce", tokens * m.hidden * 2.0, t, fabric)
+                if self.expert and m.is_moe:
+                    seconds += 2 * m.moe_layers / p * collective_seconds(
+                        "all-to-all", tokens * m.top_k * m.hidden * 2.0 / t, t, fabric)  # fmt: skip
+                return seconds
+
+            comm0 = exchange(1)
+            comm1 = (exchange(4097) - comm0) / 4096
+        stages = float(p)
+        handoff = 0.0
+        if p > 1 and fabric is not None:
+            handoff = (p - 1) * fabric.up_latency
+        return StepCost(
+            fixed=s.iteration_seconds + handoff, comm_fixed=stages * comm0, comm_token=stages * comm1,
+            dense=stages * dense / (bw * s.decode.bandwidth), experts_all=stages * experts / (bw * s.decode.bandwidth),
+            experts=m.experts, top_k=m.top_k, ep_tokens=float(t) if self.dp_attention else 1.0,
+            decode_token=stages * flops / (peak * s.decode.compute),
+            prefill_token=stages * flops / (peak * s.prefill.compute),
+            attention=stages * attention, prefill_pair=stages * attn_ctx / (attn_peak * s.prefill.compute),
+        )  # fmt: skip

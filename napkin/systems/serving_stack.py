@@ -1,0 +1,179 @@
+"""Serving stacks: what an inference engine achieves and what memory it keeps.
+
+A stack profile is a YAML file (``stacks/*.yaml``, shipped as ``napkin/stacks``) with a ``serving:`` section
+that this module validates. Its numbers are of two kinds, and ``sources`` says which:
+
+* the engine's own defaults (memory fraction, block size, token budget, ``max_num_seqs``), cited to the
+  engine's repository file at a version;
+* achieved rates (fractions of the datasheet's HBM bandwidth and dense peak, a fixed cost per engine step)
+  fitted on the *calibration* rows of ``napkin/data/serving_runs.yaml``; the README's serving validation
+  table reports their error on the *validation* rows the fit never saw.
+
+Engines size the KV cache by one of four rules (``memory_rule``), per GPU:
+
+* ``total-fraction`` (vLLM ``gpu_memory_utilization``): KV = fraction × device memory − weights − the peak
+  activations of a profiling pass of ``max_num_batched_tokens`` tokens − memory outside torch (cuBLAS, NCCL);
+  CUDA graphs are captured afterwards, out of the remaining (1 − fraction);
+* ``static-fraction`` (SGLang ``mem_fraction_static``): KV = fraction × device memory − weights − runtime;
+* ``free-fraction`` (TensorRT-LLM ``free_gpu_memory_fraction``): KV = fraction × (device memory − weights −
+  activations − runtime − CUDA graphs), a share of what is free once the engine is loaded;
+* ``static`` (gpt-fast): the cache the batch asks for; everything but weights and runtime is free.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from napkin.domain.base import Record
+from napkin.errors import NapkinError, UsageError
+from napkin.io.files import bundled, config_dir, read_text
+from napkin.io.yamlio import normalize, parse, validated
+from napkin.systems.profiles import Bytes, Slug, Source
+
+MemoryRule = Literal["total-fraction", "static-fraction", "free-fraction", "static"]
+DEFAULT_STACK = "vllm"
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class Phase(Record):
+    """Achieved fractions of the datasheet in one phase of serving."""
+
+    model_config = _STRICT
+    bandwidth: float = Field(gt=0, le=1, description="fraction of HBM bandwidth reached reading weights")
+    compute: float = Field(gt=0, le=1, description="fraction of the dense peak the matmuls reach")
+
+
+class ServingStack(Record):
+    """One inference engine at one version: achieved rates, memory rules, scheduler defaults."""
+
+    model_config = _STRICT
+
+    engine: str = Field(min_length=1, description="vllm, sglang, tensorrt-llm, gpt-fast, ideal")
+    version: str = Field(min_length=1)
+    # --- achieved rates ---------------------------------------------------------------------------
+    prefill: Phase
+    decode: Phase
+    attention_bandwidth: float = Field(
+        gt=0, le=1, description="fraction of HBM bandwidth the decode attention kernel reaches reading the KV cache"
+    )
+    iteration_seconds: float = Field(
+        ge=0, lt=1, description="fixed cost of one engine step: scheduling, sampling, launches CUDA graphs leave"
+    )
+    # --- memory -----------------------------------------------------------------------------------
+    memory_rule: MemoryRule
+    memory_fraction: float = Field(gt=0, le=1, description="the engine's default fraction (see memory_rule)")
+    memory_fraction_by_tp: dict[int, float] = Field(
+        default_factory=dict, description="TP size → fraction where the default depends on it (SGLang)"
+    )
+    runtime_bytes: Bytes | None = Field(default=None, description="CUDA context and memory outside torch, per GPU")
+    nccl_bytes: Bytes | None = Field(default=None, description="NCCL and custom all-reduce buffers per GPU, TP > 1")
+    cuda_graph_bytes: Bytes | None = Field(default=None, description="the CUDA-graph pool per GPU")
+    sampler_logits: bool = Field(
+        default=False, description="the profiling pass also holds fp32 logits for max_num_seqs sequences"
+    )
+    # --- scheduler --------------------------------------------------------------------------------
+    block_size: int = Field(gt=0, le=4096, description="tokens per KV block (page)")
+    max_num_batched_tokens: int = Field(gt=0, description="token budget of one step (chunked prefill)")
+    max_num_seqs: int = Field(gt=0, description="sequences running at once")
+    reserve_output: bool = Field(
+        default=False, description="admission reserves KV for prompt + whole output (TRT-LLM GUARANTEED_NO_EVICT)"
+    )
+
+    def fraction(self, tensor: int) -> float:
+        """The memory fraction at TP ``tensor``: the largest tabled TP not above it, else the default."""
+        below = [t for t in self.memory_fraction_by_tp if t <= tensor]
+        return self.memory_fraction_by_tp[max(below)] if below else self.memory_fraction
+
+    def kv_budget(self, device: float, weights: float, activations: float, tensor: int,
+                  fraction: float | None = None) -> float:  # fmt: skip
+        """Bytes per GPU the engine gives the KV cache (the module docstring has each rule)."""
+        f = self.fraction(tensor) if fraction is None else fraction
+        other = (self.runtime_bytes or 0.0) + ((self.nccl_bytes or 0.0) if tensor > 1 else 0.0)
+        if self.memory_rule == "total-fraction":
+            return f * device - weights - activations - other
+        if self.memory_rule == "static-fraction":
+            return f * device - weights - other
+        if self.memory_rule == "free-fraction":
+            return f * (device - weights - activations - other - (self.cuda_graph_bytes or 0.0))
+        return device - weights - other
+
+
+class StackProfile(Record):
+    """A stack file: its name, its sources, and (here) its serving section."""
+
+    model_config = _STRICT
+
+    name: Slug
+    display_name: str = Field(min_length=1)
+    aliases: list[str] = Field(default_factory=list)
+    serving: ServingStack
+    sources: list[Source] = Field(min_length=1)
+    notes: str | None = None
+
+    def cited(self, field: str) -> str:
+        """The source that covers ``field`` (a stack value shown by ``--explain``)."""
+        for s in self.sources:
+            if s.covers and field in [c.strip() for c in s.covers.split(",")]:
+                return s.title
+        return self.sources[0].title
+
+
+def builtin_dir() -> Traversable:
+    return bundled("stacks")
+
+
+def user_stack_dir() -> Path:
+    return config_dir() / "stacks"
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(text: str, label: str) -> StackProfile:
+    return validated(StackProfile, text, label, "stack")
+
+
+def _files() -> list[tuple[str, str]]:
+    """(label, text) of every stack file with a ``serving:`` section, the user's first (training stacks
+    share the folder)."""
+    found: list[tuple[str, str]] = []
+    user = user_stack_dir()
+    if user.is_dir():
+        for path in sorted(user.glob("*.yaml")):
+            found.append((str(path), read_text(path)))
+    root = builtin_dir()
+    for entry in sorted(root.iterdir(), key=lambda e: e.name) if root.is_dir() else []:
+        if entry.name.endswith(".yaml"):
+            found.append((f"<built-in>/{entry.name}", entry.read_text(encoding="utf-8")))
+    return [(label, text) for label, text in found if _serving(text, label)]
+
+
+def _serving(text: str, label: str) -> bool:
+    data, _ = parse(text, label)
+    return isinstance(data, dict) and "serving" in data
+
+
+def stack_names() -> list[str]:
+    """Every stack's name, the user's first (a broken file is an error naming it and its line)."""
+    return list(dict.fromkeys(_parse(text, label).name for label, text in _files()))
+
+
+def get_stack(name: str | StackProfile | None = None, stack_file: str | Path | None = None) -> StackProfile:
+    """A serving stack by name or alias (``vllm``), from a YAML file, or the default (vLLM)."""
+    if isinstance(name, StackProfile):
+        return name
+    if stack_file is not None:
+        try:
+            return _parse(read_text(stack_file), str(stack_file))
+        except NapkinError as exc:
+            raise UsageError(f"stack_file: {exc}", field="stack_file") from None
+    key = normalize(name or DEFAULT_STACK)
+    for label, text in _files():
+        profile = _parse(text, label)
+        if key in {normalize(profile.name), *(normalize(a) for a in profile.aliases)}:
+            return profile
+    raise UsageError(f"stack: unknown serving stack {name!r}; known: {', '.join(stack_names())}", field="stack")
