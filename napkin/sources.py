@@ -65,6 +65,19 @@ VLLM_PROFILE: Final = (
     "vLLM sizes its activation workspace by a dummy forward of max_num_batched_tokens (default 8192); "
     "napkin's estimate of that peak"
 )
+STACK_MEMORY: Final = (
+    "the serving stack's memory rule (stacks/*.yaml: vLLM vllm/v1/worker/gpu_worker.py determine_available_memory; "
+    "SGLang model_runner.py profile_max_num_token; TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction)"
+)
+STACK_RATES: Final = (
+    "the serving stack's achieved fractions of HBM bandwidth and dense peak and its step cost (stacks/*.yaml), "
+    "fitted on calibration rows of napkin/data/serving_runs.yaml (README, serving validation)"
+)
+ORCA: Final = "Yu et al. 2022, Orca, OSDI '22 §3: iteration-level scheduling of a batch of requests"
+SARATHI: Final = "Agrawal et al. 2024, Sarathi-Serve, arXiv:2403.02310 §4: chunked prefill under a token budget"
+SPECULATIVE: Final = (
+    "Leviathan, Kalman & Matias 2023, arXiv:2211.17192 §3.1 eq. (1): expected tokens per step (1 − α^(γ+1)) / (1 − α)"
+)
 POPE_DECODE: Final = "Pope et al. 2022, arXiv:2211.05102 §2-3: small-batch decode is bound by loading weights and KV"
 MOE_DISPATCH: Final = (
     "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: permute, A2A(EP), "

@@ -68,7 +68,7 @@ def test_llama3_70b_weights_in_bf16_and_int4() -> None:
 
 
 def test_decode_floor_is_bytes_over_bandwidth() -> None:
-    r = napkin.inference(model="llama3-70b", gpus=8, hardware="h100", prompt=2048, output=512)
+    r = napkin.inference(model="llama3-70b", gpus=8, hardware="h100", prompt=2048, output=512, stack="ideal")
     kv_one = kv_bytes_per_sequence(LLAMA3_70B, 2048 + 256, KvDtype.bf16) / 8
     assert r.decode_floor_seconds == pytest.approx((141_107_412_992 / 8 + kv_one) / 3.35e12, rel=1e-12)
     assert r.decode_floor_seconds == pytest.approx(5.29e-3, rel=2e-3)  # ≥ 5.27 ms of weights alone
@@ -103,6 +103,7 @@ def test_llama_1_matches_llm_analysis_ideal_inference(
         prompt=512,
         output=32,
         efficiency=1,
+        stack="ideal",
     )
     assert r.ttft_seconds * 1e3 == pytest.approx(prefill_ms, rel=0.035)
     assert r.decode_seconds_per_token * 1e3 == pytest.approx(decode_ms, rel=0.035)
@@ -182,7 +183,9 @@ def test_cli_json_has_the_promised_keys_and_is_strict() -> None:
     ("args", "message"),
     [
         (["--weights", "int3"], "--weights: 'int3' is not one of bf16, fp16, fp8, int8, int4"),
-        (["--kv-dtype", "fp4"], "--kv-dtype: 'fp4' is not one of"),
+        (["--kv-dtype", "fp2"], "--kv-dtype: 'fp2' is not one of bf16, fp16, fp8, int8, fp4, fp32"),
+        (["--stack", "tgi"], "--stack: 'tgi' is not a known serving engine; known: gpt-fast, ideal, sglang"),
+        (["--group-size", "0"], "--group-size: '0' must be positive"),
         (["--gpus", "3"], "--tensor-parallel (3) must divide the model's heads (64)"),
         (["--prompt", "8k", "--output", "1k", "--context", "4k"], "does not fit in --context"),
         (["--batch", "0"], "--batch: '0' must be positive"),

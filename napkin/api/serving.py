@@ -113,23 +113,28 @@ def inference(
     tensor_parallel: Number | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
+    stack: str | None = None,
+    stack_file: str | Path | None = None,
     context: Number | None = None,
     batch: Number = 1,
     prompt: Number | None = None,
     output: Number | None = None,
     weights: str = "bf16",
+    group_size: Number | None = None,
     kv_dtype: str = "bf16",
     block_size: Number | None = None,
     paged: bool = False,
     efficiency: Number | None = None,
+    bandwidth: str | None = None,
     reserve: Number | None = None,
     chunk: Number | None = None,
     price: Number | None = None,
     **shape: Any,
 ) -> Any:
-    """Serving on ``gpus`` GPUs (TP groups of ``tensor_parallel``, default all): weights, KV cache, max batch,
-    TTFT, decode step by roofline, tokens/s and $/1M tokens. ``context`` = prompt + output tokens per sequence."""
-    from napkin.engines.serving import CHUNK_TOKENS, DEFAULT_EFFICIENCY, DEFAULT_RESERVE, KvDtype, Serving, WeightFormat
+    """Serving on ``gpus`` GPUs (TP groups of ``tensor_parallel``, default all) as an engine runs it (``stack``,
+    default vLLM): weights, KV cache and the capacity the engine logs, max batch, TTFT, decode step at the
+    stack's achieved rates, the batch whole (prefill, decode, total tokens/s), $/1M tokens. ``context`` =
+    prompt + output tokens per sequence; ``stack="ideal"`` is the roofline at datasheet rates."""
     from napkin.engines.serving import serve as engine
 
     name, arch, notes = _serving_model(model, model_config, shape)
@@ -151,29 +156,20 @@ def inference(
             also=("context", *given[1:]),
         )
     profile = get_hardware(hardware, hardware_file)
-    fmt = choice(WeightFormat, weights, "weights")
-    from napkin.engines.serving import compute_dtype
-
-    if profile.peak_if_known(compute_dtype(fmt)) is None:
-        raise UsageError(
-            f"weights: {profile.name} has no {compute_dtype(fmt)} peak for {fmt} weights; "
-            f"it has {', '.join(profile.peak_flops)}",
-            field="weights",
-        )
-    eff = DEFAULT_EFFICIENCY if efficiency is None else parse(units.parse_fraction, efficiency, "efficiency")
-    if eff <= 0:
-        raise UsageError(f"efficiency: {efficiency!r} must be above 0", field="efficiency")
-    price_value = optional(units.parse_number, price, "price")
-    if price_value is not None and price_value <= 0:
-        raise UsageError(f"price: {price!r} must be a positive USD per GPU-hour", field="price")
-    settings = Serving(
-        weights_format=fmt,
-        kv_dtype=choice(KvDtype, kv_dtype, "kv_dtype"),
-        block_size=_block(block_size, paged),
-        efficiency=eff,
-        reserve_bytes=reserve_of(reserve if reserve is not None else DEFAULT_RESERVE, usable_capacity(profile)),
-        chunk_tokens=_positive(chunk if chunk is not None else CHUNK_TOKENS, "chunk"),
-        price_per_hour=price_value if price_value is not None else profile.price_per_hour,
+    settings = serving_settings(
+        profile,
+        stack=stack,
+        stack_file=stack_file,
+        weights=weights,
+        group_size=group_size,
+        kv_dtype=kv_dtype,
+        block_size=block_size,
+        paged=paged,
+        efficiency=efficiency,
+        bandwidth=bandwidth,
+        reserve=reserve,
+        chunk=chunk,
+        price=price,
     )
     result = engine(
         name,
@@ -186,7 +182,84 @@ def inference(
         output=o,
         batch=_positive(batch, "batch"),
         settings=settings,
-        fabric=fabric_of(profile, t),
+        fabric=serving_fabric(profile, t),
     )
     result.notes[:0] = list(notes)
     return result
+
+
+def serving_fabric(profile: HardwareProfile, tensor: int) -> Any:
+    """The TP links: the device's built-in cluster, else its own interconnect figure (PCIe cards)."""
+    from napkin.engines.replica import link_fabric
+
+    found = fabric_of(profile, tensor)
+    return found if found is not None or tensor == 1 else link_fabric(profile, tensor)
+
+
+def serving_settings(
+    profile: HardwareProfile,
+    *,
+    stack: str | None = None,
+    stack_file: str | Path | None = None,
+    weights: str = "bf16",
+    group_size: Number | None = None,
+    kv_dtype: str = "bf16",
+    block_size: Number | None = None,
+    paged: bool = False,
+    efficiency: Number | None = None,
+    bandwidth: str | None = None,
+    reserve: Number | None = None,
+    chunk: Number | None = None,
+    price: Number | None = None,
+) -> Any:
+    """The serving settings every serving question shares, each input checked and named when wrong."""
+    from napkin.engines.serving import GROUP_SIZE, KvDtype, Serving, WeightFormat, compute_dtype
+    from napkin.systems.serving_stack import get_stack
+
+    chosen = get_stack(stack, stack_file)
+    fmt = choice(WeightFormat, weights, "weights")
+    dtype = compute_dtype(fmt, profile)
+    if profile.peak_if_known(dtype) is None:
+        raise UsageError(
+            f"weights: {profile.name} has no {dtype} peak for {fmt} weights; it has {', '.join(profile.peak_flops)}",
+            field="weights",
+        )
+    eff = optional(units.parse_fraction, efficiency, "efficiency")
+    group = _positive(group_size, "group_size") if group_size is not None else GROUP_SIZE
+    price_value = optional(units.parse_number, price, "price")
+    if price_value is not None and price_value <= 0:
+        raise UsageError(f"price: {price!r} must be a positive USD per GPU-hour", field="price")
+    measured, source = _bandwidth(profile, bandwidth)
+    return Serving(
+        stack_name=chosen.name,
+        stack=chosen.serving,
+        weights_format=fmt,
+        group_size=group,
+        kv_dtype=choice(KvDtype, kv_dtype, "kv_dtype"),
+        block_size=_block(block_size, paged),
+        efficiency=eff,
+        reserve_bytes=None if reserve is None else reserve_of(reserve, usable_capacity(profile)),
+        chunk_tokens=None if chunk is None else _positive(chunk, "chunk"),
+        bandwidth=measured,
+        bandwidth_source=source,
+        price_per_hour=price_value if price_value is not None else profile.price_per_hour,
+    )
+
+
+def _bandwidth(profile: HardwareProfile, bandwidth: str | None) -> tuple[float | None, str]:
+    """``datasheet`` (None), ``measured`` (the saved ``napkin bench memory --save``) or a bandwidth (3.2TB/s)."""
+    if bandwidth is None or str(bandwidth).strip().lower() == "datasheet":
+        return None, "datasheet"
+    if str(bandwidth).strip().lower() == "measured":
+        from napkin.systems.measurements import memory_measurement
+
+        found = memory_measurement(profile.name)
+        if found is None:
+            raise UsageError(
+                f"bandwidth: no saved memory-bandwidth measurement for {profile.name}; run "
+                f"'napkin bench memory --hardware {profile.name} --save' first",
+                field="bandwidth",
+            )
+        return found.bytes_per_second, f"measured {found.date} on {found.device}"
+    value = parse(units.parse_bandwidth, bandwidth, "bandwidth")
+    return value, "given"

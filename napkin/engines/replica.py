@@ -19,33 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from napkin.domain.model import Model
+from napkin.engines.serving import KvDtype, WeightFormat, compute_dtype, kv_element_bytes, weight_bytes_per_param
 from napkin.engines.traffic import StepCost
 from napkin.systems.cluster import Fabric
 from napkin.systems.profiles import HardwareProfile
 from napkin.systems.serving_stack import ServingStack
-
-#: Bytes of one stored element, before scales.
-ELEMENT = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "nvfp4": 0.5, "mxfp4": 0.5, "fp4": 0.5}
-
-
-def bytes_per_weight(fmt: str, group: int = 128) -> float:
-    """Element plus scales: int8/int4 weight-only one fp16 scale per ``group`` (GPTQ, AWQ); NVFP4 one fp8 (E4M3)
-    scale per 16 (NVIDIA Blackwell); MXFP4 one 8-bit power-of-two scale per 32 (OCP MX spec v1.0 §5.2)."""
-    extra = {"int8": 2.0 / group, "int4": 2.0 / group, "nvfp4": 1.0 / 16, "mxfp4": 1.0 / 32}.get(fmt, 0.0)
-    return ELEMENT[fmt] + extra
-
-
-def kv_bytes_per_element(kv: str, head_dim: int) -> float:
-    """KV element plus scales: int8 one fp16 scale per head vector; fp4 (NVFP4) one fp8 scale per 16."""
-    extra = {"int8": 2.0 / head_dim, "fp4": 1.0 / 16}.get(kv, 0.0)
-    return {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}[kv] + extra
-
-
-def matmul_dtype(fmt: str, hardware: HardwareProfile) -> str:
-    """fp8 checkpoints run fp8 matmuls; fp4 ones fp4 where the device has an fp4 peak (Blackwell), else they are
-    dequantised to bf16, as weight-only int8/int4 are (W8A16, W4A16)."""
-    want = {"fp16": "fp16", "fp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}.get(fmt, "bf16")
-    return want if hardware.peak_if_known(want) is not None else "bf16"
 
 
 def link_fabric(hardware: HardwareProfile, size: int) -> Fabric | None:
@@ -72,7 +50,7 @@ class Replica:
     dp_attention: bool = False
     weights: str = "bf16"
     group: int = 128
-    kv: str = "bf16"
+    kv: str = "bf16"  # a KvDtype value
     fabric: Fabric | None = None
     device_bytes: float | None = None
 
@@ -93,7 +71,7 @@ class Replica:
     # --- bytes per GPU ---------------------------------------------------------------------------------
     def weight_bytes_gpu(self) -> tuple[float, float]:
         """(dense, routed experts) bytes on one GPU. Embeddings and LM head stay 16-bit."""
-        m, bpp = self.model, bytes_per_weight(self.weights, self.group)
+        m, bpp = self.model, weight_bytes_per_param(WeightFormat(self.weights), self.group)
         blocks = m.block_params(active=False)
         experts = m.expert_params() * bpp
         dense = blocks * bpp + (m.params() - blocks) * 2.0 - experts
@@ -103,7 +81,7 @@ class Replica:
 
     def kv_bytes_per_token_gpu(self) -> float:
         m = self.model
-        width = m.kv_cache_width * kv_bytes_per_element(self.kv, m.d_head)
+        width = m.kv_cache_width * kv_element_bytes(KvDtype(self.kv), m.kv_cache_width if m.is_mla else m.d_head)
         share = 1.0 if m.is_mla or self.dp_attention else max(m.n_kv / self.tensor, 1.0) / m.n_kv
         return m.layers / self.pipeline * width * share
 
@@ -136,7 +114,7 @@ class Replica:
     def step_cost(self) -> StepCost:
         """Seconds of one engine step of one scheduler, as StepCost coefficients."""
         m, hw, s, t, p = self.model, self.hardware, self.stack, self.tensor, self.pipeline
-        peak = hw.peak(matmul_dtype(self.weights, hw))
+        peak = hw.peak(compute_dtype(WeightFormat(self.weights), hw))
         attn_peak = hw.peak("bf16")
         bw = hw.memory_bandwidth
         dense, experts = self.weight_bytes_gpu()

@@ -23,13 +23,13 @@ from napkin.results.explain import Step, step
 from napkin.results.result import Result
 from napkin.systems.cluster import Fabric
 from napkin.systems.profiles import HardwareProfile
+from napkin.systems.serving_stack import Phase, ServingStack
 from napkin.units import (
     format_bandwidth,
     format_bytes,
     format_bytes_si,
     format_count,
     format_duration,
-    format_percent,
     format_sci,
 )
 
@@ -52,42 +52,83 @@ class WeightFormat(StrEnum):
     fp8 = "fp8"  # W8A8 (fp8 matmuls)
     int8 = "int8"  # weight-only, dequantised to bf16 for the matmul (W8A16)
     int4 = "int4"  # weight-only (W4A16: GPTQ, AWQ)
+    nvfp4 = "nvfp4"  # E2M1 + one fp8 (E4M3) scale per 16; fp4 matmuls where the device has them
+    mxfp4 = "mxfp4"  # E2M1 + one 8-bit power-of-two scale per 32 (OCP MX v1.0)
 
 
 class KvDtype(StrEnum):
     bf16 = "bf16"
     fp16 = "fp16"
     fp8 = "fp8"
+    int8 = "int8"  # + one fp16 scale per cached head vector
+    fp4 = "fp4"  # NVFP4: + one fp8 scale per 16 elements
     fp32 = "fp32"
 
 
-KV_BYTES = {KvDtype.bf16: 2.0, KvDtype.fp16: 2.0, KvDtype.fp8: 1.0, KvDtype.fp32: 4.0}
+#: Bytes of one cached element, before scales.
+KV_BYTES = {
+    KvDtype.bf16: 2.0,
+    KvDtype.fp16: 2.0,
+    KvDtype.fp8: 1.0,
+    KvDtype.int8: 1.0,
+    KvDtype.fp4: 0.5,
+    KvDtype.fp32: 4.0,
+}
 _ELEMENT = {
     WeightFormat.bf16: 2.0,
     WeightFormat.fp16: 2.0,
     WeightFormat.fp8: 1.0,
     WeightFormat.int8: 1.0,
     WeightFormat.int4: 0.5,
+    WeightFormat.nvfp4: 0.5,
+    WeightFormat.mxfp4: 0.5,
 }
+#: Elements per shared scale and the scale's bytes: NVFP4 (NVIDIA, Blackwell: fp8 E4M3 per 16) and MXFP4
+#: (OCP Microscaling Formats spec v1.0 §5.2: E8M0 per 32).
+_BLOCK_SCALES = {WeightFormat.nvfp4: (16, 1.0), WeightFormat.mxfp4: (32, 1.0)}
 
 
-def weight_bytes_per_param(fmt: WeightFormat) -> float:
-    """Bytes per quantised weight: the element, plus one fp16 scale per GROUP_SIZE for int8/int4 weight-only."""
-    scales = SCALE_BYTES / GROUP_SIZE if fmt in (WeightFormat.int8, WeightFormat.int4) else 0.0
-    return _ELEMENT[fmt] + scales
+def weight_bytes_per_param(fmt: WeightFormat, group: int = GROUP_SIZE) -> float:
+    """Bytes per quantised weight: the element plus its share of a scale (int8/int4 weight-only: one fp16 scale
+    per ``group``; NVFP4: one fp8 per 16; MXFP4: one 8-bit exponent per 32)."""
+    if fmt in (WeightFormat.int8, WeightFormat.int4):
+        return _ELEMENT[fmt] + SCALE_BYTES / group
+    if fmt in _BLOCK_SCALES:
+        size, scale = _BLOCK_SCALES[fmt]
+        return _ELEMENT[fmt] + scale / size
+    return _ELEMENT[fmt]
 
 
-def compute_dtype(fmt: WeightFormat) -> str:
-    """The matmul dtype: fp8 checkpoints run fp8 matmuls; weight-only int8/int4 dequantise to bf16."""
-    return {WeightFormat.fp16: "fp16", WeightFormat.fp8: "fp8"}.get(fmt, "bf16")
+def kv_element_bytes(kv: KvDtype, vector: int) -> float:
+    """Bytes per cached element: int8 adds one fp16 scale per head vector of ``vector`` elements; fp4 (NVFP4)
+    one fp8 scale per 16 elements."""
+    if kv is KvDtype.int8:
+        return KV_BYTES[kv] + SCALE_BYTES / vector
+    if kv is KvDtype.fp4:
+        return KV_BYTES[kv] + 1.0 / 16
+    return KV_BYTES[kv]
 
 
-def weights_bytes(model: Model, fmt: WeightFormat, active: bool = False) -> float:
+def compute_dtype(fmt: WeightFormat, hardware: HardwareProfile | None = None) -> str:
+    """The matmul dtype: fp8 checkpoints run fp8 matmuls; fp4 ones fp4 where ``hardware`` has an fp4 peak
+    (Blackwell), else they are dequantised to bf16 like weight-only int8/int4 (W8A16, W4A16)."""
+    want = {
+        WeightFormat.fp16: "fp16",
+        WeightFormat.fp8: "fp8",
+        WeightFormat.nvfp4: "fp4",
+        WeightFormat.mxfp4: "fp4",
+    }.get(fmt, "bf16")
+    if want == "fp4" and (hardware is None or hardware.peak_if_known("fp4") is None):
+        return "bf16"
+    return want
+
+
+def weights_bytes(model: Model, fmt: WeightFormat, active: bool = False, group: int = GROUP_SIZE) -> float:
     """Transformer-block weights at ``fmt``; embeddings, LM head and final norm stay 16-bit (as GPTQ/AWQ/fp8
     checkpoints keep them). ``active``: only the parameters one token uses (MoE top-k)."""
     blocks = model.block_params(active=active)
     rest = model.params() - model.block_params(active=False)
-    return blocks * weight_bytes_per_param(fmt) + rest * 2.0
+    return blocks * weight_bytes_per_param(fmt, group) + rest * 2.0
 
 
 def experts_touched(model: Model, batch: int) -> float:
@@ -99,13 +140,13 @@ def experts_touched(model: Model, batch: int) -> float:
     return e * (1 - (1 - k / e) ** batch)
 
 
-def weights_read_bytes(model: Model, fmt: WeightFormat, batch: int) -> float:
+def weights_read_bytes(model: Model, fmt: WeightFormat, batch: int, group: int = GROUP_SIZE) -> float:
     """Weight bytes one decode step of ``batch`` sequences reads: everything but the untouched experts."""
-    total = weights_bytes(model, fmt)
+    total = weights_bytes(model, fmt, group=group)
     if not model.is_moe:
         return total
     untouched = model.experts - experts_touched(model, batch)
-    return total - model.moe_layers * untouched * model.mlp_params(model.d_expert) * weight_bytes_per_param(fmt)
+    return total - model.moe_layers * untouched * model.mlp_params(model.d_expert) * weight_bytes_per_param(fmt, group)
 
 
 # -------------------------------------------------------------------------------------------- KV cache
@@ -136,14 +177,19 @@ def cached_tokens(model: Model, context: int, block: int | None) -> float:
     return local * rounded(window) + (model.layers - local) * rounded(context)
 
 
+def _vector(model: Model) -> int:
+    """Elements of one cached vector (a head's key or value; MLA's latent and RoPE key)."""
+    return model.kv_cache_width if model.is_mla else model.d_head
+
+
 def kv_bytes_per_sequence(model: Model, context: int, kv: KvDtype, block: int | None = None) -> float:
     """Bytes of the whole (unsharded) KV cache of one sequence of ``context`` tokens."""
-    return model.kv_cache_width * KV_BYTES[kv] * cached_tokens(model, context, block)
+    return model.kv_cache_width * kv_element_bytes(kv, _vector(model)) * cached_tokens(model, context, block)
 
 
 def kv_bytes_per_token(model: Model, kv: KvDtype) -> float:
     """Bytes per token, all layers, at full attention (L × width × bytes)."""
-    return float(model.layers * model.kv_cache_width * KV_BYTES[kv])
+    return float(model.layers * model.kv_cache_width * kv_element_bytes(kv, _vector(model)))
 
 
 def _kv_formula(model: Model) -> tuple[str, str, str]:
@@ -222,7 +268,7 @@ def _kv_steps(
         step(
             f"KV cache per token ({name})",
             formula,
-            f"{numbers} × {KV_BYTES[kv]:g} B ({kv})",
+            f"{numbers} × {kv_element_bytes(kv, _vector(model)):.4g} B ({kv})",
             f"{per_token:,.0f} B = {format_bytes(per_token)}",
             source,
         ),
@@ -247,7 +293,7 @@ def _kv_steps(
         step(
             "KV cache per sequence",
             "width × bytes × Σ_layers tokens cached",
-            f"{model.kv_cache_width} × {KV_BYTES[kv]:g} × {tokens:,.0f}",
+            f"{model.kv_cache_width} × {kv_element_bytes(kv, _vector(model)):.4g} × {tokens:,.0f}",
             format_bytes(per_seq),
             source,
         )
@@ -317,15 +363,47 @@ def _context_warning(model: Model, context: int) -> list[str]:
 
 
 class Serving(Record):
-    """Settings of a serving estimate: formats, paging, efficiency, reserve, workspace chunk, price."""
+    """Settings of a serving estimate: the engine (stack), formats, paging, and what the user overrides."""
 
+    stack_name: str = "ideal"
+    stack: ServingStack | None = Field(default=None, description="None: the ideal roofline (no engine)")
     weights_format: WeightFormat = WeightFormat.bf16
+    group_size: int = Field(default=GROUP_SIZE, gt=0, description="weights per scale (int8/int4 weight-only)")
     kv_dtype: KvDtype = KvDtype.bf16
     block_size: int | None = None
-    efficiency: float = Field(default=DEFAULT_EFFICIENCY, gt=0, le=1)
-    reserve_bytes: float = 0.0
-    chunk_tokens: int = CHUNK_TOKENS
+    efficiency: float | None = Field(default=None, gt=0, le=1, description="overrides the stack's compute fractions")
+    reserve_bytes: float | None = Field(default=None, ge=0, description="overrides the stack's memory rule")
+    chunk_tokens: int | None = Field(default=None, gt=0, description="overrides max_num_batched_tokens")
+    bandwidth: float | None = Field(default=None, gt=0, description="a measured HBM bandwidth (bench memory)")
+    bandwidth_source: str = "datasheet"
     price_per_hour: float | None = None
+
+    def resolved(self) -> ServingStack:
+        """The stack with the user's overrides applied."""
+        base = self.stack if self.stack is not None else IDEAL
+        update: dict[str, Any] = {}
+        if self.efficiency is not None:
+            update["prefill"] = base.prefill.model_copy(update={"compute": self.efficiency})
+            update["decode"] = base.decode.model_copy(update={"compute": self.efficiency})
+        if self.chunk_tokens is not None:
+            update["max_num_batched_tokens"] = self.chunk_tokens
+        return base.model_copy(update=update) if update else base
+
+
+#: The roofline at datasheet rates with 10 % of memory kept free: napkin's view without an engine.
+IDEAL = ServingStack(
+    engine="ideal",
+    version="-",
+    decode=Phase(bandwidth=1.0, compute=DEFAULT_EFFICIENCY),
+    prefill=Phase(bandwidth=1.0, compute=DEFAULT_EFFICIENCY),
+    attention_bandwidth=1.0,
+    iteration_seconds=0.0,
+    memory_rule="total-fraction",
+    memory_fraction=1 - DEFAULT_RESERVE,
+    block_size=1,
+    max_num_batched_tokens=CHUNK_TOKENS,
+    max_num_seqs=1 << 16,
+)
 
 
 class InferenceResult(Result):
@@ -363,8 +441,17 @@ class InferenceResult(Result):
     max_batch: int = Field(description="sequences of `context` tokens that fit per replica")
     max_context: int = Field(description="tokens per sequence that fit at `batch`")
     efficiency: float
+    stack: str = Field(description="the serving stack whose rates and memory rules were used")
+    kv_capacity_tokens: int = Field(description="tokens of KV cache the engine allocates per replica")
+    max_concurrency: float = Field(description="KV capacity / context: sequences of `context` tokens at once")
     prefill_flops: float
     ttft_seconds: float = Field(description="prefill of one prompt, alone on the replica")
+    prefill_seconds: float = Field(description="prefill of the whole batch, in chunks of the token budget")
+    decode_seconds: float = Field(description="all output tokens of the batch, decoded together")
+    batch_seconds: float = Field(description="the batch from first prompt token to last output token")
+    prefill_tokens_per_second: float = Field(description="prompt tokens / prefill_seconds, one replica")
+    decode_tokens_per_second: float = Field(description="output tokens / decode_seconds, one replica")
+    total_tokens_per_second: float = Field(description="(prompt + output tokens) / batch_seconds, one replica")
     decode_bytes_per_step: float = Field(description="per GPU: weights read + KV read at the mean length")
     decode_flops_per_step: float = Field(description="per GPU")
     decode_seconds_per_token: float = Field(description="one decode step of the batch")
@@ -384,7 +471,14 @@ class InferenceResult(Result):
     joules_per_output_token: float | None
 
     def heading(self) -> str:
-        return f"Inference: {self.model} on {self.gpus} × {self.hardware} (TP {self.tensor_parallel})"
+        return f"Inference: {self.model} on {self.gpus} × {self.hardware} (TP {self.tensor_parallel}), {self.stack}"
+
+    def capacity_line(self) -> str:
+        """The engine's capacity as it logs it at start-up."""
+        return (
+            f"KV cache: {self.kv_capacity_tokens:,} tokens, "
+            f"max concurrency {self.max_concurrency:,.2f}× at {self.context:,}"
+        )
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [
@@ -394,6 +488,7 @@ class InferenceResult(Result):
             ("workspace + reserve", format_bytes(self.workspace_bytes_per_gpu + self.reserve_bytes_per_gpu)),
             ("capacity", f"{format_bytes(self.memory_bytes_per_gpu)} per GPU, {self.capacity_source}"),
             ("headroom" if self.fits else "short by", format_bytes(abs(self.headroom_bytes_per_gpu))),
+            ("engine capacity", self.capacity_line()),
             ("max batch at context", f"{self.max_batch} × {self.context:,} tokens"),
             (
                 "max context at batch",
@@ -421,6 +516,13 @@ class InferenceResult(Result):
             ),
             ("tokens/s per user", f"{self.tokens_per_second_per_user:,.1f}"),
             ("tokens/s", f"{self.tokens_per_second:,.0f} per replica, {self.tokens_per_second_per_gpu:,.0f} per GPU"),
+            (
+                f"batch of {self.batch}, whole",
+                f"prefill {format_duration(self.prefill_seconds)} ({self.prefill_tokens_per_second:,.0f} tok/s), "
+                f"decode {format_duration(self.decode_seconds)} ({self.decode_tokens_per_second:,.0f} tok/s), "
+                f"{self.total_tokens_per_second:,.0f} tok/s in all",
+            ),
+            ("request latency", f"{format_duration(self.request_seconds)} (TTFT + {self.output - 1:,} steps)"),
         ]
         if self.usd_per_million_tokens is not None and self.usd_per_million_input_tokens is not None:
             rows.append(("$ per 1M input", f"${self.usd_per_million_input_tokens:,.3f}"))
@@ -432,7 +534,7 @@ class InferenceResult(Result):
     def caption(self) -> str:
         return (
             f"per GPU of one TP group; decode at mean length {self.prompt + self.output // 2:,}; "
-            f"{format_percent(self.efficiency, 0)} of peak when compute-bound; {self.communication}"
+            f"rates and memory rules of the {self.stack} stack; {self.communication}"
         )
 
     def extras(self) -> list[Any]:
@@ -478,35 +580,53 @@ def serve(
     settings: Serving,
     fabric: Fabric | None = None,
 ) -> InferenceResult:
-    """Serve ``model`` on ``gpus`` GPUs in TP groups of ``tensor``: memory, fit, time, throughput, cost.
+    """Serve ``model`` on ``gpus`` GPUs in TP groups of ``tensor`` as the settings' engine runs it: memory by the
+    engine's rule, the KV capacity it logs, prefill and decode at its achieved rates, throughput, cost.
 
     With a ``fabric`` (the cluster's links), each layer's two tensor-parallel all-reduces of the
     activations (Shoeybi et al. 2019 §3: after attention and after the MLP) are timed by the α–β model
     of ``napkin.engines.comm`` and added to prefill and decode (not overlapped with compute)."""
-    s = settings
-    fmt, kv = s.weights_format, s.kv_dtype
-    replicas = gpus // tensor
+    from napkin.engines.replica import Replica
     from napkin.engines.training_memory import capacity
 
+    s = settings
+    stack = s.resolved()
+    fmt, kv = s.weights_format, s.kv_dtype
+    replicas = gpus // tensor
     cap, cap_source = capacity(hardware)  # the figure the training commands use too
-    bw = hardware.memory_bandwidth
-    dtype = compute_dtype(fmt)
+    datasheet_bw = hardware.memory_bandwidth
+    device = hardware if s.bandwidth is None else hardware.model_copy(update={"memory_bandwidth": s.bandwidth})
+    bw = device.memory_bandwidth
+    dtype = compute_dtype(fmt, hardware)
     peak = hardware.peak(dtype)
-    rate = peak * s.efficiency
+    rate = peak * stack.decode.compute
     n, n_active = float(model.params()), float(model.active_params())
+    rep = Replica(
+        model,
+        device,
+        stack,
+        tensor=tensor,
+        weights=fmt.value,
+        group=s.group_size,
+        kv=kv.value,
+        fabric=fabric,
+        device_bytes=cap,
+    )
+    cost = rep.step_cost()
 
     # --- memory -------------------------------------------------------------------------------
-    w_total = weights_bytes(model, fmt)
+    w_total = weights_bytes(model, fmt, group=s.group_size)
     w_gpu = w_total / tensor
-    bpp = weight_bytes_per_param(fmt)
+    bpp = weight_bytes_per_param(fmt, s.group_size)
+    quantised = fmt in (WeightFormat.int4, WeightFormat.int8, WeightFormat.nvfp4, WeightFormat.mxfp4)
     steps = [
         step(
             "weights",
             "block params × bytes/weight + embeddings & LM head × 2 B",
-            f"{format_count(model.block_params(active=False))} × {bpp:g} B + "
+            f"{format_count(model.block_params(active=False))} × {bpp:.4g} B + "
             f"{format_count(n - model.block_params(active=False))} × 2 B",
             format_bytes(w_total),
-            sources.QUANT_GROUPS if fmt in (WeightFormat.int4, WeightFormat.int8) else sources.PARAMS,
+            sources.QUANT_GROUPS if quantised else sources.PARAMS,
         ),
         step(
             "weights per GPU",
@@ -520,40 +640,64 @@ def serve(
     steps += kv_steps
     per_seq_gpu = k["per_seq"] * k["shard"]
     kv_gpu = per_seq_gpu * batch
-    work = workspace_bytes(model, tensor, s.chunk_tokens)
+    work = rep.activations()
     steps.append(
         step(
             "activation workspace per GPU",
-            "chunk × 2 B × (4·d + (2·F + (a + 2·n_kv)·d_h) / t)",
-            f"chunk {s.chunk_tokens:,} tokens",
+            "budget × 2 B × (4·d + (3·F + (a + 2·n_kv)·d_h) / t)"
+            + (", or fp32 logits of max_num_seqs" if stack.sampler_logits else ""),
+            f"budget {stack.max_num_batched_tokens:,} tokens",
             format_bytes(work),
             sources.VLLM_PROFILE,
         )
     )
-    free_for_kv = cap - s.reserve_bytes - w_gpu - work
-    max_batch = max(0, math.floor(free_for_kv / per_seq_gpu)) if free_for_kv > 0 else 0
-    headroom = free_for_kv - kv_gpu
+    if s.reserve_bytes is not None:
+        budget = cap - s.reserve_bytes - w_gpu - work
+        rule = f"capacity − reserve {format_bytes_si(s.reserve_bytes)} − weights − workspace"
+    else:
+        budget = stack.kv_budget(cap, w_gpu, work, tensor)
+        rule = _RULES[stack.memory_rule].format(f=stack.fraction(tensor))
+    reserve = cap - budget - w_gpu - work
+    steps.append(
+        step(
+            f"KV budget per GPU ({s.stack_name})",
+            rule,
+            f"capacity {format_bytes_si(cap)}, weights {format_bytes_si(w_gpu)}, workspace {format_bytes_si(work)}",
+            format_bytes(max(budget, 0.0)),
+            sources.STACK_MEMORY,
+        )
+    )
+    per_token_gpu = rep.kv_bytes_per_token_gpu()
+    kv_tokens = int(max(budget, 0.0) / per_token_gpu // stack.block_size * stack.block_size)
+    concurrency = kv_tokens / context
+    steps.append(
+        step(
+            "engine KV capacity",
+            "⌊KV budget / KV per token per GPU⌋ blocks; max concurrency = tokens / context",
+            f"{format_bytes_si(max(budget, 0.0))} / {per_token_gpu:,.0f} B",
+            f"{kv_tokens:,} tokens, {concurrency:,.2f}× at {context:,}",
+            sources.PAGED,
+        )
+    )
+    max_batch = max(0, math.floor(budget / per_seq_gpu)) if budget > 0 else 0
+    headroom = budget - kv_gpu
     steps.append(
         step(
             "max batch at this context",
-            "⌊(capacity − reserve − weights − workspace) / KV per sequence⌋",
-            f"({format_bytes_si(cap)} − {format_bytes_si(s.reserve_bytes)} − {format_bytes_si(w_gpu)} − "
-            f"{format_bytes_si(work)}) / {format_bytes_si(per_seq_gpu)}",
+            "⌊KV budget / KV per sequence per GPU⌋",
+            f"{format_bytes_si(max(budget, 0.0))} / {format_bytes_si(per_seq_gpu)}",
             f"{max_batch} sequences",
             sources.PAGED,
         )
     )
-    max_ctx = max_context(model, kv, s.block_size, free_for_kv / (batch * k["shard"]))
+    max_ctx = max_context(model, kv, s.block_size, budget / (batch * k["shard"]))
     if model.context is not None:
         max_ctx = min(max_ctx, model.context)  # memory allows more than the model was built for
 
-    # --- prefill (compute-bound) ---------------------------------------------------------------
+    # --- prefill --------------------------------------------------------------------------------
     attn = model.attention_flops_per_token(prompt, causal=True) / 3 * prompt
     prefill = 2 * n_active * prompt + attn
-    prefill_compute = prefill / (tensor * rate)
-    prefill_memory = w_gpu / bw
-    prefill_comm = _tp_comm(model, tensor, prompt, fabric)
-    ttft = max(prefill_compute, prefill_memory) + prefill_comm
+    ttft = _prefill_seconds(cost, [prompt], stack.max_num_batched_tokens)
     steps.append(
         step(
             "prefill FLOPs",
@@ -566,32 +710,38 @@ def serve(
     steps.append(
         step(
             "TTFT (prefill of one prompt)",
-            "max(FLOPs / (t × peak × efficiency), weights / bandwidth)",
-            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {s.efficiency:g})",
+            "Σ chunks of the token budget: step cost + max(weights / (bw × β), FLOPs / (t × peak × η_prefill))",
+            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); "
+            f"step cost {format_duration(stack.iteration_seconds)}",
             format_duration(ttft),
-            f"{sources.ROOFLINE}; efficiency is an assumption (--efficiency)",
+            f"{sources.ROOFLINE}; {sources.STACK_RATES}",
         )
     )
 
-    # --- decode (memory-bound at small batch) -------------------------------------------------
+    # --- decode ---------------------------------------------------------------------------------
     mean = prompt + output // 2
 
-    def step_time(b: int) -> tuple[float, float, float, float]:  # (bytes, FLOPs, memory s, compute s)
-        read = weights_read_bytes(model, fmt, b) / tensor + b * k["shard"] * kv_bytes_per_sequence(
+    def step_time(b: int) -> tuple[float, float, float, float]:  # datasheet roofline: (bytes, FLOPs, mem s, comp s)
+        read = weights_read_bytes(model, fmt, b, s.group_size) / tensor + b * k["shard"] * kv_bytes_per_sequence(
             model, mean, kv, s.block_size
         )
         flops = b * (2 * n_active + decode_attention_flops(model, mean)) / tensor
-        return read, flops, read / bw, flops / rate
+        return read, flops, read / datasheet_bw, flops / rate
 
     read, flops, t_mem, t_comp = step_time(batch)
     decode_comm = _tp_comm(model, tensor, batch, fabric)
-    decode = max(t_mem, t_comp) + decode_comm
+    decode = cost.seconds(batch, 0, batch * mean * _window_share(model, mean), 0)
     _, _, floor_mem, floor_comp = step_time(1)
-    floor = max(floor_mem, floor_comp)  # the roofline floor; TP communication comes on top (decode step)
+    floor = max(floor_mem, floor_comp)  # the roofline floor at datasheet rates (no engine, no communication)
     crossover = _crossover(step_time)
     weights_only = (
         _crossover(
-            lambda b: (0.0, 0.0, weights_read_bytes(model, fmt, b) / tensor / bw, b * 2 * n_active / tensor / rate)
+            lambda b: (
+                0.0,
+                0.0,
+                weights_read_bytes(model, fmt, b, s.group_size) / tensor / datasheet_bw,
+                b * 2 * n_active / tensor / rate,
+            )
         )
         or 0
     )
@@ -599,19 +749,22 @@ def serve(
     steps.append(
         step(
             "decode floor (batch 1)",
-            "(weights read + KV of one sequence) / HBM bandwidth, per GPU",
-            f"{format_bytes_si(step_time(1)[0])} / {format_bandwidth(bw)}",
+            "(weights read + KV of one sequence) / HBM bandwidth, per GPU (datasheet)",
+            f"{format_bytes_si(step_time(1)[0])} / {format_bandwidth(datasheet_bw)}",
             format_duration(floor),
             sources.POPE_DECODE,
         )
     )
     steps.append(
         step(
-            f"decode step at batch {batch}",
-            "max(bytes / bandwidth, b·(2·N_active + 4·L·n·d_attn) / (t × peak × efficiency))",
-            f"max({format_bytes_si(read)} / {format_bandwidth(bw)}, {format_sci(flops)} / {format_sci(rate)})",
+            f"decode step at batch {batch} ({s.stack_name})",
+            "step cost + max(weights / (bw × β_decode), b·2·N_active / (t × peak × η_decode)) "
+            "+ KV read / (bw × β_attention) + TP all-reduces",
+            f"β_decode {stack.decode.bandwidth:g}, η_decode {stack.decode.compute:g}, "
+            f"β_attention {stack.attention_bandwidth:g} of {format_bandwidth(bw)} ({s.bandwidth_source}); "
+            f"step cost {format_duration(stack.iteration_seconds)}",
             f"{format_duration(decode)} ({bound})",
-            sources.ROOFLINE,
+            f"{sources.ROOFLINE}; {sources.STACK_RATES}",
         )
     )
     if model.is_moe:
@@ -628,7 +781,7 @@ def serve(
         step(
             "roofline crossover batch",
             "smallest b with compute time ≥ memory time",
-            f"ridge {peak / bw:.0f} FLOP/B ({dtype})",
+            f"ridge {peak / datasheet_bw:.0f} FLOP/B ({dtype})",
             ("none (KV reads grow with b as fast as FLOPs)" if crossover is None else f"b = {crossover}")
             + f"; weights alone: b = {weights_only}",
             sources.ROOFLINE,
@@ -647,15 +800,30 @@ def serve(
                 f"2 × {model.layers} × all-reduce({format_bytes_si(batch * model.hidden * 2)}, "
                 f"n = {tensor}) on {fabric.name}",
                 format_duration(decode_comm),
-                f"{sources.MEGATRON_TP}; napkin.engines.comm ring/NVLS model",
+                f"{sources.MEGATRON_TP}; napkin.comm ring/NVLS model",
             )
         )
+
+    # --- the batch, whole -----------------------------------------------------------------------
+    prefill_all = _prefill_seconds(cost, [prompt] * batch, stack.max_num_batched_tokens)
+    end_ctx = batch * (prompt + (output - 1) / 2) * _window_share(model, mean)
+    decode_all = (output - 1) * cost.seconds(batch, 0, end_ctx, 0) if output > 1 else 0.0
+    whole = prefill_all + decode_all
+    steps.append(
+        step(
+            f"the batch of {batch}, whole",
+            "prefill of b prompts in budget-sized chunks, then (output − 1) decode steps at the mean context",
+            f"{format_duration(prefill_all)} + {output - 1:,} × step",
+            f"{format_duration(whole)}",
+            sources.STACK_RATES,
+        )
+    )
 
     per_user = 1 / decode
     tps = batch * per_user
     per_gpu = tps / tensor
     prefill_tps_gpu = prompt / ttft / tensor
-    request = ttft + output * decode
+    request = ttft + (output - 1) * decode
     steps.append(
         step(
             "throughput",
@@ -696,12 +864,16 @@ def serve(
         warnings.append("the weights (and workspace) leave no room for one sequence's KV cache")
     elif batch > max_batch:
         warnings.append(f"batch {batch} does not fit: at most {max_batch} sequences of {context:,} tokens")
+    if batch > stack.max_num_seqs:
+        warnings.append(f"batch {batch} is above {s.stack_name}'s max_num_seqs ({stack.max_num_seqs})")
     if tensor > 1 and fabric is None:
         warnings.append("TP all-reduce per layer is not modelled: decode times are lower bounds")
     if not model.is_mla and tensor > model.n_kv:
         warnings.append(f"TP {tensor} > {model.n_kv} KV heads: each KV head is replicated {tensor / model.n_kv:g}×")
     if model.is_mla and tensor > 1:
         warnings.append("MLA's latent KV cache is replicated on every TP rank, not split")
+    if dtype == "bf16" and fmt in (WeightFormat.nvfp4, WeightFormat.mxfp4):
+        warnings.append(f"{hardware.name} has no fp4 peak: {fmt} weights are dequantised to bf16 matmuls")
     return InferenceResult(
         model=name,
         hardware=hardware.name,
@@ -723,7 +895,7 @@ def serve(
         kv_cache_bytes=k["per_seq"] * batch,
         kv_cache_bytes_per_gpu=kv_gpu,
         workspace_bytes_per_gpu=work,
-        reserve_bytes_per_gpu=s.reserve_bytes,
+        reserve_bytes_per_gpu=reserve,
         memory_bytes_per_gpu=cap,
         capacity_source=cap_source,
         model_context=model.context,
@@ -731,9 +903,18 @@ def serve(
         fits=headroom >= 0,
         max_batch=max_batch,
         max_context=max_ctx,
-        efficiency=s.efficiency,
+        efficiency=stack.prefill.compute,
+        stack=s.stack_name,
+        kv_capacity_tokens=kv_tokens,
+        max_concurrency=concurrency,
         prefill_flops=prefill,
         ttft_seconds=ttft,
+        prefill_seconds=prefill_all,
+        decode_seconds=decode_all,
+        batch_seconds=whole,
+        prefill_tokens_per_second=batch * prompt / prefill_all,
+        decode_tokens_per_second=batch * (output - 1) / decode_all if decode_all > 0 else 0.0,
+        total_tokens_per_second=batch * (prompt + output) / whole,
         decode_bytes_per_step=read,
         decode_flops_per_step=flops,
         decode_seconds_per_token=decode,
@@ -754,6 +935,38 @@ def serve(
         steps=steps,
         warnings=warnings,
     )
+
+
+_RULES = {
+    "total-fraction": "{f:g} × capacity − weights − workspace − runtime (vLLM gpu_memory_utilization)",
+    "static-fraction": "{f:g} × capacity − weights − runtime (SGLang mem_fraction_static)",
+    "free-fraction": "{f:g} × (capacity − weights − workspace − runtime) (TensorRT-LLM free_gpu_memory_fraction)",
+    "static": "capacity − weights − runtime (a static cache)",
+}
+
+
+def _window_share(model: Model, length: int) -> float:
+    """Keys a query reads on average over the layers, as a share of ``length`` (sliding windows read less)."""
+    return model.attended(length) / length if length > 0 else 1.0
+
+
+def _prefill_seconds(cost: Any, prompts: list[int], budget: int) -> float:
+    """Prompts prefilled first come first served in chunks of at most ``budget`` tokens per engine step."""
+    seconds, queue = 0.0, [[p, 0] for p in prompts]
+    head = 0
+    while head < len(queue):
+        room, tokens, pairs = budget, 0, 0.0
+        while room > 0 and head < len(queue):
+            total, done = queue[head]
+            c = min(total - done, room)
+            pairs += c * done + c * (c + 1) / 2
+            tokens += c
+            room -= c
+            queue[head][1] += c
+            if queue[head][1] >= total:
+                head += 1
+        seconds += cost.seconds(0, tokens, 0, pairs)
+    return float(seconds)
 
 
 def max_context(model: Model, kv: KvDtype, block: int | None, budget: float) -> int:

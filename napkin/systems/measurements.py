@@ -143,3 +143,36 @@ def comm_measurement(cluster: str, op: str) -> dict[str, Any] | None:
     ops = clusters.get(cluster) if isinstance(clusters, dict) else None
     entry = ops.get(op) if isinstance(ops, dict) else None
     return entry if isinstance(entry, dict) else None
+
+
+#: Device memory bandwidths (``napkin bench memory --save``), by profile: the best of copy and triad.
+MEMORY_KEY = "_memory"
+
+
+class BandwidthMeasurement(Record):
+    """A measured memory bandwidth (written by ``napkin bench memory --save``, never by hand)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    bytes_per_second: float = Field(gt=0)
+    kernel: str = Field(description="copy or triad (STREAM, McCalpin 1995): the one that reached it")
+    date: str
+    device: str
+    torch_version: str | None = None
+    size_bytes: float | None = None
+
+
+def save_memory(profile_name: str, measurement: BandwidthMeasurement) -> Path:
+    """Record the memory bandwidth measured for ``profile_name``, replacing the previous one."""
+    return _store((MEMORY_KEY, profile_name), measurement.model_dump(mode="json", exclude_none=True))
+
+
+def memory_measurement(profile_name: str) -> BandwidthMeasurement | None:
+    """The saved memory bandwidth for ``profile_name``, if any (a broken entry is a ProfileError naming it)."""
+    table = load_all().get(MEMORY_KEY)
+    entry = table.get(profile_name) if isinstance(table, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return BandwidthMeasurement.model_validate(entry)
+    except ValidationError:
+        raise ProfileError(f"{measurements_path()}: {MEMORY_KEY}.{profile_name}: invalid measurement") from None

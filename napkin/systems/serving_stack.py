@@ -176,4 +176,4 @@ def get_stack(name: str | StackProfile | None = None, stack_file: str | Path | N
         profile = _parse(text, label)
         if key in {normalize(profile.name), *(normalize(a) for a in profile.aliases)}:
             return profile
-    raise UsageError(f"stack: unknown serving stack {name!r}; known: {', '.join(stack_names())}", field="stack")
+    raise UsageError(f"stack: {name!r} is not a known serving engine; known: {', '.join(stack_names())}", field="stack")
