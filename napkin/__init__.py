@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         plan,
         step,
         tensor,
+        traffic,
         train_time,
     )
     from napkin.api import get_hardware as hardware
@@ -66,6 +67,7 @@ _LAZY = {
     "models": "napkin.api",
     "inference": "napkin.api",
     "kv_cache": "napkin.api",
+    "traffic": "napkin.api",
     "hardware": "napkin.api:get_hardware",
     "Model": "napkin.domain.model",
     "Layout": "napkin.domain.layout",
@@ -120,6 +122,7 @@ __all__ = [
     "plan",
     "step",
     "tensor",
+    "traffic",
     "train_time",
 ]
 

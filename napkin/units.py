@@ -63,6 +63,10 @@ BANDWIDTH_UNITS: Final = {"": 1.0, **_with_prefixes(("b/s", "bps"), _SI), **_wit
 POWER_UNITS: Final = {"": 1.0, **_with_prefixes(("w",), {"": 1.0, "k": 1e3, "m": 1e6})}
 DURATION_UNITS: Final = {
     "": 1.0,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "msec": 1e-3,
     "s": 1.0,
     "sec": 1.0,
     "second": 1.0,

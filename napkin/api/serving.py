@@ -263,3 +263,297 @@ def _bandwidth(profile: HardwareProfile, bandwidth: str | None) -> tuple[float |
         return found.bytes_per_second, f"measured {found.date} on {found.device}"
     value = parse(units.parse_bandwidth, bandwidth, "bandwidth")
     return value, "given"
+
+
+# ------------------------------------------------------------------------------------------- traffic
+
+#: SLO keywords: metric × percentile.
+SLO_FIELDS = tuple(f"{m}_p{q}" for m in ("ttft", "tpot", "e2e") for q in (50, 90, 99))
+
+
+def parse_rate_per_second(value: Number, field: str = "rate") -> float:
+    """``20``, ``20/s``, ``1200/min``, ``20 req/s`` → requests per second, above 0."""
+    text = str(value).strip().lower().replace("req", "").replace(" ", "")
+    scale = 1.0
+    for suffix, factor in (("/s", 1.0), ("/min", 1 / 60), ("/h", 1 / 3600)):
+        if text.endswith(suffix):
+            text, scale = text.removesuffix(suffix), factor
+            break
+    try:
+        rate = float(text) * scale
+    except ValueError:
+        raise UsageError(
+            f"{field}: {value!r} is not a request rate; expected requests per second such as 20, 20/s or 1200/min",
+            field=field,
+        ) from None
+    if not rate > 0 or rate == float("inf"):
+        raise UsageError(f"{field}: {value!r} must be above 0 requests per second", field=field)
+    return rate
+
+
+def parse_lengths(value: Number, field: str) -> Any:
+    """Token lengths: ``1024`` (fixed), ``100..2000`` (uniform integers), or a histogram file (``@lengths.txt``
+    or any existing path): one ``length weight`` pair per line, ``#`` comments."""
+    from napkin.engines.traffic import Lengths
+
+    text = str(value).strip()
+    if ".." in text and not text.startswith("@"):
+        low_text, _, high_text = text.partition("..")
+        low, high = parse(units.parse_length, low_text, field), parse(units.parse_length, high_text, field)
+        if not 1 <= low <= high:
+            raise UsageError(f"{field}: {value!r} must be LOW..HIGH with 1 ≤ LOW ≤ HIGH tokens", field=field)
+        return Lengths(kind="uniform", values=[low, high], label=f"uniform {low:,}..{high:,}")
+    path = Path(text.removeprefix("@"))
+    if text.startswith("@") or (not text[:1].isdigit() and path.exists()):
+        return _histogram(path, field)
+    n = parse(units.parse_length, text, field)
+    if n < 1:
+        raise UsageError(f"{field}: {value!r} must be at least 1 token", field=field)
+    return Lengths(kind="fixed", values=[n], label=f"{n:,}")
+
+
+def _histogram(path: Path, field: str) -> Any:
+    from napkin.engines.traffic import Lengths
+    from napkin.errors import NapkinError
+    from napkin.io.files import read_text
+
+    try:
+        text = read_text(path)
+    except NapkinError as exc:
+        raise UsageError(f"{field}: {exc}", field=field) from None
+    values: list[int] = []
+    weights: list[float] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].replace(",", " ").split()
+        if not line:
+            continue
+        where = f"{field}: {path}:{number}"
+        if len(line) != 2:
+            raise UsageError(f"{where}: expected 'length weight' (two numbers), got {len(line)} fields", field=field)
+        try:
+            length, weight = int(line[0]), float(line[1])
+        except ValueError:
+            raise UsageError(f"{where}: expected a whole token length and a weight", field=field) from None
+        if length < 1 or not 0 <= weight < float("inf"):
+            raise UsageError(f"{where}: length must be ≥ 1 and weight finite and ≥ 0", field=field)
+        values.append(length)
+        weights.append(weight)
+    if not values or sum(weights) <= 0:
+        raise UsageError(f"{field}: {path} has no lengths with a positive weight", field=field)
+    return Lengths(kind="histogram", values=values, weights=weights, label=f"histogram {path.name}")
+
+
+def parse_percentiles(value: str | None) -> list[float]:
+    """``"50,90,99"`` → [50, 90, 99], each strictly between 0 and 100."""
+    if value is None:
+        return [50.0, 90.0, 99.0]
+    out = []
+    for part in str(value).split(","):
+        try:
+            q = float(part.strip().removeprefix("p").removeprefix("P"))
+        except ValueError:
+            raise UsageError(
+                f"percentiles: {part.strip()!r} is not a number; expected a list such as 50,90,99", field="percentiles"
+            ) from None
+        if not 0 < q < 100:
+            raise UsageError(f"percentiles: {part.strip()} is outside (0, 100)", field="percentiles")
+        out.append(q)
+    return sorted(set(out))
+
+
+def parse_slo(given: dict[str, Any]) -> Any:
+    """``ttft_p90="2s"`` … → an Slo (durations; a value in another unit names its keyword)."""
+    from napkin.engines.traffic import Slo
+
+    targets: dict[str, dict[str, float]] = {}
+    for key in SLO_FIELDS:
+        value = given.get(key)
+        if value is None:
+            continue
+        seconds = parse(units.parse_duration, value, key)
+        if seconds <= 0:
+            raise UsageError(f"{key}: {value!r} must be a positive duration such as 2s or 100ms", field=key)
+        metric, q = key.split("_p")
+        targets.setdefault(metric, {})[q] = seconds
+    return Slo(targets=targets)
+
+
+def _fraction_or_zero(value: Number | None, field: str) -> float:
+    if value is None or str(value).strip() in ("0", "0%", "0.0"):
+        return 0.0
+    f = parse(units.parse_fraction, value, field)
+    if f >= 1:
+        raise UsageError(f"{field}: {value!r} must be below 1", field=field)
+    return f
+
+
+def build_replica(
+    arch: Model,
+    profile: HardwareProfile,
+    settings: Any,
+    *,
+    tensor: int,
+    pipeline: int = 1,
+    expert_parallel: bool = False,
+    dp_attention: bool = False,
+) -> Any:
+    """The replica a serving question runs on (stack overrides applied, measured bandwidth if asked)."""
+    from napkin.engines.replica import Replica
+    from napkin.engines.training_memory import capacity
+
+    device = (
+        profile if settings.bandwidth is None else profile.model_copy(update={"memory_bandwidth": settings.bandwidth})
+    )
+    stack = settings.resolved()
+    if settings.reserve_bytes is not None:  # the user's reserve replaces the stack's rule
+        cap = capacity(profile)[0]
+        stack = stack.model_copy(
+            update={"memory_rule": "total-fraction", "memory_fraction": 1 - settings.reserve_bytes / cap}
+        )
+    return Replica(
+        arch,
+        device,
+        stack,
+        tensor=tensor,
+        pipeline=pipeline,
+        expert=expert_parallel,
+        dp_attention=dp_attention,
+        weights=settings.weights_format.value,
+        group=settings.group_size,
+        kv=settings.kv_dtype.value,
+        fabric=serving_fabric(profile, tensor),
+    )
+
+
+@keywords(SHAPE_FIELDS, SLO_FIELDS)
+def traffic(
+    *,
+    model: str | Model | None = None,
+    model_config: str | Path | None = None,
+    rate: Number | None = None,
+    prompt: Number | None = None,
+    output: Number | None = None,
+    gpus: Number = 1,
+    tensor_parallel: Number | None = None,
+    pipeline_parallel: Number = 1,
+    expert_parallel: bool = False,
+    dp_attention: bool = False,
+    hardware: str | HardwareProfile | None = None,
+    hardware_file: str | Path | None = None,
+    stack: str | None = None,
+    stack_file: str | Path | None = None,
+    weights: str = "bf16",
+    group_size: Number | None = None,
+    kv_dtype: str = "bf16",
+    efficiency: Number | None = None,
+    bandwidth: str | None = None,
+    reserve: Number | None = None,
+    chunk: Number | None = None,
+    max_num_seqs: Number | None = None,
+    requests: Number = 2000,
+    seed: Number = 0,
+    percentiles: str | None = None,
+    prefix_hit_rate: Number | None = None,
+    speculative_tokens: Number = 0,
+    acceptance: Number | None = None,
+    price: Number | None = None,
+    **options: Any,
+) -> Any:
+    """Requests at ``rate`` per second (Poisson, seeded) with ``prompt``/``output`` length distributions through
+    an iteration-level model of the engine's scheduler on ``gpus`` GPUs: throughput, TTFT / TPOT / end-to-end
+    percentiles, and with an SLO (``ttft_p90="2s"`` …) whether it is met and the largest rate that meets it."""
+    from napkin.engines.load import Workload, traffic_result
+
+    shape = {k: v for k, v in options.items() if k in SHAPE_FIELDS}
+    slo = parse_slo({k: v for k, v in options.items() if k in SLO_FIELDS})
+    name, arch = _serving_model(model, model_config, shape)
+    if rate is None:
+        raise UsageError("rate is required (requests per second, e.g. 20/s)", field="rate")
+    if prompt is None or output is None:
+        raise UsageError(
+            "prompt and output lengths are required (1024, 100..2000 or @histogram.txt)",
+            field="prompt" if prompt is None else "output",
+        )
+    workload = Workload(
+        rate=parse_rate_per_second(rate),
+        prompt=parse_lengths(prompt, "prompt"),
+        output=parse_lengths(output, "output"),
+        requests=_positive(requests, "requests"),
+        seed=_seed(seed),
+        prefix_hit_rate=_fraction_or_zero(prefix_hit_rate, "prefix_hit_rate"),
+        speculative_tokens=0
+        if str(speculative_tokens).strip() == "0"
+        else _positive(speculative_tokens, "speculative_tokens"),
+        acceptance=_fraction_or_zero(acceptance, "acceptance") if acceptance is not None else 0.0,
+    )
+    if workload.speculative_tokens and acceptance is None:
+        raise UsageError("acceptance is required with speculative_tokens (a fraction, e.g. 0.7)", field="acceptance")
+    quantiles = parse_percentiles(percentiles)
+    g = parse(units.parse_int, gpus, "gpus")
+    p = _positive(pipeline_parallel, "pipeline_parallel")
+    if g % p:
+        raise UsageError(
+            f"gpus ({g}) is not a multiple of pipeline_parallel ({p})", field="gpus", also=("pipeline_parallel",)
+        )
+    per_stage = g // p if tensor_parallel is None else None
+    _, t = _tensor(g // p if per_stage else g, tensor_parallel if per_stage is None else per_stage, arch)
+    if (dp_attention or expert_parallel) and not arch.is_moe:
+        raise UsageError(
+            "dp_attention and expert_parallel need a mixture-of-experts model",
+            field="dp_attention" if dp_attention else "expert_parallel",
+        )
+    if g % (t * p):
+        raise UsageError(f"gpus ({g}) is not a multiple of tensor × pipeline ({t * p})", field="gpus")
+    profile = get_hardware(hardware, hardware_file)
+    settings = serving_settings(
+        profile,
+        stack=stack,
+        stack_file=stack_file,
+        weights=weights,
+        group_size=group_size,
+        kv_dtype=kv_dtype,
+        efficiency=efficiency,
+        bandwidth=bandwidth,
+        reserve=reserve,
+        chunk=chunk,
+        price=price,
+    )
+    replica = build_replica(
+        arch, profile, settings, tensor=t, pipeline=p, expert_parallel=expert_parallel, dp_attention=dp_attention
+    )
+    if max_num_seqs is not None:
+        replica = _with_stack(replica, max_num_seqs=_positive(max_num_seqs, "max_num_seqs"))
+    kv = replica.kv_tokens()
+    longest = workload.prompt.largest()
+    if kv < longest + replica.stack.block_size:
+        raise UsageError(
+            f"prompt: the longest prompt ({longest:,} tokens) does not fit the engine's KV cache "
+            f"({kv:,} tokens per scheduler); use more GPUs, --kv-dtype fp8 or smaller weights",
+            field="prompt",
+        )
+    return traffic_result(
+        name,
+        replica,
+        g // (t * p),
+        workload,
+        quantiles=quantiles,
+        slo=slo if slo.targets else None,
+        stack_name=settings.stack_name,
+        price_per_gpu_hour=settings.price_per_hour,
+    )
+
+
+def _seed(value: Number) -> int:
+    try:
+        seed = int(str(value).strip())
+    except ValueError:
+        raise UsageError(f"seed: {value!r} is not a whole number", field="seed") from None
+    if seed < 0:
+        raise UsageError(f"seed: {value!r} must be 0 or more", field="seed")
+    return seed
+
+
+def _with_stack(replica: Any, **update: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(replica, stack=replica.stack.model_copy(update=update))

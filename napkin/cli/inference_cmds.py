@@ -82,3 +82,54 @@ def kv_cache_command(**options: Any) -> None:
 
 
 __all__ = ["app"]
+
+
+#: The requests: rate, lengths and how the run is sampled.
+LOAD = [
+    _text("rate", "Requests per second offered (Poisson): 20, 20/s, 1200/min.", "RATE"),
+    _text(
+        "prompt", "Prompt tokens: 1024 (fixed), 100..2000 (uniform) or @FILE (histogram: 'length weight').", "LENGTHS"
+    ),
+    _text("output", "Output tokens: fixed, LOW..HIGH or @FILE, as --prompt.", "LENGTHS"),
+    _text("requests", "Requests simulated (per scheduler).", "INT", default="2000"),
+    _text("seed", "Seed of arrivals and lengths (the run is deterministic).", "INT", default="0"),
+    _text("percentiles", "Latency percentiles to print, each in (0, 100).", "LIST", default="50,90,99"),
+]
+LAYOUT = [
+    _text("gpus", "G: number of GPUs (replicas = G / (TP × PP)).", "COUNT", "--gpus", "-G", default="1"),
+    _text("tensor_parallel", "TP degree of one replica (default: G / PP).", "INT", "--tensor-parallel", "-t"),
+    _text(
+        "pipeline_parallel",
+        "PP stages of one replica (micro-batches in flight).",
+        "INT",
+        "--pipeline-parallel",
+        "-p",
+        default="1",
+    ),
+    _flag("expert_parallel", "MoE: split routed experts over the replica's GPUs (all-to-all dispatch)."),
+    _flag("dp_attention", "MoE: data-parallel attention (each GPU its own sequences and KV), EP experts."),
+]
+FORMATS = [
+    _text("weights", "Weight format: bf16, fp16, fp8, int8, int4, nvfp4, mxfp4.", "FORMAT", default="bf16"),
+    _text("group_size", "Weights per fp16 scale for int8/int4 (GPTQ/AWQ group).", "INT", default="128"),
+    _text("kv_dtype", "KV-cache element type: bf16, fp16, fp8, int8, fp4 (NVFP4), fp32.", "DTYPE", default="bf16"),
+    _text("max_num_seqs", "Sequences running at once (default: the stack's).", "INT"),
+    _text("prefix_hit_rate", "Share of prompt tokens found in the prefix cache.", "FRACTION"),
+    _text("speculative_tokens", "Draft tokens per step (speculative decoding / MTP).", "INT", default="0"),
+    _text("acceptance", "Per-token acceptance rate of the draft (with --speculative-tokens).", "FRACTION"),
+    _text("price", "USD per GPU-hour (default: the profile's).", "USD"),
+]
+SLO = [
+    _text(f"{m}_p{q}", f"SLO: {label} at P{q} (a duration: 2s, 100ms).", "TIME")
+    for m, label in (("ttft", "time to first token"), ("tpot", "time per output token"), ("e2e", "request latency"))
+    for q in (50, 90, 99)
+]
+
+
+@app.command("traffic")
+@command(SERVED, LOAD, LAYOUT, FORMATS, STACK, SLO, HARDWARE, OUTPUT)
+def traffic_command(**options: Any) -> None:
+    """Requests at a rate through the engine's scheduler: throughput, TTFT/TPOT/e2e percentiles, SLO and max rate."""
+    from napkin import api
+
+    run(api.traffic, options)

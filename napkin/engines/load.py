@@ -1,0 +1,222 @@
+"""Traffic on a deployment: Poisson arrivals split over replicas, each replica's scheduler simulated
+(``napkin.engines.traffic``) at its stack's step costs (``napkin.engines.replica``), percentiles, the SLO,
+and the largest rate that meets it.
+
+A replica of ``tensor × pipeline`` GPUs runs ``replica.ranks`` schedulers (PP micro-batches, DP-attention
+ranks); splitting a Poisson stream at random keeps each part Poisson (rate / parts), so one scheduler is
+simulated and stands for all of them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from napkin.engines.replica import Replica
+from napkin.engines.traffic import (
+    Lengths,
+    Outcome,
+    Scheduler,
+    Slo,
+    TrafficResult,
+    arrivals,
+    outcome_summary,
+    simulate,
+)
+from napkin.results.explain import step
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests: arrival rate (all replicas), length distributions, how many to simulate, the seed."""
+
+    rate: float
+    prompt: Lengths
+    output: Lengths
+    requests: int = 2000
+    seed: int = 0
+    prefix_hit_rate: float = 0.0
+    speculative_tokens: int = 0
+    acceptance: float = 0.0
+
+    def tokens_per_step(self) -> float:
+        """Expected tokens a sequence gains per verification step: (1 − α^(γ+1)) / (1 − α) (Leviathan et al.
+        2023 eq. 1); 1 without speculation."""
+        g, a = self.speculative_tokens, self.acceptance
+        if g == 0:
+            return 1.0
+        if a >= 1:
+            return float(g + 1)
+        return (1 - a ** (g + 1)) / (1 - a)
+
+
+def scheduler(replica: Replica, workload: Workload, kv_tokens: int | None = None) -> Scheduler:
+    s = replica.stack
+    return Scheduler(
+        token_budget=s.max_num_batched_tokens,
+        max_seqs=s.max_num_seqs,
+        kv_tokens=replica.kv_tokens() if kv_tokens is None else kv_tokens,
+        block=s.block_size,
+        tokens_per_step=workload.tokens_per_step(),
+        step_tokens=workload.speculative_tokens + 1,
+    )
+
+
+def run(replica: Replica, replicas: int, workload: Workload, rate: float | None = None,
+        kv_tokens: int | None = None) -> Outcome:  # fmt: skip
+    """Simulate one scheduler's share of ``rate`` (default the workload's) requests per second."""
+    parts = replicas * replica.ranks
+    share = (workload.rate if rate is None else rate) / parts
+    rng = random.Random(workload.seed + 1)
+    prompts = workload.prompt.sample(rng, workload.requests)
+    outputs = workload.output.sample(rng, workload.requests)
+    if workload.prefix_hit_rate > 0:
+        prompts = [max(1, round(p * (1 - workload.prefix_hit_rate))) for p in prompts]
+    times = arrivals(share, workload.requests, workload.seed)
+    return simulate(times, prompts, outputs, replica.step_cost(), scheduler(replica, workload, kv_tokens))
+
+
+def max_rate(replica: Replica, replicas: int, workload: Workload, slo: Slo, iterations: int = 14) -> float:
+    """The largest rate (req/s, all replicas) whose simulated percentiles meet ``slo``; 0 when even a trickle
+    misses it. Bisection in log-rate between a trickle and twice the engine's capacity."""
+    capacity = service_rate(replica, workload) * replicas * replica.ranks
+    low, high = capacity * 1e-4, capacity * 2.0
+    if not slo.met(run(replica, replicas, workload, low)):
+        return 0.0
+    if slo.met(run(replica, replicas, workload, high)):
+        return high
+    for _ in range(iterations):
+        mid = (low * high) ** 0.5
+        low, high = (mid, high) if slo.met(run(replica, replicas, workload, mid)) else (low, mid)
+    return low
+
+
+def service_rate(replica: Replica, workload: Workload) -> float:
+    """Requests per second one scheduler completes when kept full: B sequences in flight, each step B decode
+    tokens and the prompt tokens of the B / output requests that replace the finished ones."""
+    cost = replica.step_cost()
+    prompt, output = workload.prompt.mean() * (1 - workload.prefix_hit_rate), workload.output.mean()
+    tau = workload.tokens_per_step()
+    per_seq = prompt + (output if replica.stack.reserve_output else output / 2)
+    b = max(1, min(replica.stack.max_num_seqs, int(replica.kv_tokens() / max(per_seq, 1.0))))
+    steps = max(output / tau, 1.0)
+    pre = b * prompt / steps
+    q = workload.speculative_tokens + 1
+    seconds = cost.seconds(b * q, pre, q * b * (prompt + output / 2), pre * prompt / 2)
+    return b / steps / seconds
+
+
+def traffic_result(
+    name: str,
+    replica: Replica,
+    replicas: int,
+    workload: Workload,
+    *,
+    quantiles: list[float],
+    slo: Slo | None,
+    stack_name: str,
+    price_per_gpu_hour: float | None,
+) -> TrafficResult:
+    """Simulate the workload on ``replicas`` copies of ``replica`` and report it."""
+    outcome = run(replica, replicas, workload)
+    parts = replicas * replica.ranks
+    summary = outcome_summary(outcome, quantiles)
+    duration = outcome.duration if outcome.duration > 0 else float("nan")
+    out_tps = outcome.output_tokens / duration * parts
+    total_tps = (outcome.output_tokens + outcome.prompt_tokens) / duration * parts
+    gpus = replicas * replica.gpus
+    served = len(outcome.e2e) / duration * parts
+    saturated = served < 0.9 * workload.rate
+    kv = replica.kv_tokens()
+    steps = [
+        step(
+            "engine KV capacity per scheduler",
+            "the stack's memory rule ÷ KV bytes per token per GPU, whole blocks",
+            f"{replica.stack.memory_rule}, block {replica.stack.block_size}",
+            f"{kv:,} tokens",
+            "napkin.engines.replica (stacks/*.yaml)",
+        ),
+        step(
+            "scheduler model",
+            "iteration-level: decode every running sequence, prompt chunks FCFS up to the token budget; admit "
+            "when the prompt's KV fits; preempt the newest sequence when decode growth finds no block",
+            f"budget {replica.stack.max_num_batched_tokens:,}, max_num_seqs {replica.stack.max_num_seqs}",
+            f"{outcome.steps:,} steps, {outcome.preemptions:,} preemptions",
+            "Orca (Yu et al. 2022 §3); Sarathi-Serve (arXiv:2403.02310 §4); vLLM (arXiv:2309.06180 §4.5)",
+        ),
+    ]
+    if workload.speculative_tokens:
+        steps.append(
+            step(
+                "speculative decoding",
+                "tokens per step = (1 − α^(γ+1)) / (1 − α); γ + 1 tokens verified per sequence per step",
+                f"γ = {workload.speculative_tokens}, α = {workload.acceptance:g}",
+                f"{workload.tokens_per_step():.3g} tokens per step",
+                "Leviathan, Kalman & Matias 2023, arXiv:2211.17192 §3.1 eq. (1)",
+            )
+        )
+    slo_met = ratios = None
+    found = None
+    if slo is not None and slo.targets:
+        ratios = slo.misses(outcome)
+        slo_met = all(r <= 1 for r in ratios.values())
+        found = max_rate(replica, replicas, workload, slo)
+    price = price_per_gpu_hour * gpus if price_per_gpu_hour is not None else None
+    usd = price / 3600 / out_tps * 1e6 if price is not None and out_tps > 0 else None
+    warnings = []
+    if saturated:
+        warnings.append(
+            f"the offered {workload.rate:,.3g} req/s is more than the deployment serves: the queue grows for "
+            "the whole run, so latencies depend on how many requests are simulated"
+        )
+    return TrafficResult(
+        model=name,
+        hardware=replica.hardware.name,
+        stack=stack_name,
+        gpus=gpus,
+        tensor_parallel=replica.tensor,
+        pipeline_parallel=replica.pipeline,
+        replicas=replicas,
+        layout=layout_name(replica),
+        rate=workload.rate,
+        requests=workload.requests,
+        seed=workload.seed,
+        prompt=workload.prompt.label,
+        output=workload.output.label,
+        mean_prompt=workload.prompt.mean(),
+        mean_output=workload.output.mean(),
+        kv_capacity_tokens=kv,
+        max_num_seqs=replica.stack.max_num_seqs,
+        token_budget=replica.stack.max_num_batched_tokens,
+        tokens_per_step=workload.tokens_per_step(),
+        prefix_hit_rate=workload.prefix_hit_rate,
+        requests_per_second=served,
+        output_tokens_per_second=out_tps,
+        total_tokens_per_second=total_tps,
+        output_tokens_per_second_per_gpu=out_tps / gpus,
+        ttft_seconds=summary["ttft"],
+        tpot_seconds=summary["tpot"],
+        e2e_seconds=summary["e2e"],
+        mean_batch=outcome.mean_batch,
+        preemptions=outcome.preemptions,
+        saturated=saturated,
+        slo=slo.describe() if slo is not None and slo.targets else None,
+        slo_met=slo_met,
+        slo_ratios=ratios or {},
+        max_rate=found,
+        price_per_hour=price,
+        usd_per_million_tokens=usd,
+        steps=steps,
+        warnings=warnings,
+    )
+
+
+def layout_name(replica: Replica) -> str:
+    parts = [f"TP {replica.tensor}"]
+    if replica.pipeline > 1:
+        parts.append(f"PP {replica.pipeline}")
+    if replica.dp_attention:
+        parts.append("DP attention")
+    if replica.expert:
+        parts.append("EP")
+    return ", ".join(parts)
