@@ -29,7 +29,7 @@ from napkin.api.catalog import (
 from napkin.api.comm import collective
 from napkin.api.inputs import SHAPE_FIELDS, build_layout, build_model, get_cluster, get_hardware, get_stack
 from napkin.api.planning import plan, step, step_setup
-from napkin.api.serving import inference, kv_cache, traffic
+from napkin.api.serving import inference, kv_cache, serve_plan, traffic
 from napkin.api.sizing import max_model, memory
 from napkin.api.training import flops, matmul, mfu, optimal, train_time
 
@@ -59,6 +59,7 @@ __all__ = [
     "optimal",
     "optimizers",
     "plan",
+    "serve_plan",
     "stack_list",
     "stack_sheet",
     "step",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
 
-from napkin.cli.common import run
-from napkin.cli.options import HARDWARE, MODEL, OUTPUT, _flag, _text, command
+from napkin.cli.common import boundary, emit, run
+from napkin.cli.options import HARDWARE, MODEL, OUTPUT, _flag, _opt, _text, command
 
 app = typer.Typer()
 
@@ -133,3 +134,49 @@ def traffic_command(**options: Any) -> None:
     from napkin import api
 
     run(api.traffic, options)
+
+
+PLAN = [
+    _text("rate", "Requests per second to serve (Poisson): 20, 20/s, 1200/min.", "RATE"),
+    _text("prompt", "Prompt tokens: 1024, LOW..HIGH or @FILE (histogram).", "LENGTHS"),
+    _text("output", "Output tokens: 1024, LOW..HIGH or @FILE (histogram).", "LENGTHS"),
+    _text(
+        "hardware",
+        "GPU profiles to consider, comma-separated (default: every profile with a price).",
+        "NAMES",
+        "--hardware",
+        "-H",
+    ),
+    _text("stack", "Serving engine: vllm, sglang, tensorrt-llm, gpt-fast, ideal.", "NAME", default="vllm"),
+    _text("stack_file", "A serving stack YAML file instead of a named one.", "PATH"),
+    _text("weights", "Only this weight format (default: every format the GPU runs fast).", "FORMAT"),
+    _text("kv_dtype", "Only this KV-cache type (default: bf16 and fp8).", "DTYPE"),
+    _text(
+        "price", "USD per GPU-hour by profile: h100=3.5,b200=6 (adds or replaces the profiles' prices).", "NAME=USD,…"
+    ),
+    _text("max_gpus", "Largest replica (TP × PP GPUs).", "INT", default="8"),
+    _text("requests", "Requests simulated per evaluation.", "INT", default="600"),
+    _text("seed", "Seed of arrivals and lengths.", "INT", default="0"),
+    _text("top", "Configurations to show.", "INT", default="5"),
+    _opt("plot", Path | None, None, help="Also draw the cost–latency frontier to this .svg (needs the 'plot' extra)."),
+    _flag("force", "Replace an existing --plot file."),
+]
+
+
+@app.command("serve-plan")
+@command(SERVED, PLAN, SLO, OUTPUT)
+def serve_plan_command(**options: Any) -> None:
+    """The cheapest deployments meeting an SLO at a request rate: GPUs, TP/PP/EP, formats, replicas, $/h, $/1M."""
+    from napkin import api
+
+    plot, force = options.pop("plot", None), options.pop("force", False)
+    if plot is None:
+        run(api.serve_plan, options)
+        return
+    as_json, explain = options.pop("json", False), options.pop("explain", False)
+    with boundary():
+        result = api.serve_plan(**{k: v for k, v in options.items() if v is not None})
+        from napkin.results.plot import write_serve_plan_svg
+
+        write_serve_plan_svg(result, plot, overwrite=force)
+    emit(result, as_json, explain=explain)

@@ -11,6 +11,7 @@ from napkin.io.files import write_atomic
 
 if TYPE_CHECKING:
     from napkin.engines.planner import PlanResult
+    from napkin.engines.serve_plan import ServePlanResult
 
 
 def plan_svg(result: PlanResult) -> str:
@@ -64,3 +65,49 @@ def write_plan_svg(result: PlanResult, path: Path, *, overwrite: bool = False) -
     if path.suffix.lower() != ".svg":
         raise UsageError(f"plot: {str(path)!r} must end in .svg", field="plot")
     write_atomic(path, plan_svg(result), overwrite=overwrite)
+
+
+def serve_plan_svg(result: ServePlanResult) -> str:
+    """Every simulated deployment as $/1M output tokens against TPOT; the cheapest-for-latency frontier drawn."""
+    try:
+        import matplotlib
+
+        matplotlib.use("svg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError(
+            "plot: drawing needs matplotlib, in napkin's 'plot' extra: pip install 'napkin-math[plot]'", field="plot"
+        ) from None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    try:
+        points = sorted(result.points)
+        if points:
+            ax.scatter([p[0] for p in points], [p[1] * 1e3 for p in points], s=14, alpha=0.5, label="deployments")
+            frontier, best = [], float("inf")
+            for usd, tpot, _ in points:  # cheapest first: keep each point faster than every cheaper one
+                if tpot < best:
+                    frontier.append((usd, tpot))
+                    best = tpot
+            ax.step(
+                [f[0] for f in frontier],
+                [f[1] * 1e3 for f in frontier],
+                where="post",
+                color="tab:red",
+                label="cost–latency frontier",
+            )
+        ax.set_xlabel("USD per 1M output tokens (at the target rate)")
+        ax.set_ylabel("TPOT at the SLO percentile (ms)")
+        ax.set_title(f"{result.model} at {result.rate:,.4g} req/s: {len(points)} deployments meet the SLO")
+        ax.legend(fontsize=7, loc="upper right")
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+        return buffer.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def write_serve_plan_svg(result: ServePlanResult, path: Path, *, overwrite: bool = False) -> None:
+    """``serve_plan_svg`` written atomically to ``path``; an existing file is kept unless ``overwrite``."""
+    if path.suffix.lower() != ".svg":
+        raise UsageError(f"plot: {str(path)!r} must end in .svg", field="plot")
+    write_atomic(path, serve_plan_svg(result), overwrite=overwrite)
