@@ -230,9 +230,11 @@ def serving_settings(
     if price_value is not None and price_value <= 0:
         raise UsageError(f"price: {price!r} must be a positive USD per GPU-hour", field="price")
     measured, source = _bandwidth(profile, bandwidth)
+    from napkin.engines.training_memory import capacity
+
     return Serving(
         stack_name=chosen.name,
-        stack=chosen.serving,
+        stack=chosen.serving.for_device(profile.name, capacity(profile)[0]),
         weights_format=fmt,
         group_size=group,
         kv_dtype=choice(KvDtype, kv_dtype, "kv_dtype"),

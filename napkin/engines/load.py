@@ -91,14 +91,15 @@ def max_rate(replica: Replica, replicas: int, workload: Workload, slo: Slo, iter
     return low
 
 
-def service_rate(replica: Replica, workload: Workload) -> float:
+def service_rate(replica: Replica, workload: Workload, kv_tokens: int | None = None) -> float:
     """Requests per second one scheduler completes when kept full: B sequences in flight, each step B decode
     tokens and the prompt tokens of the B / output requests that replace the finished ones."""
     cost = replica.step_cost()
     prompt, output = workload.prompt.mean() * (1 - workload.prefix_hit_rate), workload.output.mean()
     tau = workload.tokens_per_step()
     per_seq = prompt + (output if replica.stack.reserve_output else output / 2)
-    b = max(1, min(replica.stack.max_num_seqs, int(replica.kv_tokens() / max(per_seq, 1.0))))
+    kv = replica.kv_tokens() if kv_tokens is None else kv_tokens
+    b = max(1, min(replica.stack.max_num_seqs, int(kv / max(per_seq, 1.0))))
     steps = max(output / tau, 1.0)
     pre = b * prompt / steps
     q = workload.speculative_tokens + 1

@@ -49,6 +49,16 @@ class Phase(Record):
     compute: float = Field(gt=0, le=1, description="fraction of the dense peak the matmuls reach")
 
 
+class DeviceDefaults(Record):
+    """Scheduler defaults an engine picks for smaller (or named) devices."""
+
+    model_config = _STRICT
+    below_bytes: float | None = Field(default=None, gt=0, description="devices with less memory than this")
+    names: list[str] = Field(default_factory=list, description="or whose profile name contains one of these")
+    max_num_batched_tokens: int = Field(gt=0)
+    max_num_seqs: int = Field(gt=0)
+
+
 class ServingStack(Record):
     """One inference engine at one version: achieved rates, memory rules, scheduler defaults."""
 
@@ -84,6 +94,21 @@ class ServingStack(Record):
     reserve_output: bool = Field(
         default=False, description="admission reserves KV for prompt + whole output (TRT-LLM GUARANTEED_NO_EVICT)"
     )
+    device_defaults: DeviceDefaults | None = Field(
+        default=None, description="the scheduler defaults on smaller devices (vLLM: below 70 GiB, or A100)"
+    )
+
+    def for_device(self, name: str, memory_bytes: float) -> ServingStack:
+        """The stack as the engine configures itself on a device (its smaller-device defaults where they apply)."""
+        d = self.device_defaults
+        if d is None:
+            return self
+        small = (d.below_bytes is not None and memory_bytes < d.below_bytes) or any(n in name for n in d.names)
+        if not small:
+            return self
+        return self.model_copy(
+            update={"max_num_batched_tokens": d.max_num_batched_tokens, "max_num_seqs": d.max_num_seqs}
+        )
 
     def fraction(self, tensor: int) -> float:
         """The memory fraction at TP ``tensor``: the largest tabled TP not above it, else the default."""

@@ -1,0 +1,282 @@
+"""napkin's serving model against published measurements: the error table in the README, and the fit.
+
+    python examples/serving_validation.py            # the per-engine error table (README, "Serving validation")
+    python examples/serving_validation.py --rows     # every row: measured, predicted, error
+    python examples/serving_validation.py --fit vllm # refit a stack's achieved rates on its calibration rows
+
+The rows (examples/serving_runs.yaml) are published measurements: engine performance tables at a commit, engine
+start-up logs, benchmark outputs. Each is ``calibration`` or ``validation``, split by source before any fit
+(whole sources on one side, so nothing leaks). The stacks' achieved rates (stacks/*.yaml) are fitted on the
+calibration rows only; the README reports the validation rows' errors. Kinds of row:
+
+* ``steady``: offline tables with every request queued (trtllm-bench): output tokens/s of an engine kept full;
+* ``burst``: N requests sent at once (bench_serving ``--request-rate inf``), simulated;
+* ``poisson``: requests at a rate, simulated with the same seed every time;
+* ``batch1``: one sequence decoding (gpt-fast);
+* ``capacity``: the KV cache an engine logs at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from napkin.api import get_hardware
+from napkin.api.serving import serving_fabric
+from napkin.domain.model import Model
+from napkin.engines.load import Workload, service_rate
+from napkin.engines.replica import Replica
+from napkin.engines.traffic import Lengths, Scheduler, percentile, simulate
+from napkin.systems.presets import get_preset
+from napkin.systems.serving_stack import ServingStack, get_stack
+
+RUNS = Path(__file__).with_name("serving_runs.yaml")
+ENGINES = ("vllm", "sglang", "tensorrt-llm", "gpt-fast")
+MAX_REQUESTS = 1000  # a burst or rate row simulates at most this many requests (the published runs: 1 to 5000)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    split: str
+    engine: str
+    metric: str
+    measured: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def load() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(RUNS.read_text(encoding="utf-8"))
+    return data
+
+
+def _model(name: str, shapes: dict[str, Any]) -> Model:
+    if name in shapes:
+        return Model(**{k: v for k, v in shapes[name].items() if k != "source"})
+    return get_preset(name).model
+
+
+def _lengths(value: int | list[int]) -> Lengths:
+    if isinstance(value, list):
+        return Lengths(kind="uniform", values=value, label=f"{value[0]}..{value[1]}")
+    return Lengths(kind="fixed", values=[value], label=str(value))
+
+
+def replica_of(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) -> Replica:
+    from napkin.engines.training_memory import capacity
+
+    hardware = get_hardware(row["hardware"])
+    return Replica(
+        _model(row["model"], shapes),
+        hardware,
+        stack.for_device(hardware.name, capacity(hardware)[0]),
+        tensor=row["tp"],
+        weights=row["weights"],
+        group=row.get("group_size", 128),
+        kv=row["kv_dtype"],
+        fabric=serving_fabric(hardware, row["tp"]),
+    )
+
+
+def kv_tokens(row: dict[str, Any], rep: Replica) -> int:
+    """The KV capacity the run had: logged tokens, else logged bytes per GPU, else the stack's rule at the run's
+    memory fraction (or its default)."""
+    if row.get("kv_tokens"):
+        return int(row["kv_tokens"])
+    if row.get("kv_bytes_per_gpu"):
+        return int(row["kv_bytes_per_gpu"] / rep.kv_bytes_per_token_gpu())
+    return rep.kv_tokens(row.get("memory_fraction"))
+
+
+def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) -> dict[str, float]:
+    """napkin's figures for the metrics a row publishes."""
+    rep = replica_of(row, stack, shapes)
+    kind = row["kind"]
+    if kind == "capacity":
+        return {"kv_tokens": float(rep.kv_tokens(row.get("memory_fraction")))}
+    cost = rep.step_cost()
+    if kind == "batch1":
+        step = cost.seconds(1, 0, row["prompt"] + row["output"] / 2, 0)
+        return {"decode_tokens_per_s_per_user": 1 / step}
+    prompt, output = _lengths(row["prompt"]), _lengths(row["output"])
+    kv = kv_tokens(row, rep)
+    if kind == "steady":
+        rate = service_rate(rep, Workload(rate=1.0, prompt=prompt, output=output), kv)
+        return {"output_tokens_per_s": rate * output.mean()}
+    n = min(int(row.get("requests", 500)), MAX_REQUESTS)
+    rng = random.Random(1)
+    prompts, outputs = prompt.sample(rng, n), output.sample(rng, n)
+    if kind == "burst":
+        times = [0.0] * n
+    else:
+        rng = random.Random(0)
+        t, times = 0.0, []
+        for _ in range(n):
+            t += rng.expovariate(row["rate"])
+            times.append(t)
+    sched = Scheduler(
+        token_budget=rep.stack.max_num_batched_tokens,
+        max_seqs=rep.stack.max_num_seqs,
+        kv_tokens=kv,
+        block=rep.stack.block_size,
+    )
+    o = simulate(times, prompts, outputs, cost, sched)
+    tpot_mean = sum(o.tpot) / len(o.tpot) if o.tpot else math.nan
+    return {
+        "output_tokens_per_s": o.output_tokens / o.duration,
+        "mean_ttft_ms": sum(o.ttft) / len(o.ttft) * 1e3,
+        "median_ttft_ms": percentile(o.ttft, 50) * 1e3,
+        "mean_tpot_ms": tpot_mean * 1e3,
+        "median_tpot_ms": percentile(o.tpot, 50) * 1e3,
+        "mean_itl_ms": tpot_mean * 1e3,
+        "median_itl_ms": percentile(o.tpot, 50) * 1e3,
+    }
+
+
+def cases(stacks: dict[str, ServingStack] | None = None, split: str | None = None) -> list[Case]:
+    data = load()
+    stacks = stacks or {e: get_stack(e).serving for e in ENGINES}
+    out = []
+    for row in data["runs"]:
+        if split is not None and row["split"] != split:
+            continue
+        if row["engine"] not in stacks:
+            continue
+        predicted = predict(row, stacks[row["engine"]], data["shapes"])
+        for metric, measured in row["measured"].items():
+            if metric in predicted and measured and predicted[metric] > 0:
+                out.append(Case(row["id"], row["split"], row["engine"], metric, float(measured), predicted[metric]))
+    return out
+
+
+FAMILY = {
+    "output_tokens_per_s": "throughput",
+    "decode_tokens_per_s_per_user": "throughput",
+    "mean_ttft_ms": "TTFT",
+    "median_ttft_ms": "TTFT",
+    "mean_tpot_ms": "TPOT",
+    "median_tpot_ms": "TPOT",
+    "mean_itl_ms": "TPOT",
+    "median_itl_ms": "TPOT",
+    "kv_tokens": "KV capacity",
+}
+
+
+def table(all_cases: list[Case] | None = None) -> str:
+    """The README's markdown table: per engine and metric family, calibration and validation errors."""
+    found = cases() if all_cases is None else all_cases
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for c in found:
+        groups.setdefault((c.engine, FAMILY[c.metric], c.split), []).append(c.error)
+    lines = [
+        "| engine | metric | calibration: n, mean \\|err\\|, max | validation: n, mean \\|err\\|, max, bias |",
+        "|---|---|---|---|",
+    ]
+    for engine in ENGINES:
+        for family in ("throughput", "TTFT", "TPOT", "KV capacity"):
+            cal = groups.get((engine, family, "calibration"), [])
+            val = groups.get((engine, family, "validation"), [])
+            if not cal and not val:
+                continue
+            lines.append(f"| {engine} | {family} | {_stats(cal, bias=False)} | {_stats(val, bias=True)} |")
+    return "\n".join(lines)
+
+
+def _stats(errors: list[float], *, bias: bool) -> str:
+    if not errors:
+        return "—"
+    mean = sum(abs(e) for e in errors) / len(errors)
+    worst = max(abs(e) for e in errors)
+    text = f"{len(errors)}, {mean:.0%}, {worst:.0%}"
+    if bias:
+        text += f", {sum(errors) / len(errors):+.0%}"
+    return text
+
+
+# ------------------------------------------------------------------------------------------------ fit
+
+GRID = {
+    "decode.bandwidth": [0.45, 0.55, 0.65, 0.72, 0.8, 0.88, 0.95],
+    "attention_bandwidth": [0.3, 0.45, 0.6, 0.75, 0.9],
+    "prefill.compute": [0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85],
+    "decode.compute": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85],
+    "iteration_seconds": [0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008],
+}
+
+
+def _set(stack: ServingStack, key: str, value: float) -> ServingStack:
+    if key == "decode.bandwidth":  # prefill reads the same weights with the same kernels
+        return stack.model_copy(
+            update={
+                "decode": stack.decode.model_copy(update={"bandwidth": value}),
+                "prefill": stack.prefill.model_copy(update={"bandwidth": value}),
+            }
+        )
+    if "." in key:
+        phase, field = key.split(".")
+        return stack.model_copy(update={phase: getattr(stack, phase).model_copy(update={field: value})})
+    return stack.model_copy(update={key: value})
+
+
+def loss(engine: str, stack: ServingStack) -> float:
+    """Mean over metric families of mean |ln(predicted / measured)|, calibration rows of ``engine`` only."""
+    families: dict[str, list[float]] = {}
+    for c in cases({engine: stack}, split="calibration"):
+        families.setdefault(FAMILY[c.metric], []).append(abs(math.log(c.predicted / c.measured)))
+    return sum(sum(v) / len(v) for v in families.values()) / len(families) if families else math.inf
+
+
+def fit(engine: str, keys: list[str], rounds: int = 2) -> ServingStack:
+    """Coordinate descent over GRID on the calibration rows; prints the path."""
+    stack = get_stack(engine).serving
+    best = loss(engine, stack)
+    for _ in range(rounds):
+        for key in keys:
+            for value in GRID[key]:
+                trial = _set(stack, key, value)
+                score = loss(engine, trial)
+                if score < best - 1e-9:
+                    best, stack = score, trial
+            print(f"{key}: loss {best:.4f}", file=sys.stderr)
+    return stack
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", action="store_true", help="print every row")
+    parser.add_argument("--fit", metavar="ENGINE", help="refit ENGINE's achieved rates on its calibration rows")
+    parser.add_argument("--keys", default=",".join(GRID), help="which rates to fit")
+    args = parser.parse_args()
+    if args.fit:
+        stack = fit(args.fit, args.keys.split(","))
+        print(
+            yaml.safe_dump(
+                stack.model_dump(include={"decode", "prefill", "attention_bandwidth", "iteration_seconds"}),
+                sort_keys=False,
+            )
+        )
+        return
+    found = cases()
+    if args.rows:
+        for c in sorted(found, key=lambda c: (c.engine, c.split, c.error)):
+            print(
+                f"{c.engine:13} {c.split:11} {c.metric:30} {c.measured:12.4g} {c.predicted:12.4g} "
+                f"{c.error:+8.1%}  {c.id}"
+            )
+        return
+    print(table(found))
+
+
+if __name__ == "__main__":
+    main()
