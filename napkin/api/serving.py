@@ -285,7 +285,7 @@ def parse_rate_per_second(value: Number, field: str = "rate") -> float:
         rate = float(text) * scale
     except ValueError:
         raise UsageError(
-            f"{field}: {value!r} is not a request rate; expected requests per second such as 20, 20/s or 1200/min",
+            f"{field}: {value!r} is not understood; expected requests per second such as 20, 20/s or 1200/min",
             field=field,
         ) from None
     if not rate > 0 or rate == float("inf"):
