@@ -155,7 +155,7 @@ def test_cost_and_energy_follow_throughput() -> None:
     r = napkin.inference(model="llama3.1-70b", gpus=8, prompt="2k", output=512, batch=64, price=2)
     assert r.usd_per_million_tokens == pytest.approx(2 / 3600 / r.tokens_per_second_per_gpu * 1e6)
     assert r.joules_per_output_token == pytest.approx(700 / r.tokens_per_second_per_gpu)
-    assert napkin.inference(model="llama3-8b").usd_per_million_tokens is None  # no price known
+    assert napkin.inference(model="llama3-8b", hardware="h200").usd_per_million_tokens is None  # no price known
 
 
 def test_cli_json_has_the_promised_keys_and_is_strict() -> None:
