@@ -307,3 +307,30 @@ def test_service_rate_is_what_a_full_engine_completes() -> None:
     served = run(replica, 1, Workload(rate=full * 3, prompt=work.prompt, output=work.output, requests=2000))
     completed = len(served.e2e) / served.duration
     assert completed == pytest.approx(full, rel=0.2) and math.isfinite(completed)
+
+
+# ------------------------------------------------------------------------------------- bench memory
+
+
+def test_bench_memory_saves_what_bandwidth_measured_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.setenv("NAPKIN_CONFIG_DIR", str(tmp_path))
+    code, _, err = cli("inference", "--model", "llama3.1-8b", "--hardware", "h100", "--bandwidth", "measured")
+    assert code == 2 and "run 'napkin bench memory --hardware h100-sxm --save' first" in err
+    code, out, err = cli("bench", "memory", "--device", "cpu", "--size", "8MiB", "--repeats", "2", "--hardware",
+                         "h100", "--save", "--force", "--json")  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    assert [r["kernel"] for r in data["records"]] == ["copy", "triad"]
+    r = napkin.inference(model="llama3.1-8b", hardware="h100", bandwidth="measured", context="2k")
+    assert any(data["device_name"] in s.substituted for s in r.steps)
+    slow = napkin.inference(model="llama3.1-8b", hardware="h100", bandwidth="1TB/s", context="2k")
+    fast = napkin.inference(model="llama3.1-8b", hardware="h100", bandwidth="3TB/s", context="2k")
+    assert slow.decode_seconds_per_token > fast.decode_seconds_per_token
+
+
+def test_bench_memory_bad_input_is_one_line_exit_2() -> None:
+    code, _, err = cli("bench", "memory", "--size", "1KiB")
+    assert code == 2 and "at least 256 KiB" in err, err
+    code, _, err = cli("inference", "--model", "llama3.1-8b", "--bandwidth", "fast")
+    assert code == 2 and err.startswith("napkin: error: --bandwidth:"), err

@@ -127,6 +127,53 @@ def _save(result: Any, profile: Any, name: str, force: bool) -> None:
         warn("nothing to save: no size finished")
 
 
+@bench_app.command("memory")
+def bench_memory(
+    device: Annotated[Device, typer.Option("--device", help="auto picks CUDA, then MPS, then CPU.")] = Device.auto,
+    size: Annotated[str, typer.Option("--size", metavar="BYTES", help="Bytes per array (three arrays).")] = "1GiB",
+    repeats: Annotated[str, typer.Option("--repeats", metavar="INT", help="Timed runs per kernel.")] = "10",
+    hardware: HardwareOpt = None,
+    hardware_file: HardwareFileOpt = None,
+    save: Annotated[
+        bool, typer.Option("--save", help="Keep the best bandwidth for this hardware (--bandwidth measured).")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --save: keep it even if the profile does not list this device.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Time STREAM copy and triad and compare the achieved bandwidth with the profile's datasheet figure."""
+    from napkin.live import bench, bench_memory
+
+    with boundary():
+        array = units.parse_bytes(size, "--size")
+        runs = units.parse_int(repeats, "--repeats")
+        if runs < 1:
+            raise UsageError(f"--repeats: {repeats!r} must be at least 1")
+        torch = bench.import_torch()
+        dev = bench.pick_device(torch, device.value)
+        name = bench.device_name(torch, dev)
+        loaded = None
+        if hardware is not None or hardware_file is not None:
+            loaded = load_hardware(hardware, hardware_file)
+        elif dev != "cpu":
+            from napkin.systems.profiles import find_by_device
+
+            loaded = find_by_device(name)
+        profile = loaded.profile if loaded is not None else None
+        with progress("memory") as update:
+            result = bench_memory.measure(dev, array, runs, profile, update)
+        if save:
+            if profile is None:
+                raise UsageError(f"--save: no hardware profile for {name!r}; pass --hardware NAME")
+            path = bench_memory.save(result, profile, force=force)
+            note(
+                f"saved {result.best_bytes_per_second / 1e9:,.1f} GB/s ({result.best_kernel}) for {profile.name} "
+                f"in {path}"
+            )
+    emit(result, as_json)
+
+
 @app.command("verify")
 def verify_command(
     device: Annotated[Device, typer.Option("--device", help="Where to run the checks.")] = Device.cpu,
