@@ -264,6 +264,21 @@ def run(question: Callable[..., Any], options: dict[str, Any]) -> None:
         raise typer.Exit(result.exit_code())
 
 
+def run_with_plot(question: Callable[..., Any], options: dict[str, Any], draw: Callable[..., None]) -> None:
+    """``run``, and with ``--plot PATH`` also ``draw(result, PATH, overwrite=--force)`` before the result is shown."""
+    plot, force = options.pop("plot", None), options.pop("force", False)
+    if plot is None:
+        run(question, options)
+        return
+    as_json, explain = options.pop("json", False), options.pop("explain", False)
+    with boundary():
+        result = question(**{k: v for k, v in options.items() if v is not None})
+        draw(result, plot, overwrite=force)
+    emit(result, as_json, explain=explain)
+    if result.exit_code():
+        raise typer.Exit(result.exit_code())
+
+
 # ------------------------------------------------------------------------------------- options
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON, in base units (FLOP, B, s).")]

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from napkin.cli.common import boundary, emit, run
+from napkin.cli.common import run, run_with_plot
 from napkin.cli.options import HARDWARE, MODEL, OUTPUT, _flag, _opt, _text, command
 
 app = typer.Typer()
@@ -21,12 +21,21 @@ KV = [
     _flag("paged", "Round each sequence's cache up to whole blocks (vLLM: 16 tokens)."),
     _text("block_size", "Paged block size in tokens (implies --paged).", "INT"),
 ]
-#: The engine and its formats, shared by inference, traffic and serve-plan.
-STACK = [
+#: Weight format, its scale group and the price: the same flags on inference and traffic.
+WEIGHTS = [
+    _text("weights", "Weight format: bf16, fp16, fp8, int8, int4, nvfp4, mxfp4.", "FORMAT", default="bf16"),
+    _text("group_size", "Weights per fp16 scale for int8/int4 (GPTQ/AWQ group).", "INT", default="128"),
+    _text("price", "USD per GPU-hour (default: the profile's).", "USD"),
+]
+STACK_NAME = [
     _text(
         "stack", "Serving engine: vllm, sglang, tensorrt-llm, gpt-fast, ideal (the roofline).", "NAME", default="vllm"
     ),
     _text("stack_file", "A serving stack YAML file instead of a named one.", "PATH"),
+]
+#: The engine and its formats, shared by inference, traffic and serve-plan.
+STACK = [
+    *STACK_NAME,
     _text("efficiency", "Fraction of dense peak the matmuls reach (default: the stack's, per phase).", "FRACTION"),
     _text(
         "bandwidth",
@@ -111,14 +120,12 @@ LAYOUT = [
     _flag("dp_attention", "MoE: data-parallel attention (each GPU its own sequences and KV), EP experts."),
 ]
 FORMATS = [
-    _text("weights", "Weight format: bf16, fp16, fp8, int8, int4, nvfp4, mxfp4.", "FORMAT", default="bf16"),
-    _text("group_size", "Weights per fp16 scale for int8/int4 (GPTQ/AWQ group).", "INT", default="128"),
-    _text("kv_dtype", "KV-cache element type: bf16, fp16, fp8, int8, fp4 (NVFP4), fp32.", "DTYPE", default="bf16"),
+    *WEIGHTS,
+    next(p for p in KV if p.name == "kv_dtype"),
     _text("max_num_seqs", "Sequences running at once (default: the stack's).", "INT"),
     _text("prefix_hit_rate", "Share of prompt tokens found in the prefix cache.", "FRACTION"),
     _text("speculative_tokens", "Draft tokens per step (speculative decoding / MTP).", "INT", default="0"),
     _text("acceptance", "Per-token acceptance rate of the draft (with --speculative-tokens).", "FRACTION"),
-    _text("price", "USD per GPU-hour (default: the profile's).", "USD"),
 ]
 SLO = [
     _text(f"{m}_p{q}", f"SLO: {label} at P{q} (a duration: 2s, 100ms).", "TIME")
@@ -147,8 +154,7 @@ PLAN = [
         "--hardware",
         "-H",
     ),
-    _text("stack", "Serving engine: vllm, sglang, tensorrt-llm, gpt-fast, ideal.", "NAME", default="vllm"),
-    _text("stack_file", "A serving stack YAML file instead of a named one.", "PATH"),
+    *STACK_NAME,
     _text("weights", "Only this weight format (default: every format the GPU runs fast).", "FORMAT"),
     _text("kv_dtype", "Only this KV-cache type (default: bf16 and fp8).", "DTYPE"),
     _text(
@@ -168,15 +174,6 @@ PLAN = [
 def serve_plan_command(**options: Any) -> None:
     """The cheapest deployments meeting an SLO at a request rate: GPUs, TP/PP/EP, formats, replicas, $/h, $/1M."""
     from napkin import api
+    from napkin.results.plot import write_serve_plan_svg
 
-    plot, force = options.pop("plot", None), options.pop("force", False)
-    if plot is None:
-        run(api.serve_plan, options)
-        return
-    as_json, explain = options.pop("json", False), options.pop("explain", False)
-    with boundary():
-        result = api.serve_plan(**{k: v for k, v in options.items() if v is not None})
-        from napkin.results.plot import write_serve_plan_svg
-
-        write_serve_plan_svg(result, plot, overwrite=force)
-    emit(result, as_json, explain=explain)
+    run_with_plot(api.serve_plan, options, write_serve_plan_svg)

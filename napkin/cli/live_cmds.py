@@ -73,21 +73,13 @@ def bench_matmul(
         torch = bench.import_torch()
         dev = bench.pick_device(torch, device.value)
         name = bench.device_name(torch, dev)
-        loaded = None
-        if hardware is not None or hardware_file is not None:
-            loaded = load_hardware(hardware, hardware_file)
-        elif dev != "cpu":
-            from napkin.systems.profiles import find_by_device
-
-            loaded = find_by_device(name)
-            if loaded is None:
-                warn(f"no profile lists the device {name!r}; pass --hardware NAME to compare with a peak")
-        profile = loaded.profile if loaded is not None else None
+        profile = _profile(hardware, hardware_file, dev, name)
 
         def peak(d: str) -> float | None:
             if profile is None:
                 return None
-            return profile.peak_if_known(d)
+            found: float | None = profile.peak_if_known(d)
+            return found
 
         with progress("matmul") as update:
             result = bench.run(
@@ -110,6 +102,20 @@ def bench_matmul(
             "raise --budget or pass smaller --sizes",
             1,
         )
+
+
+def _profile(hardware: str | None, hardware_file: Any, device: str, name: str) -> Any:
+    """The profile to compare with: the one asked for, else the one listing the device torch reports."""
+    if hardware is not None or hardware_file is not None:
+        return load_hardware(hardware, hardware_file).profile
+    if device == "cpu":
+        return None
+    from napkin.systems.profiles import find_by_device
+
+    loaded = find_by_device(name)
+    if loaded is None:
+        warn(f"no profile lists the device {name!r}; pass --hardware NAME to compare with a datasheet figure")
+    return loaded.profile if loaded is not None else None
 
 
 def _save(result: Any, profile: Any, name: str, force: bool) -> None:
@@ -153,14 +159,7 @@ def bench_memory(
         torch = bench.import_torch()
         dev = bench.pick_device(torch, device.value)
         name = bench.device_name(torch, dev)
-        loaded = None
-        if hardware is not None or hardware_file is not None:
-            loaded = load_hardware(hardware, hardware_file)
-        elif dev != "cpu":
-            from napkin.systems.profiles import find_by_device
-
-            loaded = find_by_device(name)
-        profile = loaded.profile if loaded is not None else None
+        profile = _profile(hardware, hardware_file, dev, name)
         with progress("memory") as update:
             result = bench_memory.measure(dev, array, runs, profile, update)
         if save:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from napkin.cli.common import ExplainOpt, JsonOpt, boundary, emit, run
+from napkin.cli.common import ExplainOpt, JsonOpt, run, run_with_plot
 from napkin.cli.options import (
     DTYPE,
     FINETUNE,
@@ -125,20 +125,9 @@ def plan_command(**options: Any) -> None:
     Every valid layout is scored by the same model as 'napkin step'; the top ones are shown.
     """
     from napkin import api
+    from napkin.results.plot import write_plan_svg
 
-    plot, force = options.pop("plot", None), options.pop("force", False)
-    if plot is None:
-        run(api.plan, options)
-        return
-    as_json, explain = options.pop("json", False), options.pop("explain", False)
-    with boundary():
-        result = api.plan(**{k: v for k, v in options.items() if v is not None})
-        from napkin.results.plot import write_plan_svg
-
-        write_plan_svg(result, plot, overwrite=force)
-    emit(result, as_json, explain=explain)
-    if result.exit_code():
-        raise typer.Exit(result.exit_code())
+    run_with_plot(api.plan, options, write_plan_svg)
 
 
 @app.command("calibrate")

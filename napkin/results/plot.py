@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from napkin.errors import UsageError
 from napkin.io.files import write_atomic
@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from napkin.engines.serve_plan import ServePlanResult
 
 
-def plan_svg(result: PlanResult) -> str:
-    """Every fitting layout as step time against per-GPU memory; the winner marked, the memory limit drawn."""
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the SVG backend, or a UsageError naming the extra to install."""
     try:
         import matplotlib
 
@@ -25,6 +25,12 @@ def plan_svg(result: PlanResult) -> str:
         raise UsageError(
             "plot: drawing needs matplotlib, in napkin's 'plot' extra: pip install 'napkin-math[plot]'", field="plot"
         ) from None
+    return plt
+
+
+def plan_svg(result: PlanResult) -> str:
+    """Every fitting layout as step time against per-GPU memory; the winner marked, the memory limit drawn."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     try:
         if result.points:
@@ -62,22 +68,12 @@ def plan_svg(result: PlanResult) -> str:
 
 def write_plan_svg(result: PlanResult, path: Path, *, overwrite: bool = False) -> None:
     """``plan_svg`` written atomically to ``path``; an existing file is kept unless ``overwrite``."""
-    if path.suffix.lower() != ".svg":
-        raise UsageError(f"plot: {str(path)!r} must end in .svg", field="plot")
-    write_atomic(path, plan_svg(result), overwrite=overwrite)
+    _write_svg(path, plan_svg, result, overwrite)
 
 
 def serve_plan_svg(result: ServePlanResult) -> str:
     """Every simulated deployment as $/1M output tokens against TPOT; the cheapest-for-latency frontier drawn."""
-    try:
-        import matplotlib
-
-        matplotlib.use("svg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError(
-            "plot: drawing needs matplotlib, in napkin's 'plot' extra: pip install 'napkin-math[plot]'", field="plot"
-        ) from None
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     try:
         points = sorted(result.points)
@@ -108,6 +104,10 @@ def serve_plan_svg(result: ServePlanResult) -> str:
 
 def write_serve_plan_svg(result: ServePlanResult, path: Path, *, overwrite: bool = False) -> None:
     """``serve_plan_svg`` written atomically to ``path``; an existing file is kept unless ``overwrite``."""
+    _write_svg(path, serve_plan_svg, result, overwrite)
+
+
+def _write_svg(path: Path, draw: Any, result: Any, overwrite: bool) -> None:
     if path.suffix.lower() != ".svg":
         raise UsageError(f"plot: {str(path)!r} must end in .svg", field="plot")
-    write_atomic(path, serve_plan_svg(result), overwrite=overwrite)
+    write_atomic(path, draw(result), overwrite=overwrite)
