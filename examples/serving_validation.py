@@ -130,6 +130,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         max_seqs=rep.stack.max_num_seqs,
         kv_tokens=kv,
         block=rep.stack.block_size,
+        mixed=rep.stack.mixed_prefill,
     )
     o = simulate(times, prompts, outputs, cost, sched)
     tpot_mean = sum(o.tpot) / len(o.tpot) if o.tpot else math.nan

@@ -59,11 +59,13 @@ def scheduler(replica: Replica, workload: Workload, kv_tokens: int | None = None
         block=s.block_size,
         tokens_per_step=workload.tokens_per_step(),
         step_tokens=workload.speculative_tokens + 1,
+        mixed=s.mixed_prefill,
     )
 
 
-def run(replica: Replica, replicas: int, workload: Workload, rate: float | None = None,
-        kv_tokens: int | None = None) -> Outcome:  # fmt: skip
+def run(
+    replica: Replica, replicas: int, workload: Workload, rate: float | None = None, kv_tokens: int | None = None
+) -> Outcome:
     """Simulate one scheduler's share of ``rate`` (default the workload's) requests per second."""
     parts = replicas * replica.ranks
     share = (workload.rate if rate is None else rate) / parts

@@ -33,8 +33,18 @@ def link_fabric(hardware: HardwareProfile, size: int) -> Fabric | None:
         return None
     bw = hardware.interconnect_bandwidth / 2
     name = hardware.interconnect or "interconnect"
-    return Fabric(name=name, domain_size=size, up_name=name, up_bandwidth=bw, up_latency=5e-6, nvls_bandwidth=0.0,
-                  nvls_latency=0.0, out_name="", out_bandwidth_per_device=0.0, out_latency=0.0)  # fmt: skip
+    return Fabric(
+        name=name,
+        domain_size=size,
+        up_name=name,
+        up_bandwidth=bw,
+        up_latency=5e-6,
+        nvls_bandwidth=0.0,
+        nvls_latency=0.0,
+        out_name="",
+        out_bandwidth_per_device=0.0,
+        out_latency=0.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -90,8 +100,10 @@ class Replica:
         residual stream and attention output (4·d), the gate, up and activated MLP (3·F/t) and QKV
         ((a + 2·n_kv)·d_h / t); or fp32 logits for max_num_seqs sequences where the sampler is warmed up too."""
         m, t, s = self.model, 1 if self.dp_attention else self.tensor, self.stack
-        ffn = max(m.d_ffn if m.dense_layers or not m.is_moe else 0,
-                  (m.top_k + m.shared_experts) * m.d_expert if m.is_moe else 0)  # fmt: skip
+        ffn = max(
+            m.d_ffn if m.dense_layers or not m.is_moe else 0,
+            (m.top_k + m.shared_experts) * m.d_expert if m.is_moe else 0,
+        )
         qkv = (m.n_heads + 2 * m.n_kv) * m.d_head
         forward = s.max_num_batched_tokens * 2.0 * (4 * m.hidden + (3 * ffn + qkv) / t)
         logits = s.max_num_seqs * m.vocab * 4.0 / t if s.sampler_logits else 0.0
@@ -137,12 +149,20 @@ class Replica:
 
             def exchange(tokens: int) -> float:
                 if self.dp_attention:  # dispatch + combine of the MoE layers only
-                    return 2 * m.moe_layers / p * collective_seconds(
-                        "all-to-all", tokens * m.top_k * m.hidden * 2.0, t, fabric)  # fmt: skip
+                    return (
+                        2
+                        * m.moe_layers
+                        / p
+                        * collective_seconds("all-to-all", tokens * m.top_k * m.hidden * 2.0, t, fabric)
+                    )
                 seconds = 2 * layers * collective_seconds("all-reduce", tokens * m.hidden * 2.0, t, fabric)
                 if self.expert and m.is_moe:
-                    seconds += 2 * m.moe_layers / p * collective_seconds(
-                        "all-to-all", tokens * m.top_k * m.hidden * 2.0 / t, t, fabric)  # fmt: skip
+                    seconds += (
+                        2
+                        * m.moe_layers
+                        / p
+                        * collective_seconds("all-to-all", tokens * m.top_k * m.hidden * 2.0 / t, t, fabric)
+                    )
                 return seconds
 
             comm0 = exchange(1)
@@ -152,10 +172,16 @@ class Replica:
         if p > 1 and fabric is not None:
             handoff = (p - 1) * fabric.up_latency
         return StepCost(
-            fixed=s.iteration_seconds + handoff, comm_fixed=stages * comm0, comm_token=stages * comm1,
-            dense=stages * dense / (bw * s.decode.bandwidth), experts_all=stages * experts / (bw * s.decode.bandwidth),
-            experts=m.experts, top_k=m.top_k, ep_tokens=float(t) if self.dp_attention else 1.0,
+            fixed=s.iteration_seconds + handoff,
+            comm_fixed=stages * comm0,
+            comm_token=stages * comm1,
+            dense=stages * dense / (bw * s.decode.bandwidth),
+            experts_all=stages * experts / (bw * s.decode.bandwidth),
+            experts=m.experts,
+            top_k=m.top_k,
+            ep_tokens=float(t) if self.dp_attention else 1.0,
             decode_token=stages * flops / (peak * s.decode.compute),
             prefill_token=stages * flops / (peak * s.prefill.compute),
-            attention=stages * attention, prefill_pair=stages * attn_ctx / (attn_peak * s.prefill.compute),
-        )  # fmt: skip
+            attention=stages * attention,
+            prefill_pair=stages * attn_ctx / (attn_peak * s.prefill.compute),
+        )

@@ -69,9 +69,14 @@ class StepCost:
 
     def seconds(self, decode: float, prefill: float, ctx: float, pairs: float) -> float:
         tokens = decode + prefill
-        return (self.fixed + self.comm_fixed + self.comm_token * tokens
-                + max(self.weights(tokens), self.gemms(decode, prefill))
-                + self.attention * ctx + self.prefill_pair * pairs)  # fmt: skip
+        return (
+            self.fixed
+            + self.comm_fixed
+            + self.comm_token * tokens
+            + max(self.weights(tokens), self.gemms(decode, prefill))
+            + self.attention * ctx
+            + self.prefill_pair * pairs
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,7 @@ class Scheduler:
     block: int
     tokens_per_step: float = 1.0
     step_tokens: int = 1
+    mixed: bool = True  # prompt chunks share a step with decoding; False: a prefill step pauses decoding (SGLang)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +117,7 @@ def arrivals(rate: float, n: int, seed: int) -> list[float]:
     return out
 
 
-def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: StepCost,
-             sched: Scheduler) -> Outcome:  # fmt: skip
+def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: StepCost, sched: Scheduler) -> Outcome:
     """Run requests (arrival time, prompt tokens, output tokens ≥ 1) through one replica."""
     n_req = len(times)
     tau, q = sched.tokens_per_step, sched.step_tokens
@@ -132,7 +137,8 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
     heap: list[tuple[int, int, int]] = []
     order: list[int] = []
     queue: deque[int] = deque()
-    n_dec = running = finished = preempted = nxt = it = 0
+    n_dec = running = finished = preempted = nxt = it = steps_run = 0
+    mixed = sched.mixed
     dec_base = prefill_kv = 0.0
     now = batch_time = 0.0
 
@@ -210,8 +216,10 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             for r, c in chunks:
                 pre += c
                 pairs += c * filled[r] + c * (c + 1) / 2
-            dt = cost.seconds(n_dec * q, pre, q * ctx, pairs)
-            batch_time += n_dec * dt
+            decoding = mixed or n_dec == 0
+            dt = cost.seconds(n_dec * q, pre, q * ctx, pairs) if decoding else cost.seconds(0, pre, 0, pairs)
+            batch_time += n_dec * dt if decoding else 0.0
+            joins = it + 1 if decoding else it  # the first decode step a finished prompt takes part in
             now += dt
             for r, c in chunks:
                 if state[r] == 0:
@@ -226,19 +234,21 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                     if first[r] == 0.0:
                         first[r] = now
                     steps = math.ceil(left[r] / tau) if left[r] > 0 else 0
-                    start[r] = it
+                    start[r] = joins - 1
                     if steps:
                         state[r] = 2
-                        base[r] = prompt[r] + 1 - tau * (it + 1)
+                        base[r] = prompt[r] + 1 - tau * joins
                         dec_base += base[r]
                         n_dec += 1
-                        heapq.heappush(heap, (it + steps, epoch[r], r))
+                        heapq.heappush(heap, (joins + steps - 1, epoch[r], r))
                     else:
                         state[r] = 3
                         done[r] = now
                         running -= 1
                         finished += 1
-            it += 1
+            steps_run += 1
+            if decoding:
+                it += 1
             pop_finished()
             continue
         if n_dec == 0:  # partial prefills hold the cache and nothing decodes: give one back
@@ -250,8 +260,13 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         grow = n_dec * tau
         k = max(1, min(k, int((cap - used) // grow)))
         tok = n_dec * q
-        per_step = (cost.fixed + cost.comm_fixed + cost.comm_token * tok
-                    + max(cost.weights(tok), cost.gemms(tok, 0)) + cost.attention * q * ctx)  # fmt: skip
+        per_step = (
+            cost.fixed
+            + cost.comm_fixed
+            + cost.comm_token * tok
+            + max(cost.weights(tok), cost.gemms(tok, 0))
+            + cost.attention * q * ctx
+        )
         slope = cost.attention * q * grow
 
         def total(steps: int, per_step: float = per_step, slope: float = slope) -> float:
@@ -267,15 +282,22 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         batch_time += n_dec * dt
         now += dt
         it += k
+        steps_run += k
         pop_finished()
     t0 = times[0] if times else 0.0
     duration = now - t0
     tpot = [(done[r] - first[r]) / (outputs[r] - 1) for r in range(n_req) if outputs[r] > 1]
     return Outcome(
-        ttft=[first[r] - times[r] for r in range(n_req)], tpot=tpot, e2e=[done[r] - times[r] for r in range(n_req)],
-        duration=duration, prompt_tokens=sum(prompts), output_tokens=sum(outputs), steps=it, preemptions=preempted,
+        ttft=[first[r] - times[r] for r in range(n_req)],
+        tpot=tpot,
+        e2e=[done[r] - times[r] for r in range(n_req)],
+        duration=duration,
+        prompt_tokens=sum(prompts),
+        output_tokens=sum(outputs),
+        steps=steps_run,
+        preemptions=preempted,
         mean_batch=batch_time / duration if duration > 0 else 0.0,
-    )  # fmt: skip
+    )
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -91,6 +91,9 @@ class ServingStack(Record):
     block_size: int = Field(gt=0, le=4096, description="tokens per KV block (page)")
     max_num_batched_tokens: int = Field(gt=0, description="token budget of one step (chunked prefill)")
     max_num_seqs: int = Field(gt=0, description="sequences running at once")
+    mixed_prefill: bool = Field(
+        default=True, description="prompt chunks share a step with decoding (False: a prefill step pauses decode)"
+    )
     reserve_output: bool = Field(
         default=False, description="admission reserves KV for prompt + whole output (TRT-LLM GUARANTEED_NO_EVICT)"
     )
@@ -115,8 +118,9 @@ class ServingStack(Record):
         below = [t for t in self.memory_fraction_by_tp if t <= tensor]
         return self.memory_fraction_by_tp[max(below)] if below else self.memory_fraction
 
-    def kv_budget(self, device: float, weights: float, activations: float, tensor: int,
-                  fraction: float | None = None) -> float:  # fmt: skip
+    def kv_budget(
+        self, device: float, weights: float, activations: float, tensor: int, fraction: float | None = None
+    ) -> float:
         """Bytes per GPU the engine gives the KV cache (the module docstring has each rule)."""
         f = self.fraction(tensor) if fraction is None else fraction
         other = (self.runtime_bytes or 0.0) + ((self.nccl_bytes or 0.0) if tensor > 1 else 0.0)
