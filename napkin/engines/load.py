@@ -21,6 +21,7 @@ from napkin.engines.traffic import (
     TrafficResult,
     arrivals,
     outcome_summary,
+    percentile,
     simulate,
 )
 from napkin.results.explain import step
@@ -129,7 +130,9 @@ def traffic_result(
     total_tps = (outcome.output_tokens + outcome.prompt_tokens) / duration * parts
     gpus = replicas * replica.gpus
     served = len(outcome.e2e) / duration * parts
-    saturated = served < 0.9 * workload.rate
+    tenth = max(1, len(outcome.ttft) // 10)
+    early, late = percentile(outcome.ttft[:tenth], 50), percentile(outcome.ttft[-tenth:], 50)
+    saturated = late > 5 * early and late > 1.0  # the queue grew through the run
     kv = replica.kv_tokens()
     steps = [
         step(

@@ -301,9 +301,10 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
 
 
 def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile, linear between closest ranks (numpy's default), q in (0, 100)."""
+    """The q-th percentile, linear between closest ranks (numpy's default), q in (0, 100); 0 for no values
+    (a run whose outputs are all one token has no time per output token)."""
     if not values:
-        return math.nan
+        return 0.0
     v = sorted(values)
     pos = (len(v) - 1) * q / 100
     lo = int(pos)
@@ -402,7 +403,9 @@ class TrafficResult(Result):
     e2e_seconds: dict[str, float] = Field(description="arrival to last token")
     mean_batch: float = Field(description="decoding sequences per step, time-weighted")
     preemptions: int
-    saturated: bool = Field(description="completed under 90 % of the offered rate: the queue grows")
+    saturated: bool = Field(
+        description="the queue grew through the run: the last tenth's median TTFT is over 5× the first tenth's and 1 s"
+    )
     slo: str | None = None
     slo_met: bool | None = None
     slo_ratios: dict[str, float] = Field(default_factory=dict, description="achieved / target per SLO entry")
