@@ -131,6 +131,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         kv_tokens=kv,
         block=rep.stack.block_size,
         mixed=rep.stack.mixed_prefill,
+        overhead=rep.stack.request_seconds,
     )
     o = simulate(times, prompts, outputs, cost, sched)
     tpot_mean = sum(o.tpot) / len(o.tpot) if o.tpot else math.nan
@@ -213,6 +214,7 @@ GRID = {
     "prefill.compute": [0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85],
     "decode.compute": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85],
     "iteration_seconds": [0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008],
+    "request_seconds": [0.0, 0.005, 0.01, 0.02, 0.03, 0.05],
 }
 
 

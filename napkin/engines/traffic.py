@@ -90,6 +90,7 @@ class Scheduler:
     tokens_per_step: float = 1.0
     step_tokens: int = 1
     mixed: bool = True  # prompt chunks share a step with decoding; False: a prefill step pauses decoding (SGLang)
+    overhead: float = 0.0  # seconds each request spends outside the engine loop (API server, tokenizer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,9 +289,9 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
     duration = now - t0
     tpot = [(done[r] - first[r]) / (outputs[r] - 1) for r in range(n_req) if outputs[r] > 1]
     return Outcome(
-        ttft=[first[r] - times[r] for r in range(n_req)],
+        ttft=[first[r] - times[r] + sched.overhead for r in range(n_req)],
         tpot=tpot,
-        e2e=[done[r] - times[r] for r in range(n_req)],
+        e2e=[done[r] - times[r] + sched.overhead for r in range(n_req)],
         duration=duration,
         prompt_tokens=sum(prompts),
         output_tokens=sum(outputs),

@@ -72,6 +72,13 @@ class ServingStack(Record):
     attention_bandwidth: float = Field(
         gt=0, le=1, description="fraction of HBM bandwidth the decode attention kernel reaches reading the KV cache"
     )
+    request_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        lt=10,
+        description="latency a request spends outside the engine loop (API server, "
+        "tokenizer): added to TTFT and end-to-end, not to the steps",
+    )
     iteration_seconds: float = Field(
         ge=0, lt=1, description="fixed cost of one engine step: scheduling, sampling, launches CUDA graphs leave"
     )
