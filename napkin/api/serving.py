@@ -526,6 +526,13 @@ def traffic(
     if max_num_seqs is not None:
         replica = _with_stack(replica, max_num_seqs=_positive(max_num_seqs, "max_num_seqs"))
     kv = replica.kv_tokens()
+    if kv == 0:
+        dense, experts = replica.weight_bytes_gpu()
+        raise UsageError(
+            f"weights: {units.format_bytes(dense + experts)} per GPU leave no room for a KV cache on "
+            f"{profile.name}; use more GPUs, --tensor-parallel, or smaller --weights (fp8, int4)",
+            field="weights",
+        )
     longest = workload.prompt.largest()
     if kv < longest + replica.stack.block_size:
         raise UsageError(
@@ -613,7 +620,11 @@ def serve_plan(
     shape = {k: v for k, v in options.items() if k in SHAPE_FIELDS}
     slo = parse_slo({k: v for k, v in options.items() if k in SLO_FIELDS})
     if not slo.targets:
-        raise UsageError("an SLO is required, e.g. ttft_p90=2s and tpot_p99=100ms", field="ttft_p90")
+        raise UsageError(
+            "an SLO is required: a latency target such as ttft_p90 2s or tpot_p99 100ms",
+            field="ttft_p90",
+            also=("tpot_p99",),
+        )
     name, arch = _serving_model(model, model_config, shape)
     if rate is None or prompt is None or output is None:
         missing = "rate" if rate is None else "prompt" if prompt is None else "output"
@@ -632,7 +643,10 @@ def serve_plan(
         profiles = [loaded.profile for loaded in load_catalog().visible()]
     profiles = [p for p in profiles if p.name in prices or p.price_per_hour is not None]
     if not profiles:
-        raise UsageError("hardware: no GPU profile has a price; give them with price=h100=3.5,…", field="price")
+        raise UsageError(
+            "price: none of the GPU profiles considered has one; give USD per GPU-hour such as h100=3.5,b200=6",
+            field="price",
+        )
     limit = _positive(max_gpus, "max_gpus")
     formats = [choice(WeightFormat, weights, "weights")] if weights else list(WeightFormat)
     kvs = [choice(KvDtype, kv_dtype, "kv_dtype")] if kv_dtype else [KvDtype.bf16, KvDtype.fp8]
