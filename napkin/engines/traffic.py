@@ -274,11 +274,19 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             return steps * per_step + slope * steps * (steps - 1) / 2
 
         if not queue and nxt < n_req and total(k) > times[nxt] - now:
-            target, lo, hi = times[nxt] - now, 0, k
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (lo, mid) if total(mid) >= target else (mid, hi)
-            k = hi
+            # the first step count whose time reaches the next arrival: the root of a quadratic in the count
+            target = times[nxt] - now
+            linear = per_step - slope / 2
+            if slope > 0:
+                root = (-linear + math.sqrt(linear * linear + 2 * slope * target)) / slope
+            else:
+                root = target / per_step
+            hit = min(k, max(1, math.ceil(root)))
+            while hit > 1 and total(hit - 1) >= target:  # floating-point rounding of the root, either way
+                hit -= 1
+            while hit < k and total(hit) < target:
+                hit += 1
+            k = hit
         dt = total(k)
         batch_time += n_dec * dt
         now += dt
@@ -330,7 +338,9 @@ class Lengths(Record):
             return [self.values[0]] * n
         if self.kind == "uniform":
             low, high = self.values
-            return [rng.randint(low, high) for _ in range(n)]
+            span = high - low + 1
+            draw = rng.random
+            return [low + min(int(draw() * span), span - 1) for _ in range(n)]
         return rng.choices(self.values, weights=self.weights, k=n)
 
     def mean(self) -> float:
