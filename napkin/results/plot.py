@@ -59,9 +59,7 @@ def plan_svg(result: PlanResult) -> str:
         ax.set_yscale("log")
         ax.set_title(f"{result.model} on {result.gpus:,} GPUs ({result.cluster}): {result.fitting:,} layouts fit")
         ax.legend(fontsize=7, loc="upper right")
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
-        return buffer.getvalue()
+        return _svg(fig)
     finally:
         plt.close(fig)
 
@@ -95,9 +93,7 @@ def serve_plan_svg(result: ServePlanResult) -> str:
         ax.set_ylabel("TPOT at the SLO percentile (ms)")
         ax.set_title(f"{result.model} at {result.rate:,.4g} req/s: {len(points)} deployments meet the SLO")
         ax.legend(fontsize=7, loc="upper right")
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
-        return buffer.getvalue()
+        return _svg(fig)
     finally:
         plt.close(fig)
 
@@ -111,3 +107,9 @@ def _write_svg(path: Path, draw: Any, result: Any, overwrite: bool) -> None:
     if path.suffix.lower() != ".svg":
         raise UsageError(f"plot: {str(path)!r} must end in .svg", field="plot")
     write_atomic(path, draw(result), overwrite=overwrite)
+
+
+def _svg(fig: Any) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    return buffer.getvalue()
