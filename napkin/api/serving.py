@@ -244,6 +244,8 @@ def serving_settings(
         chunk_tokens=None if chunk is None else _positive(chunk, "chunk"),
         bandwidth=measured,
         bandwidth_source=source,
+        rates_source=f"{chosen.name}: {chosen.cited('decode')}",
+        memory_source=f"{chosen.name}: {chosen.cited('memory_rule')}",
         price_per_hour=price_value if price_value is not None else profile.price_per_hour,
     )
 

@@ -376,6 +376,8 @@ class Serving(Record):
     chunk_tokens: int | None = Field(default=None, gt=0, description="overrides max_num_batched_tokens")
     bandwidth: float | None = Field(default=None, gt=0, description="a measured HBM bandwidth (bench memory)")
     bandwidth_source: str = "datasheet"
+    rates_source: str = Field(default="", description="where the stack's achieved rates come from")
+    memory_source: str = Field(default="", description="where the stack's memory rule comes from")
     price_per_hour: float | None = None
 
     def resolved(self) -> ServingStack:
@@ -664,7 +666,7 @@ def serve(
             rule,
             f"capacity {format_bytes_si(cap)}, weights {format_bytes_si(w_gpu)}, workspace {format_bytes_si(work)}",
             format_bytes(max(budget, 0.0)),
-            sources.STACK_MEMORY,
+            s.memory_source or sources.STACK_MEMORY,
         )
     )
     per_token_gpu = rep.kv_bytes_per_token_gpu()
@@ -714,7 +716,7 @@ def serve(
             f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); "
             f"step cost {format_duration(stack.iteration_seconds)}",
             format_duration(ttft),
-            f"{sources.ROOFLINE}; {sources.STACK_RATES}",
+            f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
     )
 
@@ -764,7 +766,7 @@ def serve(
             f"β_attention {stack.attention_bandwidth:g} of {format_bandwidth(bw)} ({s.bandwidth_source}); "
             f"step cost {format_duration(stack.iteration_seconds)}",
             f"{format_duration(decode)} ({bound})",
-            f"{sources.ROOFLINE}; {sources.STACK_RATES}",
+            f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
     )
     if model.is_moe:
