@@ -215,6 +215,7 @@ GRID = {
     "decode.compute": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85],
     "iteration_seconds": [0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008],
     "request_seconds": [0.0, 0.005, 0.01, 0.02, 0.03, 0.05],
+    "collective_efficiency": [1.0, 0.7, 0.5, 0.35, 0.25, 0.15],
 }
 
 
@@ -265,7 +266,16 @@ def main() -> None:
         stack = fit(args.fit, args.keys.split(","))
         print(
             yaml.safe_dump(
-                stack.model_dump(include={"decode", "prefill", "attention_bandwidth", "iteration_seconds"}),
+                stack.model_dump(
+                    include={
+                        "decode",
+                        "prefill",
+                        "attention_bandwidth",
+                        "iteration_seconds",
+                        "request_seconds",
+                        "collective_efficiency",
+                    }
+                ),
                 sort_keys=False,
             )
         )

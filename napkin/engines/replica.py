@@ -165,8 +165,9 @@ class Replica:
                     )
                 return seconds
 
-            comm0 = exchange(1)
-            comm1 = (exchange(4097) - comm0) / 4096
+            slow = 1 / s.collective_efficiency
+            comm0 = exchange(1) * slow
+            comm1 = (exchange(4097) * slow - comm0) / 4096
         stages = float(p)
         handoff = 0.0
         if p > 1 and fabric is not None:

@@ -72,6 +72,13 @@ class ServingStack(Record):
     attention_bandwidth: float = Field(
         gt=0, le=1, description="fraction of HBM bandwidth the decode attention kernel reaches reading the KV cache"
     )
+    collective_efficiency: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="share of the cluster model's collective speed the engine's TP "
+        "all-reduces reach (their kernels, launches and synchronisation)",
+    )
     request_seconds: float = Field(
         default=0.0,
         ge=0,
