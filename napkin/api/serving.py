@@ -470,7 +470,7 @@ def traffic(
 
     shape = {k: v for k, v in options.items() if k in SHAPE_FIELDS}
     slo = parse_slo({k: v for k, v in options.items() if k in SLO_FIELDS})
-    name, arch = _serving_model(model, model_config, shape)
+    name, arch, notes = _serving_model(model, model_config, shape)
     if rate is None:
         raise UsageError("rate is required (requests per second, e.g. 20/s)", field="rate")
     if prompt is None or output is None:
@@ -542,7 +542,7 @@ def traffic(
             f"({kv:,} tokens per scheduler); use more GPUs, --kv-dtype fp8 or smaller weights",
             field="prompt",
         )
-    return traffic_result(
+    result = traffic_result(
         name,
         replica,
         g // (t * p),
@@ -552,6 +552,8 @@ def traffic(
         stack_name=settings.stack_name,
         price_per_gpu_hour=settings.price_per_hour,
     )
+    result.notes[:0] = list(notes)
+    return result
 
 
 def _seed(value: Number) -> int:
@@ -627,7 +629,7 @@ def serve_plan(
             field="ttft_p90",
             also=("tpot_p99",),
         )
-    name, arch = _serving_model(model, model_config, shape)
+    name, arch, notes = _serving_model(model, model_config, shape)
     if rate is None or prompt is None or output is None:
         missing = "rate" if rate is None else "prompt" if prompt is None else "output"
         raise UsageError(f"{missing} is required (rate 20/s; lengths 1024, 100..2000 or @histogram.txt)", field=missing)
@@ -679,7 +681,9 @@ def serve_plan(
                     )
                     candidates.append(Candidate(replica, usd))
     stack_name = serving_settings(profiles[0], stack=stack, stack_file=stack_file).stack_name
-    return engine(name, arch, workload, slo, candidates, stack_name=stack_name, top=_positive(top, "top"))
+    result = engine(name, arch, workload, slo, candidates, stack_name=stack_name, top=_positive(top, "top"))
+    result.notes[:0] = list(notes)
+    return result
 
 
 def _layouts(arch: Model, profile: HardwareProfile, limit: int) -> list[tuple[int, int, str]]:
