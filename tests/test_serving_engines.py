@@ -431,9 +431,8 @@ def test_a_prefill_step_pauses_decoding_when_the_engine_does_not_mix_them() -> N
     advances no token in it; vLLM's chunked prefill decodes in that same step. Both wait for the prefill's
     time, so the difference is the one decode step the mixed engine folded into it."""
     times, prompts, outputs = [0.0, 0.05], [200, 4000], [40, 2]
-    kw = {"token_budget": 8192, "max_seqs": 8, "kv_tokens": 50_000, "block": 16}
-    mixed = simulate(times, prompts, outputs, COST, Scheduler(**kw))
-    alone = simulate(times, prompts, outputs, COST, Scheduler(**kw, mixed=False))
+    mixed = simulate(times, prompts, outputs, COST, Scheduler(8192, 8, 50_000, 16))
+    alone = simulate(times, prompts, outputs, COST, Scheduler(8192, 8, 50_000, 16, mixed=False))
     assert alone.e2e[0] > mixed.e2e[0]  # the first request's decoding paused for the second's prefill
     assert alone.e2e[0] - mixed.e2e[0] == pytest.approx(COST.seconds(1, 0, 220, 0), rel=0.1)
     assert get_stack("sglang").serving.mixed_prefill is False and get_stack("vllm").serving.mixed_prefill
