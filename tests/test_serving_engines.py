@@ -436,3 +436,34 @@ def test_a_prefill_step_pauses_decoding_when_the_engine_does_not_mix_them() -> N
     assert alone.e2e[0] > mixed.e2e[0]  # the first request's decoding paused for the second's prefill
     assert alone.e2e[0] - mixed.e2e[0] == pytest.approx(COST.seconds(1, 0, 220, 0), rel=0.1)
     assert get_stack("sglang").serving.mixed_prefill is False and get_stack("vllm").serving.mixed_prefill
+
+
+def test_serve_plan_plot_draws_the_frontier(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "frontier.svg"
+    args = [
+        "serve-plan",
+        "--model",
+        "llama3.1-8b",
+        "--rate",
+        "5",
+        "--prompt",
+        "500",
+        "--output",
+        "100",
+        "--ttft-p90",
+        "2s",
+        "--hardware",
+        "h100,a100",
+        "--requests",
+        "200",
+        "--plot",
+        str(svg),
+    ]
+    code, _, err = cli(*args)
+    assert code == 0, err
+    assert svg.read_text(encoding="utf-8").lstrip().startswith("<?xml") and "frontier" in svg.read_text()
+    code, _, err = cli(*args)  # an existing file is kept
+    assert code == 1 and "already exists" in err
+    code, _, err = cli(*args[:-1], str(tmp_path / "frontier.png"))
+    assert code == 2 and "must end in .svg" in err
