@@ -35,7 +35,7 @@ from napkin.engines.load import Workload, service_rate
 from napkin.engines.replica import Replica
 from napkin.engines.traffic import Lengths, Scheduler, percentile, simulate
 from napkin.systems.presets import get_preset
-from napkin.systems.serving_stack import ServingStack, get_stack
+from napkin.systems.serving_stack import ServingStack, get_serving
 
 RUNS = Path(__file__).with_name("serving_runs.yaml")
 ENGINES = ("vllm", "sglang", "tensorrt-llm", "gpt-fast")
@@ -148,7 +148,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
 
 def cases(stacks: dict[str, ServingStack] | None = None, split: str | None = None) -> list[Case]:
     data = load()
-    stacks = stacks or {e: get_stack(e).serving for e in ENGINES}
+    stacks = stacks or {e: get_serving(e) for e in ENGINES}
     out = []
     for row in data["runs"]:
         if split is not None and row["split"] != split:
@@ -243,7 +243,7 @@ def loss(engine: str, stack: ServingStack) -> float:
 
 def fit(engine: str, keys: list[str], rounds: int = 2) -> ServingStack:
     """Coordinate descent over GRID on the calibration rows; prints the path."""
-    stack = get_stack(engine).serving
+    stack = get_serving(engine)
     best = loss(engine, stack)
     for _ in range(rounds):
         for key in keys:

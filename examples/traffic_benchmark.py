@@ -15,13 +15,13 @@ from napkin.engines.load import Workload, run
 from napkin.engines.replica import Replica
 from napkin.engines.traffic import Lengths, percentile
 from napkin.systems.presets import get_preset
-from napkin.systems.serving_stack import get_stack
+from napkin.systems.serving_stack import get_serving
 
 REQUESTS = 100_000
 
 
 def main() -> None:
-    replica = Replica(get_preset("llama3.1-8b").model, get_hardware("h100"), get_stack("vllm").serving)
+    replica = Replica(get_preset("llama3.1-8b").model, get_hardware("h100"), get_serving("vllm"))
     prompt = Lengths(kind="uniform", values=[200, 1800], label="200..1800")
     output = Lengths(kind="uniform", values=[50, 350], label="50..350")
     for rate in (1.0, 10.0, 20.0, 40.0):

@@ -71,7 +71,7 @@ STACK_MEMORY: Final = (
 )
 STACK_RATES: Final = (
     "the serving stack's achieved fractions of HBM bandwidth and dense peak and its step cost (stacks/*.yaml), "
-    "fitted on calibration rows of napkin/data/serving_runs.yaml (README, serving validation)"
+    "fitted on calibration rows of examples/serving_runs.yaml (README, serving validation)"
 )
 ORCA: Final = "Yu et al. 2022, Orca, OSDI '22 §3: iteration-level scheduling of a batch of requests"
 SARATHI: Final = "Agrawal et al. 2024, Sarathi-Serve, arXiv:2403.02310 §4: chunked prefill under a token budget"

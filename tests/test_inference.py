@@ -184,7 +184,8 @@ def test_cli_json_has_the_promised_keys_and_is_strict() -> None:
     [
         (["--weights", "int3"], "--weights: 'int3' is not one of bf16, fp16, fp8, int8, int4"),
         (["--kv-dtype", "fp2"], "--kv-dtype: 'fp2' is not one of bf16, fp16, fp8, int8, fp4, fp32"),
-        (["--stack", "tgi"], "--stack: 'tgi' is not a known serving engine; known: gpt-fast, ideal, sglang"),
+        (["--stack", "tgi"], "--stack: unknown stack 'tgi'"),
+        (["--stack", "megatron-core"], "--stack: 'megatron-core' has no serving values (it is for training)"),
         (["--group-size", "0"], "--group-size: '0' must be positive"),
         (["--gpus", "3"], "--tensor-parallel (3) must divide the model's heads (64)"),
         (["--prompt", "8k", "--output", "1k", "--context", "4k"], "does not fit in --context"),

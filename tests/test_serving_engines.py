@@ -23,7 +23,7 @@ from napkin.engines.replica import Replica
 from napkin.engines.serving import KvDtype, WeightFormat, kv_bytes_per_token, weight_bytes_per_param
 from napkin.engines.traffic import Lengths, Scheduler, StepCost, percentile, simulate
 from napkin.systems.presets import get_preset
-from napkin.systems.serving_stack import get_stack, stack_names
+from napkin.systems.serving_stack import get_serving, get_stack, stack_names
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GiB = 2**30
@@ -59,7 +59,7 @@ def test_built_in_stacks_cite_every_value_they_set() -> None:
 
 
 def test_engine_defaults_are_the_engines_own() -> None:
-    vllm, sglang, trt = (get_stack(n).serving for n in ("vllm", "sglang", "tensorrt-llm"))
+    vllm, sglang, trt = (get_serving(n) for n in ("vllm", "sglang", "tensorrt-llm"))
     # vllm/config CacheConfig: gpu_memory_utilization 0.9, block_size 16; arg_utils: 8192 tokens, 1024 seqs (H100)
     assert (vllm.memory_fraction, vllm.block_size, vllm.max_num_batched_tokens, vllm.max_num_seqs) == (
         0.9,
@@ -81,13 +81,13 @@ def test_engine_defaults_are_the_engines_own() -> None:
     [(0.25, 93_872), (0.5, 464_848)],  # dennislee22/vLLM-benchmarking@b474d1e, vLLM 0.10.1.1, A100 80GB, Qwen2-7B
 )
 def test_vllm_kv_capacity_matches_its_start_up_log(fraction: float, logged_tokens: int) -> None:
-    replica = Replica(QWEN2_7B, get_hardware("a100-sxm-80gb"), get_stack("vllm").serving.for_device("a100", 1.0))
+    replica = Replica(QWEN2_7B, get_hardware("a100-sxm-80gb"), get_serving("vllm").for_device("a100", 1.0))
     assert replica.kv_tokens(fraction) == pytest.approx(logged_tokens, rel=0.05)
 
 
 def test_kv_capacity_is_blocks_of_the_engines_size() -> None:
     for name in ("vllm", "tensorrt-llm"):
-        stack = get_stack(name).serving
+        stack = get_serving(name)
         tokens = Replica(get_preset("llama3.1-8b").model, get_hardware("h100"), stack).kv_tokens()
         assert tokens > 0 and tokens % stack.block_size == 0
 
@@ -241,7 +241,7 @@ def test_speculative_decoding_tokens_per_step() -> None:
 
 
 def test_moe_decode_touches_experts_as_the_coupon_collector_says() -> None:
-    mixtral = Replica(get_preset("mixtral-8x7b").model, get_hardware("h100"), get_stack("ideal").serving, tensor=2)
+    mixtral = Replica(get_preset("mixtral-8x7b").model, get_hardware("h100"), get_serving("ideal"), tensor=2)
     cost = mixtral.step_cost()
     one, many = cost.weights(1), cost.weights(64)
     assert one < many  # 2 of 8 experts for one token; all 8 for 64
@@ -250,8 +250,8 @@ def test_moe_decode_touches_experts_as_the_coupon_collector_says() -> None:
 
 def test_dp_attention_keeps_one_mla_latent_per_rank() -> None:
     ds = get_preset("deepseek-v3").model
-    tp = Replica(ds, get_hardware("h200"), get_stack("sglang").serving, tensor=8)
-    dp = Replica(ds, get_hardware("h200"), get_stack("sglang").serving, tensor=8, dp_attention=True)
+    tp = Replica(ds, get_hardware("h200"), get_serving("sglang"), tensor=8)
+    dp = Replica(ds, get_hardware("h200"), get_serving("sglang"), tensor=8, dp_attention=True)
     assert tp.kv_bytes_per_token_gpu() == dp.kv_bytes_per_token_gpu()  # the latent is whole on every rank …
     assert dp.ranks == 8 and tp.ranks == 1  # … but under DP attention each rank holds its own sequences
 
@@ -373,7 +373,7 @@ def test_readme_serving_validation_table_is_the_scripts_output() -> None:
 
 
 def test_service_rate_is_what_a_full_engine_completes() -> None:
-    replica = Replica(get_preset("llama3.1-8b").model, get_hardware("h100"), get_stack("vllm").serving)
+    replica = Replica(get_preset("llama3.1-8b").model, get_hardware("h100"), get_serving("vllm"))
     work = Workload(
         rate=1,
         prompt=Lengths(kind="fixed", values=[1000], label="1000"),
@@ -435,7 +435,7 @@ def test_a_prefill_step_pauses_decoding_when_the_engine_does_not_mix_them() -> N
     alone = simulate(times, prompts, outputs, COST, Scheduler(8192, 8, 50_000, 16, mixed=False))
     assert alone.e2e[0] > mixed.e2e[0]  # the first request's decoding paused for the second's prefill
     assert alone.e2e[0] - mixed.e2e[0] == pytest.approx(COST.seconds(1, 0, 220, 0), rel=0.1)
-    assert get_stack("sglang").serving.mixed_prefill is False and get_stack("vllm").serving.mixed_prefill
+    assert get_serving("sglang").mixed_prefill is False and get_serving("vllm").mixed_prefill
 
 
 def test_serve_plan_plot_draws_the_frontier(tmp_path: Path) -> None:
@@ -467,3 +467,12 @@ def test_serve_plan_plot_draws_the_frontier(tmp_path: Path) -> None:
     assert code == 1 and "already exists" in err
     code, _, err = cli(*args[:-1], str(tmp_path / "frontier.png"))
     assert code == 2 and "must end in .svg" in err
+
+
+def test_one_stack_catalog_serves_both_sides() -> None:
+    """Serving engines and training stacks share stacks/ and 'napkin stack': each kind of command refuses the
+    other kind's stack in one line."""
+    code, out, _ = cli("stack", "show", "vllm")
+    assert code == 0 and "serving.memory_fraction" in out and "0.9" in out
+    code, _, err = cli("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "64", "--stack", "vllm")
+    assert code == 2 and "'vllm' has serving values only" in err and err.count("\n") == 1, err

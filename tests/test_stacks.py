@@ -31,6 +31,8 @@ BUILT_IN = (
     "llm-foundry",
     "deepspeed",
 )
+#: Stacks with serving values only (issue 24): inference engines.
+SERVING = ("vllm", "sglang", "tensorrt-llm", "gpt-fast", "ideal")
 
 
 def _copy(tmp_path: Path, source: str, **changes: object) -> Path:
@@ -54,7 +56,7 @@ def test_every_built_in_stack_is_valid_and_listed(napkin: Run) -> None:
     r = napkin("stack", "list", "--json")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
-    assert {s["name"] for s in data["stacks"]} == set(BUILT_IN) and data["invalid"] == []
+    assert {s["name"] for s in data["stacks"]} == {*BUILT_IN, *SERVING} and data["invalid"] == []
     assert napkin("stack", "validate").exit_code == 0
 
 
@@ -203,8 +205,8 @@ def test_calibrate_writes_a_stack_and_reports_leave_one_out(napkin: Run, isolate
     assert len(data["runs"]) == 4 and all(run["leave_one_out_error"] is not None for run in data["runs"])
     assert data["mean_abs_error"] <= data["leave_one_out_mean_abs_error"]
     mine = stack("my-titan").profile
-    assert mine.training.matmul_efficiency == pytest.approx(data["fitted"]["matmul_efficiency"], abs=1e-4)
-    assert "fitted by napkin calibrate" in (mine.training.source_of("matmul_efficiency") or "")
+    assert mine.trains().matmul_efficiency == pytest.approx(data["fitted"]["matmul_efficiency"], abs=1e-4)
+    assert "fitted by napkin calibrate" in (mine.trains().source_of("matmul_efficiency") or "")
     before = written.read_text(encoding="utf-8")
     again = napkin("calibrate", str(RUNS))
     assert again.exit_code == 1 and "already exists" in again.stderr and written.read_text(encoding="utf-8") == before
@@ -319,7 +321,7 @@ def test_each_stack_s_validated_region_is_what_its_runs_cover() -> None:
             span["across"].add(str(k.sharding))  # type: ignore[attr-defined]
         span["dtypes"].add(sm.hw.dtype)  # type: ignore[attr-defined]
     for name, span in covered.items():
-        region = stack(name).profile.training.validated
+        region = stack(name).profile.trains().validated
         assert (region.gpus, region.seq) == (span["gpus"], span["seq"]), name
         assert {str(s) for s in region.sharding_across_nodes} == span["across"], name
         assert set(region.dtypes) == span["dtypes"], name

@@ -492,11 +492,11 @@ def _setup(run: Run) -> tuple[StepModel, Knobs]:
         machine(cluster, profile, run.dtype),
         precision=Precision.mixed,
         stack=loaded.knobs(profile.name),
-        offers=loaded.training.offers(),
+        offers=loaded.trains().offers(),
     )
     data = run.gpus // (run.tp * run.pp * run.cp)
     sharding = Sharding(run.sharding) if data * run.cp > 1 else Sharding.none
-    sp = run.tp > 1 and loaded.training.parallelism.sequence  # sequence parallelism where the stack has it
+    sp = run.tp > 1 and loaded.trains().parallelism.sequence  # sequence parallelism where the stack has it
     knobs = Knobs(run.tp, run.pp, data, run.cp, 1, run.vp, run.micro_batch, sp, Recompute(run.recompute), sharding)
     return sm, knobs
 

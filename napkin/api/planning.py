@@ -135,8 +135,8 @@ def _step_model(
         adapters=adapters,
         stack=software.knobs(profile.name),
         stack_steps=explain_steps(software, profile.name, {k: v for k, v in switches.items() if v is not None}),
-        offers=software.training.offers(),
-        validated=software.training.validated,
+        offers=software.trains().offers(),
+        validated=software.trains().validated,
     )
     return sm, chosen, batch_tokens
 

@@ -214,7 +214,7 @@ def serving_settings(
 ) -> Any:
     """The serving settings every serving question shares, each input checked and named when wrong."""
     from napkin.engines.serving import GROUP_SIZE, KvDtype, Serving, WeightFormat, compute_dtype
-    from napkin.systems.serving_stack import get_stack
+    from napkin.systems.serving_stack import get_stack, serving_of
 
     chosen = get_stack(stack, stack_file)
     fmt = choice(WeightFormat, weights, "weights")
@@ -234,7 +234,7 @@ def serving_settings(
 
     return Serving(
         stack_name=chosen.name,
-        stack=chosen.serving.for_device(profile.name, capacity(profile)[0]),
+        stack=serving_of(chosen).for_device(profile.name, capacity(profile)[0]),
         weights_format=fmt,
         group_size=group,
         kv_dtype=choice(KvDtype, kv_dtype, "kv_dtype"),

@@ -163,7 +163,7 @@ def memory(
             also=("lora_rank", "lora_targets", "base_format", "paged_optimizer"),
         )
     software = get_stack(stack, stack_file)
-    offers = software.training.offers()
+    offers = software.trains().offers()
     if "sharding" in lay.model_fields_set:
         if not offered_sharding(offers, lay.sharding):
             raise UsageError(
@@ -173,7 +173,7 @@ def memory(
     elif not offered_sharding(offers, lay.sharding):
         lay = lay.model_copy(update={"sharding": offers.sharding[0]})
     if flash_attention is None and (model is not None or model_config is not None or shape.get("layers")):
-        flash_attention = software.training.attention.fused
+        flash_attention = software.trains().attention.fused
     got = _memory_inputs(
         None if solve_for_n else params,
         gpus,

@@ -109,7 +109,7 @@ def train_time(
         )
         mfu, recompute = best.mfu, best.layout.recompute
         if causal is None:
-            causal = bool(get_stack(stack, stack_file).training.attention.causal)
+            causal = bool(get_stack(stack, stack_file).trains().attention.causal)
     elif any(v is not None for v in (global_batch, global_batch_tokens, flash_attention, stack, stack_file)):
         raise UsageError(
             "global_batch, global_batch_tokens, flash_attention, stack: used only with mfu predicted",

@@ -395,7 +395,6 @@ class Serving(Record):
 #: The roofline at datasheet rates with 10 % of memory kept free: napkin's view without an engine.
 IDEAL = ServingStack(
     engine="ideal",
-    version="-",
     decode=Phase(bandwidth=1.0, compute=DEFAULT_EFFICIENCY),
     prefill=Phase(bandwidth=1.0, compute=DEFAULT_EFFICIENCY),
     attention_bandwidth=1.0,

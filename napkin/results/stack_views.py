@@ -28,6 +28,9 @@ class StackList(TableResult):
         for loaded in self.catalog.visible():
             s = loaded.profile
             t = s.training
+            if t is None:  # a serving stack
+                rows.append([s.name, "(serving)", "", loaded.origin])
+                continue
             rows.append([s.name, str(t.attention.kernel), ", ".join(t.parallelism.sharding), loaded.origin])
         rows += [[Path(b.path).stem, "", "", f"{b.origin} (INVALID)"] for b in self.catalog.broken]
         return rows
@@ -59,14 +62,22 @@ def _text(value: object) -> str:
 
 
 def stack_values(stack: Stack) -> list[tuple[str, str, str]]:
-    """(path, value, source) of every training value of ``stack``."""
-    t = stack.training
+    """(path, value, source) of every training value of ``stack``, then every serving value."""
     out = []
+    if stack.serving is not None:
+        for path in value_paths(stack.serving):
+            value: Any = stack.serving
+            for part in path.split("."):
+                value = getattr(value, part)
+            out.append((f"serving.{path}", _text(value), stack.cited(path.split(".")[0])))
+    t = stack.training
+    if t is None:
+        return out
     for path in value_paths(t):
-        value: Any = t
+        item: Any = t
         for part in path.split("."):
-            value = getattr(value, part)
-        out.append((path, _text(value), t.source_of(path) or ""))
+            item = getattr(item, part)
+        out.append((path, _text(item), t.source_of(path) or ""))
     return out
 
 
@@ -117,7 +128,7 @@ def explain_steps(
 ) -> list[Step]:
     """One ``--explain`` step per section of the stack a prediction used: each value and its source (the
     attention efficiency that of ``hardware``); ``overridden``: switches given on the command line instead."""
-    t = stack.training
+    t = stack.trains()
     out = []
     for section in sections:
         paths = [p for p in value_paths(t) if p == section or p.startswith(section + ".")]

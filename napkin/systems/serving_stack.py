@@ -6,7 +6,7 @@ that this module validates. Its numbers are of two kinds, and ``sources`` says w
 * the engine's own defaults (memory fraction, block size, token budget, ``max_num_seqs``), cited to the
   engine's repository file at a version;
 * achieved rates (fractions of the datasheet's HBM bandwidth and dense peak, a fixed cost per engine step)
-  fitted on the *calibration* rows of ``napkin/data/serving_runs.yaml``; the README's serving validation
+  fitted on the *calibration* rows of ``examples/serving_runs.yaml``; the README's serving validation
   table reports their error on the *validation* rows the fit never saw.
 
 Engines size the KV cache by one of four rules (``memory_rule``), per GPU:
@@ -22,18 +22,17 @@ Engines size the KV cache by one of four rules (``memory_rule``), per GPU:
 
 from __future__ import annotations
 
-import functools
-from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ConfigDict, Field
 
 from napkin.domain.base import Record
-from napkin.errors import NapkinError, UsageError
-from napkin.io.files import bundled, config_dir, read_text
-from napkin.io.yamlio import normalize, parse, validated
-from napkin.systems.profiles import Bytes, Slug, Source
+from napkin.errors import UsageError
+from napkin.systems.profiles import Bytes
+
+if TYPE_CHECKING:
+    from napkin.systems.stack import Stack
 
 MemoryRule = Literal["total-fraction", "static-fraction", "free-fraction", "static"]
 DEFAULT_STACK = "vllm"
@@ -65,7 +64,6 @@ class ServingStack(Record):
     model_config = _STRICT
 
     engine: str = Field(min_length=1, description="vllm, sglang, tensorrt-llm, gpt-fast, ideal")
-    version: str = Field(min_length=1)
     # --- achieved rates ---------------------------------------------------------------------------
     prefill: Phase
     decode: Phase
@@ -147,76 +145,37 @@ class ServingStack(Record):
         return device - weights - other
 
 
-class StackProfile(Record):
-    """A stack file: its name, its sources, and (here) its serving section."""
+def get_stack(name: str | None = None, stack_file: str | Path | None = None) -> Stack:
+    """A stack with serving values, by name or alias from the one stack catalog (``napkin.systems.stack``), or
+    from a file; the default is vLLM. A training-only stack is bad input here."""
+    from napkin.systems.stack import resolve
 
-    model_config = _STRICT
-
-    name: Slug
-    display_name: str = Field(min_length=1)
-    aliases: list[str] = Field(default_factory=list)
-    serving: ServingStack
-    sources: list[Source] = Field(min_length=1)
-    notes: str | None = None
-
-    def cited(self, field: str) -> str:
-        """The source that covers ``field`` (a stack value shown by ``--explain``)."""
-        for s in self.sources:
-            if s.covers and field in [c.strip() for c in s.covers.split(",")]:
-                return s.title
-        return self.sources[0].title
+    if name is not None and not str(name).strip():
+        raise UsageError("stack: an empty name; give a serving engine such as vllm", field="stack")
+    found = resolve(DEFAULT_STACK if name is None and stack_file is None else name, stack_file).profile
+    serving_of(found)
+    return found
 
 
-def builtin_dir() -> Traversable:
-    return bundled("stacks")
+def serving_of(stack: Stack) -> ServingStack:
+    """A stack's serving values; a training-only stack is bad input for a serving question."""
+    if stack.serving is None:
+        raise UsageError(
+            f"stack: {stack.name!r} has no serving values (it is for training); serving engines: "
+            f"{', '.join(stack_names())}",
+            field="stack",
+        )
+    return stack.serving
 
 
-def user_stack_dir() -> Path:
-    return config_dir() / "stacks"
-
-
-@functools.lru_cache(maxsize=64)
-def _parse(text: str, label: str) -> StackProfile:
-    return validated(StackProfile, text, label, "stack")
-
-
-def _files() -> list[tuple[str, str]]:
-    """(label, text) of every stack file with a ``serving:`` section, the user's first (training stacks
-    share the folder)."""
-    found: list[tuple[str, str]] = []
-    user = user_stack_dir()
-    if user.is_dir():
-        for path in sorted(user.glob("*.yaml")):
-            found.append((str(path), read_text(path)))
-    root = builtin_dir()
-    for entry in sorted(root.iterdir(), key=lambda e: e.name) if root.is_dir() else []:
-        if entry.name.endswith(".yaml"):
-            found.append((f"<built-in>/{entry.name}", entry.read_text(encoding="utf-8")))
-    return [(label, text) for label, text in found if _serving(text, label)]
-
-
-def _serving(text: str, label: str) -> bool:
-    data, _ = parse(text, label)
-    return isinstance(data, dict) and "serving" in data
+def get_serving(name: str | None = None, stack_file: str | Path | None = None) -> ServingStack:
+    """The serving values of a stack (``get_stack(...).serving``, never None)."""
+    return serving_of(get_stack(name, stack_file))
 
 
 def stack_names() -> list[str]:
-    """Every stack's name, the user's first (a broken file is an error naming it and its line)."""
-    return list(dict.fromkeys(_parse(text, label).name for label, text in _files()))
+    """The names of the stacks that have serving values."""
+    from napkin.systems.profiles import catalog_of
+    from napkin.systems.stack import STACKS
 
-
-def get_stack(name: str | StackProfile | None = None, stack_file: str | Path | None = None) -> StackProfile:
-    """A serving stack by name or alias (``vllm``), from a YAML file, or the default (vLLM)."""
-    if isinstance(name, StackProfile):
-        return name
-    if stack_file is not None:
-        try:
-            return _parse(read_text(stack_file), str(stack_file))
-        except NapkinError as exc:
-            raise UsageError(f"stack_file: {exc}", field="stack_file") from None
-    key = normalize(name or DEFAULT_STACK)
-    for label, text in _files():
-        profile = _parse(text, label)
-        if key in {normalize(profile.name), *(normalize(a) for a in profile.aliases)}:
-            return profile
-    raise UsageError(f"stack: {name!r} is not a known serving engine; known: {', '.join(stack_names())}", field="stack")
+    return [loaded.profile.name for loaded in catalog_of(STACKS).visible() if loaded.profile.serving is not None]

@@ -8,7 +8,8 @@ those values, each with its source, in one YAML file per stack (``stacks/*.yaml`
 file, ``$NAPKIN_STACK_PATH``, ``<config dir>/stacks``, the built-ins; a user file with a built-in's name
 replaces it, and every command says so).
 
-The training values sit under ``training:``; ``serving:`` is reserved for the serving side (issue 24).
+The training values sit under ``training:``, the serving ones under ``serving:`` (``napkin.systems.serving_stack``);
+a stack has either or both.
 ``StackKnobs`` is the plain-float form the step model's hot path reads.
 
 This module never prints and imports neither typer nor rich.
@@ -31,6 +32,7 @@ from napkin.domain.choices import Sharding
 from napkin.errors import NapkinError, ProfileError, UsageError
 from napkin.io.yamlio import normalize
 from napkin.systems.profiles import Kind, Loaded, Slug, Source, add_notes, file_of, find_in, parse_as
+from napkin.systems.serving_stack import ServingStack
 
 ENV_STACK_PATH: Final = "NAPKIN_STACK_PATH"
 ENV_STACK: Final = "NAPKIN_STACK"  # the default stack name when none is given
@@ -292,12 +294,6 @@ def value_paths(section: Record, prefix: str = "") -> list[str]:
     return out
 
 
-class Serving(Record):
-    """Reserved for the serving side of a stack (issue 24); no fields yet."""
-
-    model_config = _STRICT
-
-
 class Stack(Record):
     """One software stack: its name, version and sources, and what it does when it trains."""
 
@@ -309,15 +305,38 @@ class Stack(Record):
     version: str = Field(min_length=1, description="the release or commit the values describe")
     sources: list[Source] = Field(min_length=1)
     notes: str | None = None
-    training: Training
-    serving: Serving | None = None
+    training: Training | None = None
+    serving: ServingStack | None = Field(default=None, description="what the stack achieves serving (issue 24)")
+
+    @model_validator(mode="after")
+    def _one_side(self) -> Stack:
+        if self.training is None and self.serving is None:
+            raise ValueError("a stack needs a training or a serving section")
+        return self
 
     def lookup_keys(self) -> set[str]:
         return {normalize(self.name), *(normalize(a) for a in self.aliases)}
 
+    def trains(self) -> Training:
+        """The training values; a serving-only stack is bad input for a training command."""
+        if self.training is None:
+            raise UsageError(
+                f"stack: {self.name!r} has serving values only (an inference engine); it answers inference, traffic "
+                "and serve-plan; pick one with a training section for this command",
+                field="stack",
+            )
+        return self.training
+
+    def cited(self, field: str) -> str:
+        """The source whose ``covers`` names ``field`` (a serving value), else the first source."""
+        for source in self.sources:
+            if source.covers and field in [c.strip() for c in source.covers.split(",")]:
+                return source.title
+        return self.sources[0].title
+
     def knobs(self, hardware: str = "") -> StackKnobs:
         """The training values as plain numbers, the attention efficiency that of ``hardware``."""
-        t = self.training
+        t = self.trains()
         forward, backward = t.attention.efficiency(hardware)
         return StackKnobs(
             name=self.name,
