@@ -18,6 +18,7 @@ Conventions (stated in every output that shows them):
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -33,11 +34,12 @@ MAX_VALUE: Final = 1e36
 #: Whole counts (GPUs, layers, sizes) are exact integers in a float: at most 2^53.
 MAX_INT: Final = 2**53
 
-# ASCII only (re.ASCII: \d is [0-9], so superscripts and other scripts' digits never match). The text
-# is trimmed and length-capped first, and the pattern has no nested or overlapping repetition, so a
-# match costs time linear in the (short) input.
+# ASCII only (re.ASCII: \d is [0-9], so superscripts and other scripts' digits never match). Underscores
+# only between digits, as in Python literals ("1_000", never "1__0" or "1_"). The text is trimmed and
+# length-capped first, and the pattern has no overlapping repetition, so a match costs time linear in the
+# (short) input.
 _NUMBER: Final = re.compile(
-    r"(?P<num>[+-]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?P<exp>[eE][+-]?\d+)?)\s*(?P<unit>[^\d\s].*)?",
+    r"(?P<num>[+-]?(?:\d(?:_?\d)*(?:\.(?:\d(?:_?\d)*)?)?|\.\d(?:_?\d)*)(?P<exp>[eE][+-]?\d+)?)\s*(?P<unit>[^\d\s].*)?",
     re.ASCII | re.DOTALL,
 )
 
@@ -130,26 +132,40 @@ def _bits_divisor(unit: str, kind: str, text: str, what: str) -> float:
 
 def _check_range(value: float, text: object, what: str, expected: str) -> float:
     if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{what}: {text!r} must be positive and finite; expected {expected}")
+        raise UsageError(f"{what}: {_shown(text)} must be positive and finite; expected {expected}")
     if not MIN_VALUE <= value <= MAX_VALUE:
         raise UsageError(
-            f"{what}: {text!r} is outside what napkin computes with ({MIN_VALUE:g} to {MAX_VALUE:g} "
+            f"{what}: {_shown(text)} is outside what napkin computes with ({MIN_VALUE:g} to {MAX_VALUE:g} "
             f"in base units); expected {expected}"
         )
     return value
 
 
+def plain_number(value: object) -> int | float | None:
+    """``value`` as a Python int or float when it is a number that is not a bool (NumPy's integers and floats
+    included, through the ``numbers`` ABCs they register with); None for anything else (text, a bool, a list)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy.bool_ is no number either
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return None
+
+
 def _parse(text: str | float | int, units: Mapping[str, float], kind: str, what: str) -> float:
     """Parse ``text`` as a positive finite number with an optional unit from ``units``."""
     expected = _EXAMPLES[kind]
-    if isinstance(text, bool) or not isinstance(text, str | int | float):
-        raise UsageError(f"{what}: {text!r} is not a number; expected {expected}")
-    if isinstance(text, int | float):
+    plain = plain_number(text)
+    if plain is None and not isinstance(text, str):
+        raise UsageError(f"{what}: {_shown(text)} is not a number; expected {expected}")
+    if plain is not None:
         try:
-            value = float(text)
+            value = float(plain)
         except OverflowError:
-            raise UsageError(f"{what}: a {len(str(text))}-digit number is too large; expected {expected}") from None
-        return _check_range(value, text, what, expected)
+            raise UsageError(f"{what}: a {len(str(plain))}-digit number is too large; expected {expected}") from None
+        return _check_range(value, plain, what, expected)
+    assert isinstance(text, str)
     number, _, unit = _split(text, what, expected)
     divisor = _bits_divisor(unit, kind, text, what)
     if divisor != 1.0:
@@ -171,14 +187,32 @@ def parse_count(text: str | float | int, what: str = "value") -> float:
     return _parse(text, COUNT_UNITS, "count", what)
 
 
+_INTEGER: Final = re.compile(r"[+-]?\d(?:_?\d)*", re.ASCII)
+
+
+def _whole(value: float, text: object, what: str, exact: int | None) -> int:
+    """``value`` as an int, refused unless whole and at most 2^53 (``exact``: the integer the text spelled)."""
+    if exact is None and value != int(value):
+        raise UsageError(f"{what}: {_shown(text)} must be a whole number")
+    if (exact if exact is not None else value) > MAX_INT:
+        raise UsageError(f"{what}: {_shown(text)} is larger than napkin counts exactly (2^53 ≈ 9.0e15)")
+    return exact if exact is not None else int(value)
+
+
+def _exact(text: object) -> int | None:
+    """The integer an int (or integer literal such as ``"9007199254740993"``) is, without a float's rounding."""
+    number = plain_number(text)
+    if isinstance(number, int):
+        return number
+    if isinstance(text, str) and _INTEGER.fullmatch(text.strip()) and len(text.strip()) <= MAX_TEXT:
+        return int(text.strip().replace("_", ""))
+    return None
+
+
 def parse_int(text: str | float | int, what: str = "value") -> int:
-    """A positive whole count (GPUs, layers, batch): ``"1024"``, ``"1K"``, ``"2e3"``; at most 2^53."""
-    value = parse_count(text, what)
-    if value != int(value):
-        raise UsageError(f"{what}: {text!r} must be a whole number")
-    if value > MAX_INT:
-        raise UsageError(f"{what}: {text!r} is larger than napkin counts exactly (2^53 ≈ 9.0e15)")
-    return int(value)
+    """A positive whole count (GPUs, layers, batch): ``"1024"``, ``"1K"``, ``"2e3"``; at most 2^53, read exactly
+    (``"9007199254740993"`` is refused, not rounded to 2^53)."""
+    return _whole(parse_count(text, what), text, what, _exact(text))
 
 
 def parse_bytes(text: str | float | int, what: str = "value") -> float:
@@ -389,5 +423,11 @@ def parse_length(text: str | float | int, what: str = "value") -> int:
     else:
         value = parse_count(text, what)
     if value != int(value):
-        raise UsageError(f"{what}: {text!r} must be a whole number of tokens or elements (32k = 32768)")
-    return int(value)
+        raise UsageError(f"{what}: {_shown(text)} must be a whole number of tokens or elements (32k = 32768)")
+    return _whole(value, text, what, _exact(text))
+
+
+def _shown(value: object) -> str:
+    """``value`` as a message quotes it: short, one line (a 5,000-digit int or a long list is not echoed)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"

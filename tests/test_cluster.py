@@ -98,7 +98,7 @@ def test_cli_list_show_new_validate(napkin: Run, isolated: Path) -> None:
     made = napkin("cluster", "new", "my-pod", "--from", "dgx-h100")
     assert made.exit_code == 0, made.stderr
     target = isolated / "clusters" / "my-pod.yaml"
-    assert target.is_file() and "# Copied from the built-in cluster 'dgx-h100'" in target.read_text(encoding="utf-8")
+    assert target.is_file() and "# Copied from the built-in profile 'dgx-h100'" in target.read_text(encoding="utf-8")
     again = napkin("cluster", "new", "my-pod")
     assert again.exit_code == 1 and "already exists" in again.stderr
     target.write_text(target.read_text(encoding="utf-8").replace("400 Gbit/s", "400 Gb/s"), encoding="utf-8")

@@ -357,7 +357,7 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
         put("p.yaml", profile("p").replace("100 TFLOP/s", "9" * 400)),
         [*TRAIN, "-H", "p"],
         1,
-        "peak_flops.bf16",
+        "p.yaml:8: a number of 400 characters is longer than napkin reads",
     ),
     ("profile-values", "measurements-a-list", measurements("- 1\n- 2\n"), TRAIN, 0, "saved measurements ignored"),
     ("profile-values", "measurements-bad-bytes", measurements(b"\xff\xfe\x00"), TRAIN, 0, "saved measurements ignored"),
@@ -367,7 +367,7 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
         measurements("h100-sxm:\n  bf16: {flops_per_second: " + "9" * 400 + ", date: x, device: y}\n"),
         TRAIN,
         0,
-        "is invalid; ignored",
+        "saved measurements ignored: ",
     ),
     (
         "profile-values",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from napkin.api.inputs import choice
+from napkin import units
+from napkin.api.inputs import choice, parse
 from napkin.domain.choices import Dtype
 from napkin.errors import UsageError
 
@@ -85,7 +86,15 @@ def tensor(shape: str | tuple[int, ...], *, dtype: str = "fp32") -> Any:
     """Bytes of a dense tensor (``"49152x12288"`` or a tuple), in GB and GiB."""
     from napkin.engines.number_formats import parse_shape, tensor_size
 
-    dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+    if isinstance(shape, str):
+        dims = parse_shape(shape)
+    elif isinstance(shape, tuple | list) and shape:
+        dims = tuple(parse(units.parse_length, d, "shape") for d in shape)  # each a positive size, as on the CLI
+    else:
+        raise UsageError(
+            f"shape: {shape!r} is not a shape; give a tuple of positive sizes or text such as '49152x12288'",
+            field="shape",
+        )
     return tensor_size(dims, str(dtype).lower())
 
 

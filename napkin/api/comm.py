@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from napkin import units
-from napkin.api.inputs import choice, optional, parse
+from napkin.api.inputs import choice, optional, parse, textual
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -35,6 +35,10 @@ def collective(
     from napkin.engines import comm
     from napkin.systems.cluster import resolve
 
+    if cluster is not None:
+        textual(cluster, "cluster", "a cluster name such as 'dgx-h100'")
+    if cluster_file is not None:
+        textual(cluster_file, "cluster_file", "a path to a cluster YAML file", path=True)
     operation = choice(comm.Op, op, "op")
     if (bytes is None) == (params is None):
         raise UsageError("give bytes or params (with dtype), one of them", field="bytes", also=("params", "dtype"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,31 @@ def optional(parser: Callable[[Any, str], T], value: Any, field: str) -> T | Non
     return None if value is None else parse(parser, value, field)
 
 
+def flag(value: Any, field: str) -> bool:
+    """A yes/no keyword: ``True`` or ``False`` itself (NumPy's bools too); ``"no"`` or ``1`` is refused, not read
+    by its truthiness (``bool("no")`` is True)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise UsageError(f"{field}: {value!r} is not True or False", field=field)
+
+
+def _check_flags(sig: inspect.Signature, arguments: dict[str, Any]) -> None:
+    """Every keyword declared ``bool`` and given is a bool (``flag``)."""
+    for name, value in arguments.items():
+        param = sig.parameters.get(name)
+        if param is None:
+            continue
+        if param.annotation in ("bool", bool) or (param.annotation == "bool | None" and value is not None):
+            flag(value, name)  # None means "the default" only where the keyword is declared optional
+
+
+def textual(value: Any, field: str, what: str, *, path: bool = False) -> None:
+    """``value`` is a string (a name; a path may be a ``PathLike`` too), else a UsageError saying ``what`` is
+    accepted (not an AttributeError from deep inside)."""
+    if not isinstance(value, str | os.PathLike if path else str):
+        raise UsageError(f"{field}: {value!r} is not {what}", field=field)
+
+
 def choice(enum: type[T], value: Any, field: str) -> T:
     """An enum member from itself or its name, ignoring case (``"BF16"`` is ``bf16``)."""
     try:
@@ -92,6 +118,10 @@ def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str |
 
     if isinstance(name, HardwareProfile):
         return name
+    if name is not None:
+        textual(name, "hardware", "a profile name (such as 'h100') or a HardwareProfile")
+    if hardware_file is not None:
+        textual(hardware_file, "hardware_file", "a path to a profile YAML file", path=True)
     try:
         return _resolve_hardware(name, hardware_file)
     except UsageError as exc:  # profiles word their errors for the command line: name the keyword here
@@ -136,6 +166,10 @@ def build_model(model: str | Model | None = None, model_config: str | Path | Non
     given = {k: (parse(units.parse_length, v, k) if k in _LENGTHS else v) for k, v in shape.items() if v is not None}
     if model is not None and model_config is not None:
         raise UsageError("give model or model_config, not both", field="model_config", also=("model",))
+    if model is not None and not isinstance(model, Model | str):
+        raise UsageError(f"model: {model!r} is not a preset name (such as 'llama3-8b') or a Model", field="model")
+    if model_config is not None:
+        textual(model_config, "model_config", "a path to a Hugging Face config.json", path=True)
     base: dict[str, Any] = {}
     chosen = Chosen(name="custom")
     if isinstance(model, Model):
@@ -250,6 +284,7 @@ def keywords(*groups: tuple[str, ...]) -> Callable[[Callable[..., T]], Callable[
         @functools.wraps(func)
         def checked(*args: Any, **kwargs: Any) -> T:
             full.bind(*args, **kwargs)  # TypeError: got an unexpected keyword argument 'gpu'
+            _check_flags(full, kwargs)
             return func(*args, **kwargs)
 
         checked.__signature__ = full  # type: ignore[attr-defined]
@@ -270,6 +305,7 @@ def same_keywords(
         @functools.wraps(func)
         def bound(*args: Any, **kwargs: Any) -> T:
             given = sig.bind(*args, **kwargs)  # TypeError on a misspelt keyword
+            _check_flags(sig, kwargs)
             given.apply_defaults()
             return func(**given.arguments)
 
@@ -308,6 +344,8 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
     (``tensor_parallel=8``, ``sharding="zero1"``); a keyword left at ``None`` keeps the layout's value."""
     from napkin.domain.layout import Layout
 
+    if layout is not None and not isinstance(layout, Layout):
+        raise UsageError(f"layout: {layout!r} is not a Layout (napkin.Layout(tensor=8, ...))", field="layout")
     unknown = set(given) - set(LAYOUT_FIELDS)
     if unknown:
         raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -318,7 +356,7 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
         if key in _LAYOUT_ENUMS:
             update[LAYOUT_FIELDS[key]] = choice(_LAYOUT_ENUMS[key], value, key)
         elif key == "sequence_parallel":
-            update["sequence_parallel"] = bool(value)
+            update["sequence_parallel"] = flag(value, key)
         else:
             update[LAYOUT_FIELDS[key]] = parse(units.parse_int, value, key)
     try:
@@ -360,18 +398,27 @@ def get_cluster(
             also=("hardware", "hardware_file"),
         )
     if isinstance(cluster, Cluster):
-        return cluster, get_hardware(cluster.device)
+        return cluster, _device_of(cluster, "the cluster given")
     if cluster is not None:
+        textual(cluster, "cluster", "a cluster name (such as 'dgx-h100') or a Cluster")
         if not str(cluster).strip():
             raise UsageError("cluster: an empty name; give a cluster such as dgx-h100", field="cluster")
-        found = find(str(cluster)).cluster
-        return found, get_hardware(found.device)
+        loaded = find(str(cluster))
+        return loaded.cluster, _device_of(loaded.cluster, loaded.path)
     profile = get_hardware(hardware, hardware_file)
     built = built_from(profile.name)
     if built is None:
         # no field: the message names the command 'napkin cluster list', which a flag rewrite would garble
         raise UsageError(f"no cluster profile is built from {profile.name}; name a cluster (see 'napkin cluster list')")
     return built, profile
+
+
+def _device_of(cluster: Any, where: str) -> HardwareProfile:
+    """The hardware profile a cluster's ``device`` names; an unknown one is blamed on the cluster file, not on
+    a --hardware the user never gave."""
+    from napkin.systems.profiles import resolve
+
+    return resolve(cluster.device, what=f"{where}: device").profile
 
 
 def usable_capacity(profile: HardwareProfile) -> float:

@@ -23,6 +23,7 @@ from napkin.api.inputs import (
     resolve_seq,
     same_keywords,
     split_layout,
+    usable_capacity,
 )
 from napkin.domain.choices import BaseFormat, Dtype, Finetune, Offload, Optimizer, Precision
 from napkin.errors import UsageError
@@ -129,7 +130,7 @@ def _step_model(
         precision=choice(Precision, precision, "precision"),
         flash_attention=flash_attention,
         causal=causal,
-        reserve_bytes=reserve_of(reserve, profile.memory),
+        reserve_bytes=reserve_of(reserve, usable_capacity(profile)),
         overlap_grad_reduce=overlap_grad_reduce,
         gradient_accumulation_fusion=gradient_accumulation_fusion,
         adapters=adapters,

@@ -80,7 +80,9 @@ def kv_cache(
     from napkin.engines.serving import kv_cache as engine
 
     name, arch, notes = _serving_model(model, model_config, shape)
-    _, t = _tensor(tensor_parallel, tensor_parallel, arch)
+    t = _positive(tensor_parallel, "tensor_parallel")
+    if arch.heads is not None and arch.heads % t:
+        raise UsageError(f"tensor_parallel ({t}) must divide the model's heads ({arch.heads})", field="tensor_parallel")
     length = _context(context, arch)
     b = _positive(batch, "batch")
     result = engine(name, arch, length, b, choice(KvDtype, kv_dtype, "kv_dtype"), _block(block_size, paged), t)
@@ -148,6 +150,12 @@ def inference(
     given = [name for name, v in (("prompt", p), ("output", o)) if v is not None]
     o = o if o is not None else min(512, length // 2) if p is None else length - p
     p = p if p is not None else length - o
+    if not given and length < 2:
+        raise UsageError(
+            f"context: {length:,} token{'s' if length != 1 else ''} leaves none to generate; a sequence needs at "
+            "least 2 (1 to read, 1 to generate)",
+            field="context",
+        )
     if p < 1 or o < 1 or p + o > length:
         told = " + ".join(f"{name} ({p if name == 'prompt' else o:,})" for name in given)
         raise UsageError(

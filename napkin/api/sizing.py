@@ -88,7 +88,7 @@ def _memory_inputs(
     try:
         work = Workload(seq=length, micro_batch=b, global_batch=optional(units.parse_int, global_batch, "global_batch"))
     except ValueError as exc:
-        raise UsageError(first_error(exc), field="global_batch") from None
+        raise UsageError(first_error(exc), field="global_batch", also=("micro_batch",)) from None
     acts = ActivationInputs(model=arch, workload=work, layout=resolved, flash_attention=bool(flash_attention))
     return _Inputs(n, g, acts, chosen, length, source)
 

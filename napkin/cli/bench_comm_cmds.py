@@ -12,9 +12,9 @@ from typing import Annotated, Any
 import typer
 
 from napkin import units
-from napkin.cli.common import JsonOpt, boundary, emit, note, progress
+from napkin.cli.common import JsonOpt, boundary, emit, fail, note, progress
 from napkin.errors import UsageError
-from napkin.units import format_bandwidth
+from napkin.units import format_bandwidth, format_duration
 
 TORCHRUN_HINT = (
     "multi-node: torchrun --nnodes N --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT "
@@ -59,12 +59,14 @@ def _command(op: str) -> Any:
             n = units.parse_int(world_size, "--world-size")
             seconds = units.parse_duration(budget, "--budget")
             size_list = bench_comm.parse_sizes(sizes) if sizes else list(bench_comm.DEFAULT_SIZES)
-            if save:
+            if save:  # everything --save needs, checked before the benchmark runs
                 from napkin.systems.cluster import find
+                from napkin.systems.measurements import load_all
 
                 if cluster is None:
                     raise UsageError("--save: give --cluster NAME, the cluster this ran on (see 'napkin cluster list')")
                 find(cluster)
+                load_all()
             bench_comm.prepare(op, backend.value, n, seconds, size_list)  # errors before the progress bar
             with progress(op) as update:
                 result = bench_comm.run(
@@ -76,13 +78,19 @@ def _command(op: str) -> Any:
                     progress=update,
                     started=started,
                 )
-            if result is None:  # a rank other than 0 under torchrun: rank 0 reports
-                return
-            if save and cluster is not None:
+        if result is None:  # a rank other than 0 under torchrun: rank 0 reports
+            return
+        emit(result, as_json)  # the measured numbers first: a failed save cannot lose them
+        if save and cluster is not None and result.best is not None:
+            with boundary():
                 path = bench_comm.save_best(result, cluster)
-                if path is not None and result.best is not None:
-                    note(f"saved {op} busbw {format_bandwidth(result.best.busbw)} for {cluster} in {path}")
-        emit(result, as_json)
+            note(f"saved {op} busbw {format_bandwidth(result.best.busbw)} for {cluster} in {path}")
+        if result.best is None:
+            fail(
+                f"nothing measured within the {format_duration(seconds)} budget (see the reasons above); raise "
+                "--budget or pass smaller --sizes",
+                1,
+            )
 
     command.__doc__ = (
         f"Measure {op} algbw/busbw on torch.distributed as nccl-tests does (local processes, or "

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from datetime import date
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from napkin.cli.common import ExplainOpt, JsonOpt, boundary, fail, run, warn
+from napkin.cli.common import ExplainOpt, JsonOpt, boundary, fail, note, run
 from napkin.errors import ProfileError, UsageError
+from napkin.io.yamlio import clean
 
 comm_app = typer.Typer(
     help="Collective communication time on a cluster (α–β model, nccl-tests bandwidths).", no_args_is_help=True
@@ -135,76 +136,93 @@ def cluster_validate(
     paths: Annotated[list[Path] | None, typer.Argument(help="Files to check (default: every cluster found).")] = None,
 ) -> None:
     """Check cluster files; each problem as file:line: field: message. Exit 1 if any is invalid."""
-    from napkin.systems.cluster import load_catalog, parse_cluster
+    from napkin.errors import NapkinError
+    from napkin.systems.cluster import load_catalog, load_file
 
     problems: list[str] = []
+    loaded = []
     if paths:
         for path in paths:
             try:
-                parse_cluster(path.read_text(encoding="utf-8"), str(path))
-                typer.echo(f"ok  {path}")
+                loaded.append(load_file(path))  # a regular file of bounded size, as every file napkin reads
             except ProfileError as exc:
                 problems += exc.problems
-            except OSError as exc:
-                problems.append(f"{path}: cannot read: {exc.strerror or exc}")
+            except NapkinError as exc:
+                problems.append(str(exc).removeprefix("cluster_file: "))
     else:
         catalog = load_catalog()
-        for loaded in catalog.clusters:
-            typer.echo(f"ok  {loaded.path}")
+        loaded = catalog.clusters + catalog.replaced
         for broken in catalog.broken:
-            problems += list(broken.problems)
+            problems += list(broken.problems) or [broken.error]
+        problems += catalog.conflicts
+    for found in loaded:
+        device = _device_problem(found)
+        if device is None:
+            typer.echo(f"ok  {clean(found.path)}")
+        else:
+            problems.append(device)
     for line in problems:
-        typer.echo(line, err=True)
+        typer.echo(clean(line), err=True)
     if problems:
         fail(f"{len(problems)} problem(s)", 1)
+
+
+def _device_problem(found: Any) -> str | None:
+    """Why ``found``'s ``device`` names no hardware profile napkin can see, if it does not."""
+    from napkin.errors import NapkinError
+    from napkin.systems.profiles import find as find_hardware
+
+    try:
+        find_hardware(found.cluster.device, what="device")
+    except NapkinError as exc:
+        return f"{found.path}: {exc}"
+    return None
 
 
 @cluster_app.command("new")
 def cluster_new(
     name: Annotated[str, typer.Argument(help="Name of the new cluster (lower-case, e.g. my-cluster).")],
     source: Annotated[str, typer.Option("--from", metavar="NAME", help="Cluster to copy.")] = "dgx-h100",
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing user cluster of that name.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace your existing cluster of that name, or take a built-in's name.")
+    ] = False,
 ) -> None:
     """Copy a cluster profile into your user directory for editing (never overwrites without --force)."""
     from napkin.io.files import write_atomic
-    from napkin.systems.cluster import copy_text, find, parse_cluster, user_cluster_dir
+    from napkin.systems.cluster import copy_text, find, is_builtin_name, parse_cluster, user_cluster_dir
     from napkin.systems.profiles import SLUG_RULE, is_slug
 
     with boundary():
         if not is_slug(name):
             raise UsageError(f"NAME: {name!r}: {SLUG_RULE}")
+        builtin = is_builtin_name(name)
+        if builtin is not None and not force:
+            raise UsageError(
+                f"NAME: {name!r} is the built-in cluster {builtin}'s name; your cluster would replace it in every "
+                "command. Pick another name, or pass --force to replace it (every command then says so)"
+            )
         loaded = find(source)
         text = copy_text(loaded, name, date.today().isoformat())
         target = user_cluster_dir() / f"{name}.yaml"
         parse_cluster(text, str(target))
         write_atomic(target, text, overwrite=force)
     typer.echo(str(target))
-    warn(f"created {target} from {loaded.cluster.name}; edit it with 'napkin cluster edit {name}'")
+    note(f"created {target} from {loaded.cluster.name}; edit it with 'napkin cluster edit {name}'")
 
 
 @cluster_app.command("edit")
-def cluster_edit(name: NameArg) -> None:
+def cluster_edit(
+    name: NameArg,
+    discard: Annotated[
+        bool, typer.Option("--discard", help="Delete your unsaved draft of this cluster instead of editing.")
+    ] = False,
+) -> None:
     """Open your copy of a cluster in $EDITOR (creating it if needed); keep it only if it validates."""
-    from napkin.cli.hardware_cmds import _edit
-    from napkin.io.files import locked, read_text, write_atomic
-    from napkin.systems.cluster import copy_text, find, parse_cluster, user_cluster_dir
-    from napkin.systems.profiles import normalize
+    from napkin.cli.hardware_cmds import edit_profile
+    from napkin.systems import profiles
+    from napkin.systems.cluster import CLUSTERS, schema
 
-    with boundary():
-        directory = user_cluster_dir()
-        mine = sorted(directory.glob("*.yaml")) if directory.is_dir() else []
-        target = next((p for p in mine if normalize(p.stem) == normalize(name)), None)
-        if target is None:
-            loaded = find(name)
-            if loaded.origin in ("user", "env"):
-                target = Path(loaded.path)
-            else:
-                target = directory / f"{loaded.cluster.name}.yaml"
-                write_atomic(target, copy_text(loaded, loaded.cluster.name, date.today().isoformat()))
-                warn(f"created {target} from the {loaded.origin} cluster; it replaces it from now on")
-        with locked(target, wait=False):
-            _edit(name, target, read_text, parse_cluster, write_atomic, "napkin cluster edit")
-    typer.echo(str(target))
+    edit_profile(CLUSTERS, name, discard, False, lambda n: profiles.find_in(CLUSTERS, n), schema)
 
 
 @cluster_app.command("schema")

@@ -186,6 +186,13 @@ def boundary() -> Iterator[None]:
         fail(f"a value left floating-point range ({exc}); check the magnitudes of {_given_inputs()}", 2)
 
 
+def _command_path() -> str:
+    from typer._click import globals
+
+    ctx = globals.get_current_context(silent=True)
+    return ctx.command_path if ctx is not None else "napkin"
+
+
 class NapkinGroup(typer.core.TyperGroup):
     """Click's usage errors as one line (``napkin: error: …``), exit code 2, no box, no traceback."""
 
@@ -227,7 +234,7 @@ def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:
     with boundary():
         text = dumps(result.to_json(explain), non_finite_ok=getattr(result, "non_finite_ok", False))
     if as_json:  # (a table never shows a non-finite number either: dumps checked it)
-        typer.echo(text)
+        echo(text)
         return
     from napkin.results import render as r
 
@@ -236,6 +243,18 @@ def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:
         out.print(renderable)
     if explain and result.steps:
         out.print(r.explanation(result.steps))
+
+
+#: Output is written in pieces of this size, each flushed, as the table path writes line by line: a reader that
+#: went away (``| head -1``) is seen on the next piece (exit 141), whatever the size of the output.
+CHUNK_CHARS = 4096
+
+
+def echo(text: str) -> None:
+    """``text`` and a newline on stdout, in flushed pieces (CHUNK_CHARS)."""
+    for start in range(0, len(text), CHUNK_CHARS):
+        typer.echo(text[start : start + CHUNK_CHARS], nl=False)
+    typer.echo("")
 
 
 @contextmanager
@@ -255,8 +274,18 @@ def progress(label: str) -> Iterator[Callable[[str, float], None]]:
 
 
 def run(question: Callable[..., Any], options: dict[str, Any]) -> None:
-    """What every computing command does: call the library with its options, then emit the result."""
+    """What every computing command does: call the library with its options, then emit the result. A keyword
+    the question requires and the command line left out is one line naming its flag (exit 2)."""
+    import inspect
+
     as_json, explain = options.pop("json", False), options.pop("explain", False)
+    required = [
+        p.name
+        for p in inspect.signature(question).parameters.values()
+        if p.default is p.empty and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and options.get(p.name) is None
+    ]
+    if required:
+        fail(f"{flag(required[0])} is required (see '{_command_path()} --help')", 2)
     with boundary():
         result = question(**{k: v for k, v in options.items() if v is not None})
     emit(result, as_json, explain=explain)
@@ -326,6 +355,7 @@ def print_notes() -> None:
 __all__ = [
     "boundary",
     "dumps",
+    "echo",
     "emit",
     "fail",
     "flag",

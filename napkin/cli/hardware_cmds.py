@@ -6,6 +6,7 @@ import contextlib
 import os
 import shlex
 import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any
@@ -214,11 +215,12 @@ def edit_command(
 
 def edit_profile(kind: Any, name: str, discard: bool, as_json: bool, find: Any, schema: Any) -> None:
     """``napkin <kind> edit NAME``: edit the user's copy (made from the built-in if needed) through a draft that is
-    kept only if it validates."""
+    kept only if it validates. The editor is checked first: with none to run, nothing is copied or drafted."""
     from napkin.io.files import locked, read_text, write_atomic
     from napkin.systems.profiles import copy_text, normalize
 
     with boundary():
+        editor = [] if discard else editor_command()
         directory = kind.user_dir()
         try:
             mine = sorted(directory.glob("*.yaml")) if directory.is_dir() else []
@@ -239,11 +241,32 @@ def edit_profile(kind: Any, name: str, discard: bool, as_json: bool, find: Any, 
             else:
                 target = directory / f"{loaded.profile.name}.yaml"
                 write_atomic(target, copy_text(loaded, loaded.profile.name, date.today().isoformat(), kind))
-                note(f"created {target} from the {loaded.origin} profile; it replaces it from now on")
-        _user_schema(directory, schema)
+                note(f"created {target} from the {loaded.origin} {kind.noun}; it replaces it from now on")
+        if schema is not False:
+            _user_schema(directory, schema)
         with locked(target, wait=False):
-            _edit(name, target, read_text, kind.parse, write_atomic, f"napkin {kind.noun} edit")
+            _edit(name, target, read_text, kind.parse, write_atomic, editor, f"napkin {kind.noun} edit")
     typer.echo(dumps({"path": str(target)}) if as_json else str(target))
+
+
+def editor_command() -> list[str]:
+    """The editor to run: $VISUAL, else $EDITOR, else vi, which needs a terminal: with no editor set and no
+    terminal (a script, a pipe, CI) the edit is refused at once, before any file is copied or drafted."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise UsageError(
+                "$EDITOR: not set, and there is no terminal to run vi in; set EDITOR (e.g. "
+                "EDITOR=nano) or edit the file itself ('napkin hardware path' lists where)"
+            )
+        editor = "vi"
+    try:
+        words = shlex.split(editor)
+    except ValueError as exc:
+        raise UsageError(f"$EDITOR: {editor!r} cannot be split into a command: {exc}") from None
+    if not words:
+        raise UsageError("$EDITOR: empty; set it to an editor command such as nano or 'code --wait'")
+    return words
 
 
 def _edit(
@@ -252,24 +275,24 @@ def _edit(
     read_text: Any,
     parse_profile: Any,
     write_atomic: Any,
+    editor: list[str],
     command: str = "napkin hardware edit",
 ) -> None:
-    """Edit ``target`` through a draft in $EDITOR; keep it only if ``parse_profile`` accepts it (clusters too)."""
+    """Edit ``target`` through a draft in ``editor``; keep it only if ``parse_profile`` accepts it (clusters too)."""
     draft = _draft_of(target)
     if draft.exists():
         warn(f"reopening your unsaved draft {draft} (discard it with '{command} {name} --discard')")
     else:
         write_atomic(draft, read_text(target))
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     try:
-        completed = subprocess.run([*shlex.split(editor), str(draft)], check=False)
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or exc
-        raise NapkinError(f"cannot run editor {editor!r}: {reason}; set $EDITOR") from None
+        completed = subprocess.run([*editor, str(draft)], check=False)
+    except OSError as exc:
+        raise NapkinError(f"cannot run editor {shlex.join(editor)!r}: {exc.strerror or exc}; set $EDITOR") from None
+    editor_text = shlex.join(editor)
     discard = f"'{command} {name} --discard' deletes it"
     if completed.returncode != 0:
         raise NapkinError(
-            f"editor {editor!r} exited with {completed.returncode}; {target} is unchanged "
+            f"editor {editor_text!r} exited with {completed.returncode}; {target} is unchanged "
             f"(your draft is kept at {draft}; {discard})"
         )
     text = read_text(draft)

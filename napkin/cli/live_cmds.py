@@ -74,6 +74,8 @@ def bench_matmul(
         dev = bench.pick_device(torch, device.value)
         name = bench.device_name(torch, dev)
         profile = _profile(hardware, hardware_file, dev, name)
+        if save:  # everything --save needs, checked before the benchmark runs
+            _can_save(profile, name, force)
 
         def peak(d: str) -> float | None:
             if profile is None:
@@ -92,10 +94,11 @@ def bench_matmul(
                 hardware=profile.name if profile else None,
                 progress=update,
             )
-        if save:
-            _save(result, profile, name, force)
 
-    emit(result, as_json)
+    emit(result, as_json)  # the measured numbers first: a failed save cannot lose them
+    if save and result.best:
+        with boundary():
+            _save(result, profile, name, force)
     if not result.best:
         fail(
             f"nothing measured within the {format_duration(seconds)} budget (see the reasons above); "
@@ -118,14 +121,23 @@ def _profile(hardware: str | None, hardware_file: Any, device: str, name: str) -
     return loaded.profile if loaded is not None else None
 
 
-def _save(result: Any, profile: Any, name: str, force: bool) -> None:
-    from napkin.live.bench import save_best
+def _can_save(profile: Any, name: str, force: bool) -> None:
+    """Refuse ``--save`` before measuring when it could not be kept: no profile, another device, or a
+    measurements file that cannot be read (it would be rewritten)."""
+    from napkin.systems.measurements import check_device, load_all
 
     if profile is None:
         raise UsageError(
             f"--save: no hardware profile for {name!r}; pass --hardware NAME "
             "(for example one made with 'napkin hardware new my-gpu --from h100')"
         )
+    check_device(profile.name, profile.device_names, name, force=force)
+    load_all()
+
+
+def _save(result: Any, profile: Any, name: str, force: bool) -> None:
+    from napkin.live.bench import save_best
+
     path = save_best(result, profile, force=force)
     for dtype, rec in result.best.items():
         note(f"saved {dtype} {format_rate(rec.flops_per_second)} for {profile.name} in {path}")

@@ -13,7 +13,6 @@ key whose value napkin cannot represent is refused, naming the key.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from napkin.domain.choices import Mlp, Norm, QkNorm
 from napkin.domain.model import Model
 from napkin.errors import NapkinError, UsageError
 from napkin.io.files import read_text
+from napkin.io.yamlio import parse_json
 
 #: transformers v5.24 (huggingface/transformers, src/transformers/models/<family>/modeling_<family>.py and
 #: configuration_<family>.py): what each family's blocks contain beyond the keys its config.json spells out.
@@ -152,6 +152,12 @@ class _Reader:
 
 def _text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]]:
     """The language model's keys of a (possibly multimodal) config, and a note on what is left out."""
+    for part, keys in (("", c), ("text_config.", c.get("text_config"))):
+        kind = keys.get("model_type") if isinstance(keys, dict) else None
+        if kind is not None and not isinstance(kind, str):  # a list or a number names no family (nor hashes)
+            raise UsageError(
+                f"{field}: {part}model_type: {str(kind)[:40]!r} is not a model type such as 'llama'", field=field
+            )
     text = c.get("text_config")
     if not isinstance(text, dict):
         if c.get("model_type") in WRAPPERS and "num_hidden_layers" not in c:
@@ -346,12 +352,13 @@ def read_config(
         "head_dim": r.integer("head_dim", "head_dim"),
     }
     tied = c.get("tie_word_embeddings")
-    out["tied_embeddings"] = fam.tied if tied is None else bool(tied)
+    out["tied_embeddings"] = fam.tied if tied is None else tied  # the file's own bool: "false" is refused
+    r.keys.update(tied_embeddings="tie_word_embeddings", biases="bias", head_bias="lm_head_bias")
     if tied is None:
         r.notes.append(f"tie_word_embeddings not given: {fam.label} default, {'tied' if fam.tied else 'untied'}")
     if fam is not FAMILIES.get("qwen2") and fam is not FAMILIES.get("qwen2_moe"):
-        out["attention_bias"] = bool(c.get("attention_bias", False))
-    out["mlp_bias"] = bool(c.get("mlp_bias", False))
+        out["attention_bias"] = c.get("attention_bias", False)
+    out["mlp_bias"] = c.get("mlp_bias", False)
     if mt == "gpt2":
         out.update(biases=True, learned_positions=True, dropout=bool(c.get("resid_pdrop")))
     elif mt == "gpt_neox":
@@ -362,7 +369,7 @@ def read_config(
             r.notes.append("rotary_dim not given (RoPE has no parameters; no effect on the counts)")
     elif mt == "falcon":
         new = bool(c.get("new_decoder_architecture"))
-        out["biases"] = bool(c.get("bias", False))
+        out["biases"] = c.get("bias", False)
         out["norms_per_layer"] = 2 if new or not c.get("parallel_attn", True) else 1
         if new:
             out["kv_heads"] = r.integer("kv_heads", "num_kv_heads")
@@ -371,7 +378,7 @@ def read_config(
         if ffn is None:
             out["ffn"] = 4 * hidden
     elif mt == "phimoe":
-        out["head_bias"] = bool(c.get("lm_head_bias", False))
+        out["head_bias"] = c.get("lm_head_bias", False)
     elif mt == "gpt_oss":
         out.update(attention_bias=True, mlp_bias=True, sinks=True)
     elif mt == "gemma" and act == "gelu":
@@ -416,7 +423,7 @@ def parse_file(path: Path, field: str = "model_config") -> dict[str, Any]:
     """A config.json's object: one ``UsageError`` naming ``field`` and the path for anything else."""
     where = repr(str(path))
     try:
-        data = json.loads(read_text(path))  # a regular file of bounded size, never a FIFO or /dev/zero
+        data = parse_json(read_text(path))  # a regular file of bounded size, strict JSON (yamlio.parse_json)
     except NapkinError as exc:
         raise UsageError(f"{field}: {exc}", field=field) from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting deeper than the parser's stack

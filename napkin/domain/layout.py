@@ -119,18 +119,50 @@ class Layout(Record):
         return sep.join(parts)
 
 
-@cache
-def stage_layers(layers: int, pipeline: int) -> tuple[int, ...]:
-    """Layers per pipeline stage, as even as they go: when ``pipeline`` does not divide ``layers`` the extra
-    layers go to the middle stages first, so the first stage (embedding, the most micro-batches in flight) and
-    the last (output layer, loss) hold fewer while they can. Megatron-LM sets such a split with
+#: Pipelines longer than this are described by their extremes (first, heaviest, lightest, last stage), never
+#: stage by stage: work and output stay bounded whatever pipeline degree is typed.
+MAX_LISTED_STAGES = 64
+
+
+def stage_size(layers: int, pipeline: int, stage: int) -> int:
+    """Layers on ``stage`` (0-based) when ``layers`` split over ``pipeline`` stages, as even as they go: when
+    ``pipeline`` does not divide ``layers`` the extra layers go to the middle stages first (1, 2, …, then the
+    first stage; the last stage never gets one), so the first stage (embedding, the most micro-batches in
+    flight) and the last (output layer, loss) hold fewer while they can. Megatron-LM sets such a split with
     --pipeline-model-parallel-layout (DeepSeek-V3's 61 layers, Llama 3.1 405B's 126); an interleaved stage's
     chunks are then one layer short where the stage is (``Layout.check``: the interleave divides the heaviest
-    stage's layers)."""
+    stage's layers). O(1) in ``pipeline``."""
     base, extra = divmod(layers, pipeline)
-    order = [*range(1, pipeline - 1), 0, pipeline - 1] if pipeline > 2 else list(range(pipeline))
-    heavy = set(order[:extra])
-    return tuple(base + (1 if i in heavy else 0) for i in range(pipeline))
+    if pipeline <= 2:
+        heavy = stage < extra
+    else:
+        heavy = 1 <= stage <= min(extra, pipeline - 2) or (stage == 0 and extra >= pipeline - 1)
+    return base + (1 if heavy else 0)
+
+
+def heavy_stages(layers: int, pipeline: int) -> list[tuple[int, int]]:
+    """The stages that hold one layer more than the rest, as 0-based inclusive ranges (none when even)."""
+    extra = layers % pipeline
+    if extra == 0:
+        return []
+    if pipeline <= 2:
+        return [(0, extra - 1)]
+    if extra >= pipeline - 1:
+        return [(0, pipeline - 2)]
+    return [(1, extra)]
+
+
+def first_heaviest(layers: int, pipeline: int) -> int:
+    """The first stage holding the most layers."""
+    ranges = heavy_stages(layers, pipeline)
+    return ranges[0][0] if ranges else 0
+
+
+def stage_layers(layers: int, pipeline: int) -> tuple[int, ...]:
+    """Layers per pipeline stage, first to last (``stage_size`` of each): for a pipeline of at most
+    MAX_LISTED_STAGES stages; a longer one is described by ``stage_size`` and ``heavy_stages``."""
+    assert pipeline <= MAX_LISTED_STAGES, "describe a long pipeline by stage_size and heavy_stages"
+    return tuple(stage_size(layers, pipeline, i) for i in range(pipeline))
 
 
 @cache
@@ -142,8 +174,8 @@ def split_problem(layers: int, pipeline: int, interleave: int) -> tuple[str, str
         return "pipeline", (
             f"pipeline ({pipeline}) must not exceed the model's layers ({layers}), so that every stage holds a layer"
         )
-    split = stage_layers(layers, pipeline)
-    heaviest, lightest = max(split), min(split)
+    lightest = layers // pipeline
+    heaviest = lightest + (1 if layers % pipeline else 0)
     if heaviest % interleave or interleave > lightest:
         return "interleave", (
             f"interleave ({interleave}) must divide the layers of the heaviest stage and not "
@@ -153,15 +185,20 @@ def split_problem(layers: int, pipeline: int, interleave: int) -> tuple[str, str
     return None
 
 
-def _ranges(stages: list[int]) -> str:
-    """0-based stage indices as 1-based ranges: [0, 1, 2, 4] → "1-3, 5"."""
-    runs: list[list[int]] = []
-    for i in sorted(stages):
-        if runs and runs[-1][-1] == i - 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return ", ".join(f"{r[0] + 1}" if len(r) == 1 else f"{r[0] + 1}-{r[-1] + 1}" for r in runs)
+def _ranges(runs: list[tuple[int, int]]) -> str:
+    """0-based inclusive stage ranges as 1-based text: [(0, 2), (4, 4)] → "1-3, 5"."""
+    return ", ".join(f"{lo + 1}" if lo == hi else f"{lo + 1}-{hi + 1}" for lo, hi in runs)
+
+
+def _complement(runs: list[tuple[int, int]], pipeline: int) -> list[tuple[int, int]]:
+    out, at = [], 0
+    for lo, hi in runs:
+        if lo > at:
+            out.append((at, lo - 1))
+        at = hi + 1
+    if at < pipeline:
+        out.append((at, pipeline - 1))
+    return out
 
 
 def uneven_note(layers: int, pipeline: int, *, step: bool = True) -> str | None:
@@ -169,14 +206,13 @@ def uneven_note(layers: int, pipeline: int, *, step: bool = True) -> str | None:
     step runs at the pace of the slowest stage (a step result), else only the split (a memory result)."""
     if layers % pipeline == 0:
         return None
-    split = stage_layers(layers, pipeline)
-    high = max(split)
-    heavy = [i for i, n in enumerate(split) if n == high]
-    light = [i for i, n in enumerate(split) if n < high]
+    high = layers // pipeline + 1
+    heavy = heavy_stages(layers, pipeline)
+    light = _complement(heavy, pipeline)
 
-    def hold(stages: list[int], n: int) -> str:
-        one = len(stages) == 1
-        return f"{'stage' if one else 'stages'} {_ranges(stages)} {'holds' if one else 'hold'} {n}"
+    def hold(runs: list[tuple[int, int]], n: int) -> str:
+        one = len(runs) == 1 and runs[0][0] == runs[0][1]
+        return f"{'stage' if one else 'stages'} {_ranges(runs)} {'holds' if one else 'hold'} {n}"
 
     said = (
         f"{layers} layers over {pipeline} pipeline stages: {hold(heavy, high)} layers and {hold(light, high - 1)} "

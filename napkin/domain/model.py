@@ -9,11 +9,33 @@ the longest sequence the model was built for, which learned position embeddings 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 
 from napkin.domain.base import Record
 from napkin.domain.choices import Mlp, Norm, QkNorm
+from napkin.errors import UsageError
+
+
+def _whole(value: object) -> object:
+    """A size or count of the architecture, read as the command line reads ``--layers``: a whole number of at
+    most 2^53 (``units.parse_length``), never a bool (``true`` is no layer count) nor a float's rounding of
+    10^150. 0 passes through, for the fields that allow it (``ge=0``); the field's bound refuses it elsewhere."""
+    from napkin import units
+
+    if value is None or (units.plain_number(value) == 0 and not isinstance(value, str)):
+        return value if value is None else 0
+    if units.plain_number(value) is None and not isinstance(value, str):
+        raise ValueError(f"expected a whole number, not {type(value).__name__}")
+    try:
+        return units.parse_length(value, "value")  # type: ignore[arg-type]
+    except UsageError as exc:
+        raise ValueError(str(exc).removeprefix("value: ")) from None
+
+
+#: A whole size or count: bounded as on the command line (at most 2^53; bools and non-integers refused).
+Whole = Annotated[int, BeforeValidator(_whole)]
 
 
 class Model(Record):
@@ -21,57 +43,61 @@ class Model(Record):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    layers: int = Field(gt=0, description="L, transformer blocks")
-    hidden: int = Field(gt=0, description="d, model width")
-    heads: int | None = Field(
+    layers: Whole = Field(gt=0, description="L, transformer blocks")
+    hidden: Whole = Field(gt=0, description="d, model width")
+    heads: Whole | None = Field(
         default=None, gt=0, description="a, attention (query) heads; FLOPs need only d_attn = a·d_h (default d)"
     )
-    kv_heads: int | None = Field(default=None, gt=0, description="n_kv (GQA/MQA); default = heads")
-    head_dim: int | None = Field(default=None, gt=0, description="d_h; default = hidden / heads")
-    ffn: int | None = Field(default=None, gt=0, description="F, FFN inner width; default 4·d")
-    vocab: int = Field(default=50257, gt=0, description="V")
-    context: int | None = Field(default=None, gt=0, description="longest sequence the model was built for")
+    kv_heads: Whole | None = Field(default=None, gt=0, description="n_kv (GQA/MQA); default = heads")
+    head_dim: Whole | None = Field(default=None, gt=0, description="d_h; default = hidden / heads")
+    ffn: Whole | None = Field(default=None, gt=0, description="F, FFN inner width; default 4·d")
+    vocab: Whole = Field(default=50257, gt=0, description="V")
+    context: Whole | None = Field(default=None, gt=0, description="longest sequence the model was built for")
     mlp: Mlp = Mlp.gelu
     norm: Norm = Norm.layernorm
-    dropout: bool = Field(default=False, description="dropout layers in training (GPT-3 style); masks are stored")
-    tied_embeddings: bool = True
-    norms_per_layer: int = Field(
+    dropout: StrictBool = Field(default=False, description="dropout layers in training (GPT-3 style); masks are stored")
+    tied_embeddings: StrictBool = True
+    norms_per_layer: Whole = Field(
         default=2,
         ge=0,
         description="norms in each block: 2 (pre-attention, pre-MLP); "
         "4 in Gemma 2/3 (also after each); 1 in GPT-J and Falcon-7B (one shared)",
     )
     qk_norm: QkNorm = Field(default=QkNorm.none, description="learned query/key norm (Qwen3, Gemma 3, OLMo 2)")
-    biases: bool = Field(default=False, description="biases on every linear layer (GPT-2/3)")
-    qkv_bias: bool = Field(default=False, description="biases on the Q, K, V projections only (Qwen2)")
-    attention_bias: bool = Field(default=False, description="biases on Q, K, V and the output projection (gpt-oss)")
-    mlp_bias: bool = Field(default=False, description="biases on the MLP and expert matrices (GPT-J, gpt-oss)")
-    head_bias: bool = Field(default=False, description="a bias on the LM head (GPT-J, Phi-3.5-MoE)")
-    sinks: bool = Field(default=False, description="one learned attention-sink logit per head and layer (gpt-oss)")
-    learned_positions: bool = Field(default=False, description="a learned context × d position table (GPT-2/3)")
+    biases: StrictBool = Field(default=False, description="biases on every linear layer (GPT-2/3)")
+    qkv_bias: StrictBool = Field(default=False, description="biases on the Q, K, V projections only (Qwen2)")
+    attention_bias: StrictBool = Field(
+        default=False, description="biases on Q, K, V and the output projection (gpt-oss)"
+    )
+    mlp_bias: StrictBool = Field(default=False, description="biases on the MLP and expert matrices (GPT-J, gpt-oss)")
+    head_bias: StrictBool = Field(default=False, description="a bias on the LM head (GPT-J, Phi-3.5-MoE)")
+    sinks: StrictBool = Field(
+        default=False, description="one learned attention-sink logit per head and layer (gpt-oss)"
+    )
+    learned_positions: StrictBool = Field(default=False, description="a learned context × d position table (GPT-2/3)")
     # --- mixture of experts (Shazeer 2017; Mixtral; DeepSeekMoE) ---
-    experts: int = Field(default=1, gt=0, description="routed experts per MoE layer (1 = dense)")
-    top_k: int = Field(default=1, gt=0, description="experts each token is routed to")
-    shared_experts: int = Field(default=0, ge=0, description="experts every token passes through (DeepSeekMoE)")
-    moe_ffn: int | None = Field(default=None, gt=0, description="FFN width of one expert; default F")
-    dense_layers: int = Field(
+    experts: Whole = Field(default=1, gt=0, description="routed experts per MoE layer (1 = dense)")
+    top_k: Whole = Field(default=1, gt=0, description="experts each token is routed to")
+    shared_experts: Whole = Field(default=0, ge=0, description="experts every token passes through (DeepSeekMoE)")
+    moe_ffn: Whole | None = Field(default=None, gt=0, description="FFN width of one expert; default F")
+    dense_layers: Whole = Field(
         default=0,
         ge=0,
         description="layers with a dense FFN instead of experts (DeepSeek-V3: "
         "the first 3; Llama 4 Maverick: every other one)",
     )
-    router_bias: bool = Field(
+    router_bias: StrictBool = Field(
         default=False, description="a bias per expert in the router (gpt-oss; DeepSeek-V3's e_score_correction_bias)"
     )
     # --- multi-head latent attention (DeepSeek-V2 §2.1; DeepSeek-V3) ---
-    q_lora_rank: int | None = Field(default=None, gt=0, description="d_c', query compression (MLA)")
-    kv_lora_rank: int | None = Field(default=None, gt=0, description="d_c, KV compression: MLA when set")
-    rope_head_dim: int | None = Field(default=None, gt=0, description="d_h^R, decoupled RoPE key width (MLA)")
-    v_head_dim: int | None = Field(default=None, gt=0, description="value head width (MLA); default d_h")
+    q_lora_rank: Whole | None = Field(default=None, gt=0, description="d_c', query compression (MLA)")
+    kv_lora_rank: Whole | None = Field(default=None, gt=0, description="d_c, KV compression: MLA when set")
+    rope_head_dim: Whole | None = Field(default=None, gt=0, description="d_h^R, decoupled RoPE key width (MLA)")
+    v_head_dim: Whole | None = Field(default=None, gt=0, description="value head width (MLA); default d_h")
     # --- local attention ---
-    sliding_window: int | None = Field(default=None, gt=0, description="attention window of the local layers")
-    local_layers: int | None = Field(default=None, ge=0, description="layers using the window; default all")
-    chunked: bool = Field(default=False, description="the window is a fixed chunk, not a sliding one (Llama 4)")
+    sliding_window: Whole | None = Field(default=None, gt=0, description="attention window of the local layers")
+    local_layers: Whole | None = Field(default=None, ge=0, description="layers using the window; default all")
+    chunked: StrictBool = Field(default=False, description="the window is a fixed chunk, not a sliding one (Llama 4)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Model:

@@ -47,6 +47,7 @@ from pydantic import ConfigDict, Field
 
 from napkin import sources
 from napkin.errors import UsageError
+from napkin.io.yamlio import clean
 from napkin.results.explain import Step, step
 from napkin.results.result import Result
 from napkin.systems.cluster import Cluster, Fabric
@@ -475,18 +476,24 @@ __all__ = [
 
 def measured_busbw(cluster: str, op: Op | str) -> tuple[float, str]:
     """(busbw in bytes/s, a label) saved by ``napkin bench <op> --save --cluster <cluster>``."""
-    from napkin.systems.measurements import comm_measurement
+    from napkin.systems.measurements import comm_measurement, measurements_path
+    from napkin.units import parse_bandwidth
 
     entry = comm_measurement(cluster, str(Op(op)))
-    if entry is None or not isinstance(entry.get("busbw"), int | float) or entry["busbw"] <= 0:
+    if entry is None or entry.get("busbw") is None:
         raise UsageError(
             f"bandwidth measured: no saved {Op(op)} measurement for {cluster}; run "
             f"'napkin bench {Op(op)} --backend nccl --cluster {cluster} --save' on it first",
             field="bandwidth",
         )
+    where_saved = f"{measurements_path()}: _comm.{cluster}.{Op(op)}.busbw"
+    busbw = parse_bandwidth(entry["busbw"], where_saved)  # the command line's bounds: no NaN, inf or bool
     ranks, day = entry.get("world_size", "?"), entry.get("date", "?")
-    where = f"measured busbw ({entry.get('backend', '?')}, {ranks} ranks, {day})"
-    return float(entry["busbw"]), where
+    where = (
+        f"measured busbw ({clean(str(entry.get('backend', '?')))[:20]}, {clean(str(ranks))[:20]} ranks, "
+        f"{clean(str(day))[:20]})"
+    )
+    return busbw, where
 
 
 def payload_bytes(params: float, dtype: str) -> float:

@@ -269,9 +269,21 @@ class DtypeTable(TableResult):
 
 def dtypes(value: float | str | None = None) -> DtypeTable:
     """Every number format's range and precision; with ``value``, what each stores for it (exact RNE)."""
-    text = None if value is None else str(value)
-    v = None if value is None else (value if isinstance(value, float | int) else parse_value(value))
-    return DtypeTable(value=v, value_text=text, formats=table(None if v is None else float(v)))
+    from napkin.units import plain_number
+
+    text = None if value is None else str(value)[:40]
+    number = plain_number(value)
+    if value is not None and number is None and not isinstance(value, str):
+        raise UsageError(f"--value: {value!r} is not a number; give e.g. 1e-8, 448 or 65504")
+    v = None if value is None else (number if number is not None else parse_value(str(value)))
+    try:
+        stored = None if v is None else float(v)
+    except OverflowError:
+        raise UsageError(
+            f"--value: a {len(str(v))}-digit number is beyond every format's range (and a float's); "
+            "write it with an exponent, e.g. 1e400 (stored as inf)"
+        ) from None
+    return DtypeTable(value=stored, value_text=text, formats=table(stored))
 
 
 def tensor_size(shape: tuple[int, ...], dtype: str) -> TensorSize:

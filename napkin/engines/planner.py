@@ -9,6 +9,7 @@ on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` o
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, Final
 
 from pydantic import Field
@@ -16,6 +17,7 @@ from pydantic import Field
 from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.layout import split_problem
 from napkin.engines.step_time import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result, offered_sharding
+from napkin.errors import UsageError
 from napkin.results.result import TableResult
 from napkin.systems.stack import Offers
 from napkin.units import format_bytes_si, format_duration
@@ -35,8 +37,72 @@ TERM_NAMES: Final = {
 }
 
 
+#: The most layouts one plan enumerates: a bound on its time and memory whatever sizes are typed.
+MAX_CANDIDATES: Final = 2_000_000
+#: Miller-Rabin witnesses that decide primality of every n below 3.3e24, so of every count napkin reads (2^53):
+#: the first twelve primes (Sorenson & Webster, "Strong pseudoprimes to twelve prime bases", Math. Comp. 2017).
+_WITNESSES: Final = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+
+
+def _is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    for p in _WITNESSES:
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in _WITNESSES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def _factor(n: int) -> int:
+    """A non-trivial factor of the composite ``n`` (no factor below 17): Pollard's rho with Floyd's cycle finding,
+    about n^(1/4) steps (some ten thousand at 2^53)."""
+    c = 1
+    while True:
+        x = y = 2
+        d = 1
+        while d == 1:
+            x = (x * x + c) % n
+            y = (y * y + c) % n
+            y = (y * y + c) % n
+            d = math.gcd(abs(x - y), n)
+        if d != n:
+            return d
+        c += 1
+
+
 def _divisors(n: int, limit: int | None = None) -> list[int]:
-    return [k for k in range(1, (limit or n) + 1) if n % k == 0]
+    """The divisors of ``n`` (at most ``limit``), ascending. ``n`` is a count of at most 2^53 (``units.parse_int``),
+    so it is factorised (trial division by small primes, then Miller-Rabin and Pollard's rho: milliseconds)
+    instead of trying every number up to it (minutes at 10^9, never ending at 2^53)."""
+    primes: dict[int, int] = {}
+    for p in (2, 3, 5, 7, 11, 13):
+        while n % p == 0:
+            primes[p], n = primes.get(p, 0) + 1, n // p
+    stack = [n] if n > 1 else []
+    while stack:
+        m = stack.pop()
+        if _is_prime(m):
+            primes[m] = primes.get(m, 0) + 1
+        else:
+            d = _factor(m)
+            stack += [d, m // d]
+    found = [1]
+    for p, e in primes.items():
+        found = [d * p**k for d in found for k in range(e + 1) if limit is None or d * p**k <= limit]
+    return sorted(found)
 
 
 def _powers(limit: int) -> list[int]:
@@ -64,15 +130,15 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
     recomputes = [r for r in RECOMPUTE if not (sm.flash and r is Recompute.selective)]
     for t in tps:
         for c in cps:
-            # PP: the divisors of the layers and, split unevenly (napkin.domain.layout.stage_layers), the powers of two
-            for p in sorted(set(_divisors(model.layers)) | set(_powers(model.layers))) if offers.pipeline else [1]:
-                mp = t * c * p
-                if gpus % mp:
-                    continue
-                d = gpus // mp
-                eps = (
-                    [e for e in _divisors(model.experts) if (d * c) % e == 0] if model.is_moe and offers.expert else [1]
-                )
+            if gpus % (t * c):
+                continue
+            room = gpus // (t * c)  # PP divides it: only the divisors of the layers that do are enumerated
+            # PP: the divisors of the layers and, split unevenly (napkin.domain.layout.stage_size), the powers of two
+            pps = set(_divisors(math.gcd(model.layers, room)))
+            pps |= {k for k in _powers(min(model.layers, room)) if room % k == 0}
+            for p in sorted(pps) if offers.pipeline else [1]:
+                d = room // p
+                eps = _divisors(math.gcd(model.experts, d * c)) if model.is_moe and offers.expert else [1]
                 for b in MICRO_BATCHES:
                     if batch % (b * d):
                         continue
@@ -92,6 +158,13 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                             for r in recomputes:
                                 for z in shardings if d * c > 1 else (Sharding.none,):
                                     out.append(Knobs(t, p, d, c, e, v, b, t > 1 and offers.sequence, r, z))
+                if len(out) > MAX_CANDIDATES:
+                    raise UsageError(
+                        f"gpus: {gpus:,} GPUs and {model.layers:,} layers allow more than {MAX_CANDIDATES:,} layouts; "
+                        "napkin plans up to that many: give fewer GPUs, or time one layout with 'napkin step'",
+                        field="gpus",
+                        also=("global_batch",),
+                    )
     return out
 
 
@@ -238,12 +311,33 @@ def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms]) -> str:
     return f"{change:.0%} slower (+{why})"
 
 
+def _leanest(k: Knobs) -> list[Knobs]:
+    """``k``'s split (TP, PP, DP, CP, EP, interleave) with the choices that take the least memory: micro-batch 1,
+    full recomputation, under each ZeRO stage (a stack's gather buffers can make ZeRO-3 take more than ZeRO-1).
+    Per-GPU memory does not decrease with a larger micro-batch (activations grow as b·min(p, B/(b·DP))) or a
+    lighter recomputation, so when none of these fits, no layout of the split does: the planner's work is bounded
+    by the splits that could fit, not by the number of layouts a large GPU count allows."""
+    shardings = SHARDING if k.data * k.context > 1 else (Sharding.none,)
+    return [
+        Knobs(
+            k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave, 1, k.sequence_parallel, Recompute.full, z
+        )
+        for z in shardings
+    ]
+
+
 def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     """Rank every fitting layout by predicted step time; the top ``top`` as full results."""
     capacity = sm.hw.capacity - sm.reserve
     scored: list[tuple[float, Knobs, Terms]] = []
     all_knobs = candidates(sm, gpus)
+    hopeless: dict[tuple[int, ...], bool] = {}
     for k in all_knobs:
+        split = (k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave)
+        if split not in hopeless:  # the least memory this split can take: none of its layouts fits if that does not
+            hopeless[split] = min(sm.memory_bytes(lean) for lean in _leanest(k)) > capacity
+        if hopeless[split]:
+            continue
         memory = sm.memory_bytes(k)
         if memory > capacity:
             continue

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 from napkin import sources
 from napkin.domain.choices import Optimizer, Precision, Recompute, Sharding
-from napkin.domain.layout import Layout, stage_layers, uneven_note
+from napkin.domain.layout import MAX_LISTED_STAGES, Layout, stage_layers, stage_size, uneven_note
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines.comm import collective_seconds
@@ -144,7 +144,7 @@ class Machine:
     rate: float  # achievable matmul FLOP/s (R)
     rate_source: str
     hbm: float  # bytes/s
-    capacity: float  # bytes
+    capacity: float  # bytes a fit check may use: ``training_memory.capacity``, the one rule of every command
     fabric: Fabric
     rate16: float  # R of the work kept in 16 bits when ``rate`` is an 8-bit-or-less rate: attention, output layer
     dtype: str  # the number format of ``peak`` and ``rate``
@@ -182,7 +182,7 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
         rate,
         source,
         hardware.memory_bandwidth,
-        hardware.memory,
+        capacity(hardware)[0],
         cluster.fabric(),
         rate16,
         dtype,
@@ -546,8 +546,8 @@ class StepModel:
         """The stage the pipeline waits for: (the heaviest stage's layers, the pacing stage's layers, whether it
         is the last stage with the logits) — the heaviest of an uneven split, or the last (the same stage when
         the layers divide evenly). ``per_layer``: one layer's seconds for a micro-batch, comm included."""
-        split = stage_layers(self.model.layers, k.pipeline)
-        heavy, last = max(split), split[-1]
+        layers, p = self.model.layers, k.pipeline
+        heavy, last = -(-layers // p), stage_size(layers, p, p - 1)
         return (heavy, heavy, False) if heavy * per_layer > last * per_layer + logits else (heavy, last, True)
 
     def frozen_bytes(self) -> float:
@@ -752,7 +752,10 @@ class StepResult(Result):
     layout: Layout
     micro_batch: int
     global_batch: int
-    stage_layers: list[int] = Field(description="transformer layers on each pipeline stage, first to last")
+    stage_layers: list[int] = Field(
+        description="transformer layers on each pipeline stage, first to last; empty "
+        "for a pipeline of more than 64 stages (see the uneven-split note)"
+    )
     overlap_grad_reduce: bool = Field(description="the gradient reduction overlaps the last backward")
     gradient_accumulation_fusion: bool = Field(description="weight-gradient GEMMs accumulate into the gradients")
     seq: int
@@ -835,8 +838,12 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     m = sm.batch // (k.micro_batch * k.data)
     fwd_layer, extra_layer, _, tp_layer, logits = sm.layer_passes(k)
     _, paced, last_stage = sm.pace(k, 3 * fwd_layer + extra_layer + tp_layer, logits)
-    split = stage_layers(sm.model.layers, k.pipeline)
-    split_text = "–".join(str(n) for n in split) if k.pipeline <= 8 else f"{min(split)}–{max(split)} layers"
+    layers = sm.model.layers
+    split_text = (
+        "–".join(str(n) for n in stage_layers(layers, k.pipeline))
+        if k.pipeline <= 8
+        else f"{layers // k.pipeline}–{-(-layers // k.pipeline)} layers"
+    )
     flash = (
         [
             step(
@@ -1009,7 +1016,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         layout=layout,
         micro_batch=k.micro_batch,
         global_batch=sm.batch,
-        stage_layers=list(stage_layers(sm.model.layers, k.pipeline)),
+        stage_layers=list(stage_layers(sm.model.layers, k.pipeline)) if k.pipeline <= MAX_LISTED_STAGES else [],
         overlap_grad_reduce=sm.overlap_grad_reduce,
         gradient_accumulation_fusion=sm.gradient_accumulation_fusion,
         seq=sm.seq,

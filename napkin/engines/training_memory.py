@@ -21,7 +21,7 @@ from pydantic import ConfigDict, Field
 from napkin import sources
 from napkin.domain.base import Record
 from napkin.domain.choices import Offload, Optimizer, Precision, Recompute, Sharding
-from napkin.domain.layout import Layout, stage_layers, uneven_note
+from napkin.domain.layout import MAX_LISTED_STAGES, Layout, first_heaviest, stage_size, uneven_note
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines import activations as acts
@@ -330,7 +330,6 @@ def stage_memory(
     total_params, per_layer_dense, per_layer_expert, embed, final_norm = _param_split(m)
     scale = params / total_params
     expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert))
-    split = stage_layers(m.layers, p)
     e = activations.element_bytes if element_bytes is None else element_bytes
     per_layer = (
         acts.layer_bytes(
@@ -347,11 +346,11 @@ def stage_memory(
     try:
         micro = work.microbatches(layout.dp) if work.global_batch is not None else None
     except ValueError as exc:
-        raise UsageError(str(exc), field="global_batch") from None
+        raise UsageError(str(exc), field="global_batch", also=("micro_batch",)) from None
     stages = []
-    heaviest = split.index(max(split))
+    heaviest = first_heaviest(m.layers, p)
     for i in sorted({0, p - 1, heaviest}) if ends_only else range(p):
-        layers = split[i]
+        layers = stage_size(m.layers, p, i)
         dense = layers * per_layer_dense + (embed if i == 0 else 0)
         if i == p - 1:
             dense += final_norm + (m.vocab * m.hidden if (not m.tied_embeddings or p > 1) else 0)
@@ -565,7 +564,9 @@ def memory(
     if activations is not None:
         e = activation_element_bytes(precision)
         activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
-    stages = stage_memory(params, bpp, layout, activations)
+    # a long pipeline: its extreme stages only (the most loaded GPU is one of them), so work and output stay
+    # bounded whatever --pipeline-parallel is typed
+    stages = stage_memory(params, bpp, layout, activations, ends_only=layout.pipeline > MAX_LISTED_STAGES)
     fw = framework or Framework()
     own = [framework_bytes(s, bpp, layout, fw) for s in stages]
     worst_i = max(range(len(stages)), key=lambda i: stages[i].total + own[i])
@@ -694,9 +695,19 @@ def memory(
         max_micro_batch=max_batch,
         warnings=warnings,
         steps=steps,
-        notes=[note]
-        if activations is not None and (note := uneven_note(activations.model.layers, layout.pipeline, step=False))
-        else [],
+        notes=(
+            [note]
+            if activations is not None and (note := uneven_note(activations.model.layers, layout.pipeline, step=False))
+            else []
+        )
+        + (
+            [
+                f"{layout.pipeline:,} pipeline stages: the table lists the first, the first of the heaviest and the "
+                "last; no other stage holds more"
+            ]
+            if layout.pipeline > MAX_LISTED_STAGES
+            else []
+        ),
     )
 
 
@@ -848,7 +859,7 @@ def max_model(
         activations = activations.model_copy(
             update={"element_bytes": activation_element_bytes(precision), "layout": layout}
         )
-        stages = stage_memory(float(activations.model.params()), bpp, layout, activations)
+        stages = stage_memory(float(activations.model.params()), bpp, layout, activations, ends_only=True)
         act = max(sum(s.activations.values()) for s in stages)
     cap, cap_source = capacity(hardware)
     if reserve_bytes >= cap:
@@ -866,7 +877,7 @@ def max_model(
             "GPU): try --flash-attention, --recompute selective|full, a smaller --micro-batch or --seq, or more "
             "--tensor-parallel/--pipeline-parallel"
         )
-    params = max(0.0, available) / per_param
+    params = _largest_fitting(bpp, layout, activations, cap - reserve_bytes, fw)
     at_datasheet = max(0.0, hardware.memory - reserve_bytes - act) / per_param if cap != hardware.memory else None
     # memory that holds model states: what capacity leaves after the reserve and activations, pooled by ZeRO-3
     pooled = max(0.0, available) * (
@@ -952,6 +963,28 @@ def max_model(
     )
 
 
+def _largest_fitting(
+    bpp: BytesPerParam, layout: Layout, activations: ActivationInputs | None, available: float, fw: Framework
+) -> float:
+    """The largest whole N whose most loaded GPU fits in ``available`` bytes, by the very computation
+    ``memory()`` checks (``stage_memory`` and the stack's ``framework_bytes``), so that ``memory --params N`` of
+    the answer fits: every stage's bytes are a + b·N (its states scale with N), solved per stage, then stepped
+    down past any float rounding."""
+
+    def totals(n: float) -> list[float]:
+        return [
+            s.total + framework_bytes(s, bpp, layout, fw)
+            for s in stage_memory(n, bpp, layout, activations, ends_only=True)
+        ]
+
+    probe = 1e12
+    bounds = [(available - a) * probe / (b - a) for a, b in zip(totals(0.0), totals(probe), strict=True) if b > a]
+    n = float(max(0, math.floor(min(bounds)))) if bounds and available > 0 else 0.0
+    while n > 0 and max(totals(n)) > available:  # a few bytes over from rounding: at most a few steps of ~1e-12·N
+        n = float(math.floor(n - max(1.0, n * 1e-12)))
+    return max(n, 0.0)
+
+
 def _max_layers(x: ActivationInputs, bpp: BytesPerParam, layout: Layout, available: float) -> int | None:
     """Most layers (a multiple of p·v) for which the most loaded GPU fits: the shape scaled in depth.
 
@@ -964,7 +997,7 @@ def _max_layers(x: ActivationInputs, bpp: BytesPerParam, layout: Layout, availab
         layers = units * step_layers
         m = x.model.model_copy(update={"layers": layers, "dense_layers": min(x.model.dense_layers, layers)})
         inputs = x.model_copy(update={"model": m})
-        worst = max(s.total for s in stage_memory(float(m.params()), bpp, layout, inputs, e))
+        worst = max(s.total for s in stage_memory(float(m.params()), bpp, layout, inputs, e, ends_only=True))
         return worst <= available
 
     if not fits(1):

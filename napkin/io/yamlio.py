@@ -1,6 +1,8 @@
-"""The one YAML reader for napkin's data files (hardware profiles, model presets, measurements).
+"""The one YAML reader for napkin's data files (hardware profiles, model presets, measurements), and its
+strict JSON reader (Hugging Face ``config.json``).
 
-* The safe loader only (``!!python/object`` and other tags are rejected), the C one when available.
+* The safe loader only (``!!python/object`` and other tags are rejected), the C one when available, with
+  numbers of at most 100 characters (the command line's bound).
 * No anchors or aliases: a profile has no use for them, and a nested-alias "billion laughs" file would
   otherwise expand to gigabytes when validated. The composed node graph is checked before anything
   is constructed, in time linear in the file.
@@ -10,19 +12,53 @@
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import yaml
 
 from napkin.errors import NapkinError, ProfileError
+from napkin.units import MAX_TEXT
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound="BaseModel")
 
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: The longest number napkin reads from a file: the command line's bound. A longer one (a 5,000-digit integer,
+#: which Python refuses to convert) is an error with its line, never a ValueError.
+MAX_NUMBER_CHARS: Final = MAX_TEXT
+
+
+class _BoundedLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader (the C one when available) whose numbers are at most MAX_NUMBER_CHARS characters."""
+
+
+class _Overlong(yaml.YAMLError):
+    """A number longer than napkin reads, at ``line``."""
+
+    def __init__(self, chars: int, line: int) -> None:
+        super().__init__(f"a number of {chars} characters is longer than napkin reads ({MAX_NUMBER_CHARS})")
+        self.line = line
+
+
+def _bounded(construct: Any) -> Any:
+    def build(loader: Any, node: yaml.ScalarNode) -> Any:
+        if len(str(node.value)) > MAX_NUMBER_CHARS:
+            raise _Overlong(len(str(node.value)), node.start_mark.line + 1)
+        return construct(loader, node)
+
+    return build
+
+
+for _tag, _construct in (
+    ("int", yaml.constructor.SafeConstructor.construct_yaml_int),
+    ("float", yaml.constructor.SafeConstructor.construct_yaml_float),
+):
+    _BoundedLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _bounded(_construct))
+_SafeLoader: type[yaml.SafeLoader] = _BoundedLoader
 #: Keys longer than this are shortened in messages (a file that is not a profile may have whole lines as keys).
 _KEY_CHARS: Final = 40
 
@@ -64,6 +100,8 @@ def parse(text: str, label: str) -> tuple[Any, yaml.Node | None]:
             data = loader.construct_document(node)
         finally:
             loader.dispose()
+    except _Overlong as exc:
+        raise ProfileError(f"{label}:{exc.line}: {exc}; napkin computes with numbers up to 1e36") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
@@ -74,6 +112,46 @@ def parse(text: str, label: str) -> tuple[Any, yaml.Node | None]:
     except RecursionError:
         raise ProfileError(f"{label}: nested too deeply to be a napkin file") from None
     return data, node
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"the key {clean(key)[:_KEY_CHARS]!r} is given twice")
+        data[key] = value
+    return data
+
+
+def _json_int(text: str) -> int:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(text)} digits is longer than napkin reads ({MAX_NUMBER_CHARS})")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:_KEY_CHARS]} is not a finite number")
+    return value
+
+
+def _json_constant(text: str) -> float:
+    raise ValueError(f"{text} is not a JSON number (JSON has no NaN or Infinity)")
+
+
+def parse_json(text: str) -> Any:
+    """Strict JSON, as napkin reads a file (a Hugging Face config.json): a leading UTF-8 byte-order mark is
+    skipped (RFC 8259 §8.1 lets a parser ignore it); a key given twice, NaN or Infinity, a number that is not
+    finite as a float or longer than MAX_NUMBER_CHARS are ValueErrors (Python's json would take the last
+    key, NaN, inf, and fail on 4,300 digits)."""
+    return json.loads(
+        text.removeprefix("\ufeff"),
+        object_pairs_hook=_unique_keys,
+        parse_int=_json_int,
+        parse_float=_json_float,
+        parse_constant=_json_constant,
+    )
 
 
 def load_file(path: Any, label: str | None = None) -> tuple[Any, yaml.Node | None, str]:

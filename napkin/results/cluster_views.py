@@ -20,8 +20,12 @@ class ClusterList(TableResult):
 
     @classmethod
     def of(cls, catalog: ClusterCatalog) -> ClusterList:
-        warnings = [f"invalid cluster profile (ignored): {b.error}" for b in catalog.broken]
-        return cls(catalog=catalog, warnings=warnings)
+        warnings = [f"invalid cluster profile (ignored): {b.error}" for b in catalog.broken] + list(catalog.conflicts)
+        notes = [
+            f"the built-in {c.cluster.name} ({c.path}) is replaced by your cluster of the same name"
+            for c in catalog.replaced
+        ]
+        return cls(catalog=catalog, warnings=warnings, notes=notes)
 
     def header(self) -> list[str]:
         return ["name", "device", "domain", "scale-up", "NICs/node", "origin"]
@@ -49,6 +53,8 @@ class ClusterList(TableResult):
     def to_json(self, explain: bool = False) -> Any:
         return {
             "clusters": [fields(c.cluster, origin=c.origin, path=c.path) for c in self.catalog.visible()],
+            "shadowed": [{"name": c.cluster.name, "origin": c.origin, "path": c.path} for c in self.catalog.replaced],
+            "conflicts": self.catalog.conflicts,
             "invalid": [broken(b) for b in self.catalog.broken],
         }
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from napkin.errors import ProfileError
 from napkin.results.result import TableResult
-from napkin.systems.presets import ModelPreset, load_presets
+from napkin.systems.presets import ModelPreset, load_catalog
 from napkin.units import format_count
 
 
@@ -64,5 +65,9 @@ class ModelTable(TableResult):
 
 
 def models() -> ModelTable:
-    """The model presets, with parameters computed from each architecture."""
-    return ModelTable(presets=list(load_presets().values()))
+    """The model presets, with parameters computed from each architecture; unreadable files are the table's
+    warnings, a name given twice an error."""
+    found = load_catalog()
+    if found.conflicts:  # the list would leave a name out: as for --model NAME, an error naming both files
+        raise ProfileError("; ".join(found.conflicts.values()))
+    return ModelTable(presets=list(found.presets.values()), warnings=found.problems())

@@ -13,12 +13,14 @@ wheel) naming a device profile (``hardware/``), how many devices share a node (a
   as bytes.
 
 ``efficiency`` is the fraction of the line rate NCCL reaches (protocol overhead), cited in each file;
-absent, the line rate is used. Lookup order, as for hardware (``napkin.systems.profiles``): the directories in
-``$NAPKIN_CLUSTER_PATH``, then ``<config dir>/clusters``, then the built-ins. The first file that answers
-to a name (or alias, case- and punctuation-insensitively) wins, as a whole file.
+absent, the line rate is used. Lookup order and rules are the hardware catalog's (``napkin.systems.profiles.lookup``):
+the directories in ``$NAPKIN_CLUSTER_PATH``, then ``<config dir>/clusters``, then the built-ins; a name or
+alias (case- and punctuation-insensitive) claimed by two files is an error naming both; your file replaces
+a built-in only under the built-in's own name, and every command that uses it says so. Files are read by
+``napkin.io.files.read_text`` (regular files of bounded size only), whether found on the path or given by path.
 
-This module is a small loader of its own that reuses the hardware module's YAML reader, error lines,
-name rule and config directory; it never prints and imports neither typer nor rich.
+This module reuses the hardware module's catalog, YAML reader, error lines, name rule and config
+directory; it never prints and imports neither typer nor rich.
 """
 
 from __future__ import annotations
@@ -34,19 +36,17 @@ from pydantic import BeforeValidator, ConfigDict, Field, WithJsonSchema, model_v
 
 from napkin import units
 from napkin.domain.base import Record
-from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.io.files import bundled, config_dir, env_dirs
+from napkin.errors import NapkinError, UsageError
 from napkin.io.yamlio import normalize, validated
-from napkin.io.yamlio import parse as read_yaml
-from napkin.systems.profiles import (  # the hardware catalog's types and file helpers, shared
+from napkin.systems import profiles
+from napkin.systems.profiles import (  # the hardware catalog's types and lookup, shared
     BrokenProfile,
     BytesPerSecond,
+    Kind,
+    Loaded,
     Origin,
     Slug,
     Source,
-    _label,
-    _read,
-    _yaml_files,
 )
 
 ENV_CLUSTER_PATH: Final = "NAPKIN_CLUSTER_PATH"
@@ -221,21 +221,23 @@ def parse_cluster(text: str, label: str) -> Cluster:
     return validated(Cluster, text, label, "cluster")
 
 
+#: Clusters are a kind of profile of the one catalog (``profiles.Kind``): the same lookup order, shadowing rules,
+#: safe reader and notes as hardware and stacks.
+CLUSTERS: Final[Kind[Cluster]] = Kind("clusters", ENV_CLUSTER_PATH, "--cluster", "cluster", "dgx-h100", parse_cluster)
+
+
 def builtin_dir() -> Traversable:
     """The bundled clusters: ``napkin/clusters`` in a wheel, the checkout's ``clusters/`` otherwise."""
-    return bundled("clusters")
+    return CLUSTERS.builtin_dir()
 
 
 def user_cluster_dir() -> Path:
-    return config_dir() / "clusters"
+    return CLUSTERS.user_dir()
 
 
 def search_path() -> list[tuple[Origin, Traversable]]:
     """The directories searched for cluster profiles, highest priority first."""
-    dirs: list[tuple[Origin, Traversable]] = [("env", d) for d in env_dirs(ENV_CLUSTER_PATH)]
-    dirs.append(("user", user_cluster_dir()))
-    dirs.append(("built-in", builtin_dir()))
-    return dirs
+    return CLUSTERS.search_path()
 
 
 @dataclass(frozen=True)
@@ -245,81 +247,70 @@ class LoadedCluster:
     path: str
     text: str = field(default="", repr=False)
 
+    @classmethod
+    def of(cls, loaded: Loaded[Cluster]) -> LoadedCluster:
+        return cls(loaded.profile, loaded.origin, loaded.path, loaded.text)
+
+    def as_loaded(self) -> Loaded[Cluster]:
+        return Loaded(self.cluster, self.origin, self.path, self.text)
+
 
 @dataclass
 class ClusterCatalog:
     clusters: list[LoadedCluster] = field(default_factory=list)
     broken: list[BrokenProfile] = field(default_factory=list)  # the hardware catalog's record of a bad file
+    #: Built-in clusters replaced by a user cluster of the same name.
+    replaced: list[LoadedCluster] = field(default_factory=list)
+    #: Names claimed by two files (each an error when that name is looked up).
+    conflicts: list[str] = field(default_factory=list)
 
     def visible(self) -> list[LoadedCluster]:
-        """Clusters not shadowed by an earlier file answering to the same name."""
-        seen: set[str] = set()
-        result = []
-        for loaded in self.clusters:
-            if normalize(loaded.cluster.name) in seen:
-                continue
-            seen |= loaded.cluster.lookup_keys()
-            result.append(loaded)
-        return result
+        """The clusters a name can reach (replaced built-ins excluded)."""
+        return list(self.clusters)
 
 
 def built_from(device: str) -> Cluster | None:
-    """The first visible cluster whose nodes hold ``device`` (a hardware profile's name), if any."""
-    return next((c.cluster for c in load_catalog().visible() if c.cluster.device == device), None)
-
-
-def _entries(directory: Traversable) -> list[tuple[Traversable, str]]:
-    """The YAML files of ``directory`` and their labels, as the hardware catalog lists them."""
-    return [(entry, _label(entry)) for entry in _yaml_files(directory)]
+    """The built-in cluster made of ``device`` (a hardware profile's name), if any, as its name resolves (your
+    file of the same name replaces it, and says so). A user cluster of another name is never a default."""
+    builtins = profiles.catalog_of(CLUSTERS, [("built-in", CLUSTERS.builtin_dir())])
+    made = next((c.profile for c in builtins.visible() if c.profile.device == device), None)
+    return find(made.name).cluster if made is not None else None
 
 
 def load_catalog() -> ClusterCatalog:
-    """Every cluster file along the search path; invalid files are collected, not raised."""
-    catalog = ClusterCatalog()
-    for origin, directory in search_path():
-        for entry, label in _entries(directory):
-            try:
-                text = _read(entry, label)
-                catalog.clusters.append(LoadedCluster(parse_cluster(text, label), origin, label, text))
-            except ProfileError as exc:
-                catalog.broken.append(BrokenProfile(origin, label, str(exc), tuple(exc.problems)))
-    return catalog
+    """Every cluster file along the search path; invalid files and names claimed twice are collected, not raised."""
+    found = profiles.catalog_of(CLUSTERS)
+    return ClusterCatalog(
+        clusters=[LoadedCluster.of(c) for c in found.profiles],
+        broken=found.broken,
+        replaced=[LoadedCluster.of(c) for c in found.replaced],
+        conflicts=found.conflicts,
+    )
 
 
 def load_file(path: str | Path) -> LoadedCluster:
+    """One explicit cluster file (``--cluster-file``, ``cluster validate PATH``): a regular file of bounded size."""
+    from napkin.io.files import read_text
+
     file = Path(path).expanduser()
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        message = f"cluster_file: cannot read {str(file)!r}: {exc.strerror or exc}"
-        raise UsageError(message, field="cluster_file") from None
+        text = read_text(file)
+    except NapkinError as exc:
+        raise UsageError(f"cluster_file: {exc}", field="cluster_file") from None
     return LoadedCluster(parse_cluster(text, str(file)), "file", str(file), text)
 
 
 def find(name: str) -> LoadedCluster:
-    """The first cluster along the search path answering to ``name``; an invalid match is an error."""
-    key = normalize(name)
-    for origin, directory in search_path():
-        for entry, label in _entries(directory):
-            stem_matches = normalize(entry.name.rsplit(".", 1)[0]) == key
-            try:
-                text = _read(entry, label)
-                data, _ = read_yaml(text, label)
-            except ProfileError:
-                if stem_matches:
-                    raise
-                continue
-            raw = data if isinstance(data, dict) else {}
-            aliases = raw.get("aliases") if isinstance(raw.get("aliases"), list) else []
-            names = {normalize(str(n)) for n in [raw.get("name"), *(aliases or [])] if n is not None}
-            if key in names or (stem_matches and not raw.get("name")):
-                return LoadedCluster(parse_cluster(text, label), origin, label, text)
-    known = ", ".join(sorted(c.cluster.name for c in load_catalog().visible()))
-    # No ``field``: the CLI would rewrite the word "cluster" in 'napkin cluster new' (as napkin.systems.profiles does).
-    raise UsageError(
-        f"--cluster: unknown cluster {name!r}; known: {known}. "
-        "Add your own with 'napkin cluster new NAME --from dgx-h100'"
-    )
+    """The cluster that answers to ``name``, by the catalog's rules (``profiles.find_in``); a replaced built-in is
+    said with the result."""
+    loaded = profiles.find_in(CLUSTERS, name)
+    profiles.add_notes(loaded.notes)
+    return LoadedCluster.of(loaded)
+
+
+def is_builtin_name(name: str) -> str | None:
+    """The built-in cluster that answers to ``name`` (by name or alias), if any."""
+    return profiles.is_builtin_name(name, CLUSTERS)
 
 
 def resolve(name: str | None = None, cluster_file: str | Path | None = None) -> LoadedCluster:
@@ -334,18 +325,9 @@ def resolve(name: str | None = None, cluster_file: str | Path | None = None) -> 
 
 
 def copy_text(source: LoadedCluster, name: str, today: str) -> str:
-    """``source``'s YAML renamed to ``name`` (aliases dropped when renamed); comments and layout kept."""
-    header = (
-        f"# Copied from the {source.origin} cluster '{source.cluster.name}' by 'napkin cluster new' "
-        f"on {today}. Edit freely; 'napkin cluster validate' checks it.\n"
-    )
-    text = re.sub(r"^name:.*$", f"name: {name}", source.text, count=1, flags=re.MULTILINE)
-    if name != source.cluster.name:
-        text = re.sub(r"^aliases:.*$", "aliases: []", text, count=1, flags=re.MULTILINE)
-    lines = text.splitlines(keepends=True)
-    if lines and lines[0].startswith("# yaml-language-server"):
-        return lines[0] + header + "".join(lines[1:])
-    return f"# yaml-language-server: $schema={SCHEMA_FILE}\n" + header + text
+    """``source``'s YAML renamed to ``name`` (aliases dropped when renamed), edited structurally as every profile
+    is (``profiles.copy_text``): comments and layout kept, any YAML style of name and aliases."""
+    return profiles.copy_text(source.as_loaded(), name, today, CLUSTERS)
 
 
 def schema() -> dict[str, Any]:

@@ -7,12 +7,15 @@ hardware profiles, highest priority first:
 2. ``<user config dir>/napkin/models`` (``$NAPKIN_CONFIG_DIR/models`` when that is set).
 
 Nothing shadows silently: a preset name (compared case- and punctuation-insensitively) given by two
-files, or by one of your files and a built-in, is an error naming both.
+files, or by one of your files and a built-in, is an error naming both when that name is asked for. A file
+that cannot be read (a FIFO, a folder named ``*.yaml``, invalid YAML) is skipped and reported, so one stray
+file never breaks the other presets.
 """
 
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -24,7 +27,7 @@ from napkin.domain.base import Record
 from napkin.domain.model import Model
 from napkin.errors import ProfileError, UsageError
 from napkin.io.files import config_dir, env_dirs
-from napkin.io.yamlio import load_file, normalize, parse, validation_messages
+from napkin.io.yamlio import clean, line_of, load_file, normalize, parse, validation_messages
 
 ENV_MODELS_PATH: Final = "NAPKIN_MODELS_PATH"
 BUILTIN_LABEL: Final = "<built-in>/models.yaml"
@@ -58,10 +61,18 @@ def _validate(data: Any, node: Any, label: str) -> dict[str, ModelPreset]:
         raise ProfileError(f"{label}:1: a model preset file must be a YAML mapping of preset name → fields")
     presets = {}
     for name, body in data.items():
+        if not isinstance(name, str) or not normalize(name):  # ``null:``, ``true:`` or ``1:`` name nothing
+            shown = clean(str(name))[:40]
+            raise ProfileError(
+                f"{label}:{line_of(node, ())}: {shown!r} is not a preset name; write a name such "
+                "as my-model (quote it if YAML reads it as null, a bool or a number)"
+            )
         if not isinstance(body, dict):
-            raise ProfileError(f"{label}: {str(name)[:40]}: a preset must be a mapping of fields")
+            raise ProfileError(
+                f"{label}:{line_of(node, (name,))}: {clean(name)[:40]}: a preset must be a mapping of fields"
+            )
         try:
-            presets[str(name)] = ModelPreset.model_validate({**body, "name": str(name)})
+            presets[name] = ModelPreset.model_validate({**body, "name": name})
         except ValidationError as exc:
             problems = validation_messages(exc, node, label, "see napkin/data/models.yaml for the fields")
             raise ProfileError("; ".join(problems), problems) from None
@@ -79,7 +90,20 @@ def user_model_dirs() -> list[Path]:
     return [*env_dirs(ENV_MODELS_PATH), config_dir() / "models"]
 
 
-def _user_files() -> list[Path]:
+@dataclass
+class PresetCatalog:
+    """Every preset found, the files skipped (each with why) and the names given twice (each an error when that
+    name is asked for, as in the hardware catalog: one stray file never breaks the other presets)."""
+
+    presets: dict[str, ModelPreset] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    conflicts: dict[str, str] = field(default_factory=dict)  # name key → the message naming both files
+
+    def problems(self) -> list[str]:
+        return [f"model presets: skipped {problem}" for problem in self.skipped]
+
+
+def _user_files(catalog: PresetCatalog) -> list[Path]:
     found = []
     for directory in user_model_dirs():
         try:
@@ -87,31 +111,54 @@ def _user_files() -> list[Path]:
                 continue
             names = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.name[0] != ".")
         except OSError as exc:
-            raise ProfileError(f"{directory}: cannot list: {exc.strerror or exc}") from None
+            catalog.skipped.append(f"{directory}: cannot list: {exc.strerror or exc}")
+            continue
         found += names
     return found
 
 
-def load_presets() -> dict[str, ModelPreset]:
-    """Every preset, built-in ones first; a name given twice is a ProfileError naming both files."""
-    presets = dict(_builtin())
-    where = {normalize(name): BUILTIN_LABEL for name in presets}
-    for path in _user_files():
-        data, node, _ = load_file(path)
-        for name, preset in _validate(data, node, str(path)).items():
-            other = where.get(normalize(name))
+def load_catalog() -> PresetCatalog:
+    """Every preset, built-in ones first. A file that cannot be read or is invalid is skipped (and listed); a
+    name given by two files, or by one of yours and a built-in, is a conflict naming both."""
+    catalog = PresetCatalog(presets=dict(_builtin()))
+    where = {normalize(name): BUILTIN_LABEL for name in catalog.presets}
+    for path in _user_files(catalog):
+        try:
+            data, node, _ = load_file(path)
+            found = _validate(data, node, str(path))
+        except ProfileError as exc:
+            catalog.skipped.append(str(exc))
+            continue
+        for name, preset in found.items():
+            key = normalize(name)
+            other = where.get(key)
             if other is not None:
-                raise ProfileError(
-                    f"model preset {name!r} is given by both {other} and {path}; rename or remove one "
-                    "(your presets never replace one silently)"
+                catalog.conflicts[key] = (
+                    f"model preset {name!r} is given by both {other} and {path}; rename or "
+                    "remove one (your presets never replace one silently)"
                 )
-            where[normalize(name)] = str(path)
-            presets[name] = preset
-    return presets
+                continue
+            where[key] = str(path)
+            catalog.presets[name] = preset
+    return catalog
+
+
+def load_presets() -> dict[str, ModelPreset]:
+    """Every usable preset by name (skipped files and conflicting names left out: see ``load_catalog``)."""
+    return load_catalog().presets
 
 
 def get_preset(name: str) -> ModelPreset:
-    presets = load_presets()
+    """The preset ``name`` answers to; a name two files give is an error naming both, and any file skipped
+    on the way is said (``profiles.add_notes``), so a stray file is reported, never silently ignored."""
+    catalog = load_catalog()
+    from napkin.systems.profiles import add_notes
+
+    add_notes(catalog.problems())
+    presets = catalog.presets
+    conflict = catalog.conflicts.get(normalize(name))
+    if conflict is not None:
+        raise ProfileError(conflict)
     by_key = {normalize(key): preset for key, preset in presets.items()}
     found = by_key.get(normalize(name))
     if found is not None:

@@ -361,7 +361,8 @@ def _read(entry: Traversable, label: str) -> str:
 
 
 def _scan(dirs: Iterable[tuple[Origin, Traversable]]) -> tuple[list[_Entry], list[BrokenProfile]]:
-    """Every readable YAML file along ``dirs`` with its names; unreadable ones as BrokenProfile."""
+    """Every readable YAML file along ``dirs`` with its names; unreadable ones (and folders that cannot be
+    listed) as BrokenProfile."""
     entries: list[_Entry] = []
     broken: list[BrokenProfile] = []
     for origin, directory in dirs:
@@ -576,8 +577,8 @@ def copy_text(source: Loaded[Any], name: str, today: str, kind: Kind[Any] = HARD
     """``source``'s YAML renamed to ``name`` (aliases emptied unless the name is kept).
 
     The YAML is parsed and only the ``name`` and ``aliases`` values are replaced, at the positions the
-    parser reports, so comments and layout survive. The result is parsed back and compared with the
-    source's data; if anything else differs, the copy is the dumped data instead (comments lost).
+    parser reports (a block list of aliases too), so comments and layout survive. The result is parsed back
+    and compared with the source's data; if anything else differs, the copy is the dumped data instead (comments lost).
     """
     header = (
         f"# Copied from the {source.origin} profile '{source.profile.name}' by 'napkin {kind.noun} new' "
@@ -600,6 +601,9 @@ def copy_text(source: Loaded[Any], name: str, today: str, kind: Kind[Any] = HARD
                     value = yaml.safe_dump(expected[key_node.value], default_flow_style=True).removesuffix("\n")
                     value = value.removesuffix("\n...")
                     tail = text[start:end][len(text[start:end].rstrip()) :]
+                    if isinstance(value_node, yaml.SequenceNode) and value_node.flow_style is False:
+                        start = key_node.end_mark.index + 1  # a block list: replace from after the colon
+                        value, tail = " " + value, "\n"
                     edits.append((start, end, value + tail))
         for start, end, value in sorted(edits, reverse=True):
             text = text[:start] + value + text[end:]
