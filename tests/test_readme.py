@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -74,8 +75,9 @@ def update() -> None:
     def fill(match: re.Match[str]) -> str:
         return f"```console\n$ {match.group(1)}\n{run(match.group(1))}```"
 
-    os.environ.update({"COLUMNS": WIDTH, "NO_COLOR": "1"})
-    README.write_text(BLOCK.sub(fill, text), encoding="utf-8")
+    with tempfile.TemporaryDirectory() as config:  # as the tests run them: never the user's own config dir
+        os.environ.update({"COLUMNS": WIDTH, "NO_COLOR": "1", "NAPKIN_CONFIG_DIR": config})
+        README.write_text(BLOCK.sub(fill, text), encoding="utf-8")
 
 
 if __name__ == "__main__" and "--update" in sys.argv:
