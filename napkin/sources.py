@@ -162,6 +162,11 @@ PEFT_DTYPES: Final = (
     "huggingface/peft get_peft_model(autocast_adapter_dtype=True): adapters in fp32; "
     "prepare_model_for_kbit_training casts non-quantized parameters to fp32 and enables gradient checkpointing"
 )
+QLORA_SCRIPT: Final = (
+    "artidoro/qlora qlora.py get_accelerate_model (Dettmers et al. 2023's training script): with --bf16 every "
+    "LoraLayer and embed_tokens/lm_head cast to bf16, norms kept fp32; optim paged_adamw_32bit (fp32 states), "
+    "gradient_checkpointing True"
+)
 HF_CONFIG: Final = (
     "huggingface/transformers v5.24 models/<model_type>/configuration_*.py and modeling_*.py: what each family's "
     "config.json leaves to its defaults (tied embeddings, gated MLPs, per-layer attention types, norms)"

@@ -4,6 +4,7 @@ QLoRA paper's own arithmetic."""
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import napkin
 from napkin.api import build_model
 from napkin.domain.choices import Finetune, Recompute
+from napkin.domain.hf_config import load_path, read_config
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines.finetune import (
@@ -19,11 +21,14 @@ from napkin.engines.finetune import (
     NF4_DQ_BYTES,
     Adapters,
     finetune_bytes,
+    linears,
     lora_params,
     targets,
 )
 from napkin.errors import UsageError
 from tests.conftest import HAS_TORCH, Run
+
+DATA = Path(__file__).parent / "data"
 
 HAS_PEFT = HAS_TORCH and all(importlib.util.find_spec(name) is not None for name in ("peft", "transformers"))
 HAS_BNB = HAS_PEFT and importlib.util.find_spec("bitsandbytes") is not None
@@ -88,6 +93,155 @@ def test_trainable_parameters_equal_peft(rank: int, peft_targets: str | list[str
         model = get_peft_model(small_llama(), LoraConfig(r=rank, target_modules=peft_targets))
     counted = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert lora_params(SMALL, rank, targets(peft_targets)) == counted
+
+
+#: Tiny configs of each module layout: fused projections (Phi-3 qkv_proj/gate_up_proj, Falcon and NeoX
+#: query_key_value, GPT-2's Conv1D c_attn), MLA (DeepSeek kv_a_proj_with_mqa = kv_lora_rank + qk_rope_head_dim),
+#: and mixture-of-experts blocks (fused routed experts, Linear shared experts and routers in transformers 5).
+FAMILIES: dict[str, dict[str, Any]] = {
+    "phi3": {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4},
+    "falcon": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4},
+    "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4},
+    "gpt_neox": {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4},
+    "gptj": {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8},
+    "deepseek_v2": {
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 32,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "n_routed_experts": 4,
+        "n_shared_experts": 2,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+        "kv_lora_rank": 16,
+        "q_lora_rank": None,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 16,
+    },
+    "deepseek_v3": {
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 24,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 16,
+        "n_group": 1,
+        "topk_group": 1,
+    },
+    "mixtral": {
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+    },
+    "qwen2_moe": {
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+    },
+    "phimoe": {
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+    },
+}
+
+
+#: peft (0.21, utils/transformers_weight_conversion.py) rewrites "all-linear" and MLP names on these transformers-5
+#: MoE models into target_parameters on the fused experts (a merged rank E·r whose B is stored dense) and drops the
+#: dense and shared MLPs' nn.Linear targets of the same names; napkin counts adapters on nn.Linear modules.
+CONVERTED = ("deepseek_v2", "deepseek_v3", "mixtral")
+CASES = [
+    (f, t)
+    for f in sorted(FAMILIES)
+    for t in ("all-linear", "attention-names")
+    if f not in CONVERTED or t != "all-linear"
+]
+
+
+@pytest.mark.torch
+@needs_peft
+@pytest.mark.parametrize(("family", "peft_targets"), CASES)
+def test_trainable_parameters_equal_peft_in_every_module_layout(family: str, peft_targets: str) -> None:
+    """Each family's own modules, from its config as transformers writes it: napkin's count is peft's (fused
+    Phi-3/Falcon/NeoX/GPT-2 projections, MLA, shared experts, Linear routers)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(
+        family, vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2, **FAMILIES[family]
+    )
+    arch = read_config(config.to_dict()).model
+    names: str | list[str] = "all-linear"
+    if peft_targets != "all-linear":  # the attention's own module names, as a user of this family writes them
+        names = sorted({x.name for x in linears(arch) if x.group == "attention"})
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = get_peft_model(AutoModelForCausalLM.from_config(config), LoraConfig(r=8, target_modules=names))
+    counted = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert lora_params(arch, 8, targets(names)) == counted
+
+
+@pytest.mark.parametrize(
+    ("config", "published"),
+    [
+        # huggingface/peft print_trainable_parameters, r=8 all-linear, as a new-user review measured them
+        ("phi-3-mini-4k", 12_582_912),
+        ("falcon-7b", 16_318_464),
+        ("gpt2", 1_179_648),
+        # DeepSeek-V2-Lite: attention with kv_a_proj_with_mqa 2048 → 512 + 64, the dense first layer and the two
+        # shared experts of 26 MoE layers (hand-derived from the config, DeepSeek-V2 §2.1.2)
+        (
+            "deepseek-v2-lite",
+            27 * 8 * ((2048 + 3072) + (2048 + 576) + (512 + 4096) + (2048 + 2048))
+            + 8 * 3 * (2048 + 10944)
+            + 26 * 8 * 3 * (2048 + 2816),
+        ),
+    ],
+)
+def test_real_configs_count_what_peft_counts(config: str, published: int) -> None:
+    arch = load_path(DATA / "hf_configs" / f"{config}.json").model
+    assert lora_params(arch, 8, targets("all-linear")) == published
+
+
+def test_targets_that_match_nothing_name_the_flag(napkin: Run) -> None:
+    result = napkin(
+        "memory",
+        "--model-config",
+        str(DATA / "hf_configs" / "phi-3-mini-4k.json"),
+        "--seq",
+        "2048",
+        "--finetune",
+        "lora",
+        "--lora-targets",
+        "q_proj,v_proj",
+    )
+    assert result.exit_code == 2
+    assert "--lora-targets" in result.stderr and "qkv_proj" in result.stderr, result.stderr
 
 
 @pytest.mark.torch
@@ -228,7 +382,7 @@ def test_finetune_on_train_time_counts_a_frozen_base() -> None:
     ("args", "message"),
     [
         (["--finetune", "qlora", "--params", "7B"], "--params: qlora needs a --model, not a parameter count"),
-        (["--finetune", "lora", "--model", "llama3-8b", "--lora-targets", "fc9"], "--lora-targets: 'fc9' is not"),
+        (["--finetune", "lora", "--model", "llama3-8b", "--lora-targets", "fc9"], "--lora-targets: fc9 matches no"),
         (["--finetune", "lora", "--model", "llama3-8b", "--tensor-parallel", "2", "--gpus", "2"], "data parallel"),
         (["--lora-rank", "8", "--model", "llama3-8b"], "used only with --finetune lora or qlora"),
     ],

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from napkin import units
-from napkin.domain.choices import BaseFormat, Offload, Optimizer, Recompute, Sharding
+from napkin.domain.choices import BaseFormat, Finetune, Offload, Optimizer, Precision, Recompute, Sharding, TrainDtype
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -441,23 +441,46 @@ def build_adapters(
     lora_rank: Number | None,
     lora_targets: str | list[str] | None,
     base_format: Any,
-    double_quant: bool,
+    double_quant: bool | None,
     optimizer: Any,
     paged: bool,
+    *,
+    adapter_dtype: Any = None,
+    embedding_dtype: Any = None,
+    precision: Any = None,
+    precision_default: Any = None,
 ) -> Any:
-    """LoRA/QLoRA settings (``napkin.engines.finetune.Adapters``) from the keywords memory, max_model and step take."""
+    """LoRA/QLoRA settings (``napkin.engines.finetune.Adapters``) from the keywords memory, max_model and step take;
+    a UsageError for what adapters do not use (a --precision regime other than the command's default: adapters
+    keep their own dtypes; double quantization without an NF4 base)."""
     from napkin.engines.finetune import DEFAULT_RANK, Adapters, targets
 
     rank = DEFAULT_RANK if lora_rank is None else parse(units.parse_int, lora_rank, "lora_rank")
+    if rank <= 0:
+        raise UsageError(f"lora_rank: {rank} is not a positive whole number", field="lora_rank")
     fmt = None if base_format is None else choice(BaseFormat, base_format, "base_format")
+    if precision is not None and choice(Precision, precision, "precision") != precision_default:
+        raise UsageError(
+            f"precision: {method} keeps a frozen base (--base-format) and adapters in their own dtype "
+            "(--adapter-dtype, --embedding-dtype); --precision is for full fine-tuning",
+            field="precision",
+        )
+    chosen_format = fmt or (BaseFormat.nf4 if method is Finetune.qlora else BaseFormat.bf16)
+    if double_quant is not None and chosen_format is not BaseFormat.nf4:
+        raise UsageError(
+            f"double_quant: double quantization is NF4's (QLoRA §3); the base is {chosen_format}",
+            field="double_quant",
+        )
     return Adapters(
         finetune=method,
         rank=rank,
         targets=targets(lora_targets),
         base_format=fmt,
-        double_quant=bool(double_quant),
+        double_quant=True if double_quant is None else bool(double_quant),
         optimizer=choice(Optimizer, optimizer, "optimizer"),
         paged=bool(paged),
+        adapter_dtype=TrainDtype.fp32 if adapter_dtype is None else choice(TrainDtype, adapter_dtype, "adapter_dtype"),
+        embedding_dtype=None if embedding_dtype is None else choice(TrainDtype, embedding_dtype, "embedding_dtype"),
     )
 
 
@@ -475,6 +498,12 @@ def data_parallel_only(layout: Layout) -> None:
                 f"{key}: fine-tuning with adapters is modelled data parallel only (each GPU runs the whole model)",
                 field=key,
             )
+    if layout.offload is not Offload.none:
+        raise UsageError(
+            "offload: fine-tuning with adapters is modelled on the GPU (a frozen base has no optimizer states to "
+            "offload; --paged-optimizer pages the adapters')",
+            field="offload",
+        )
 
 
 def described(result: T, chosen: Chosen, seq: int | None = None, seq_source: str | None = None) -> T:

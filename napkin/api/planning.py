@@ -25,7 +25,7 @@ from napkin.api.inputs import (
     split_layout,
     usable_capacity,
 )
-from napkin.domain.choices import BaseFormat, Dtype, Finetune, Offload, Optimizer, Precision
+from napkin.domain.choices import BaseFormat, Dtype, Finetune, Offload, Optimizer, Precision, TrainDtype
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -169,8 +169,10 @@ def step_setup(
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
     base_format: str | BaseFormat | None = None,
-    double_quant: bool = True,
+    double_quant: bool | None = None,
     paged_optimizer: bool = False,
+    adapter_dtype: str | TrainDtype | None = None,
+    embedding_dtype: str | TrainDtype | None = None,
     **shape: Any,
 ) -> tuple[Any, Any, Chosen, int | None]:
     """(step model, layout knobs, the model chosen, batch tokens) of one ``step`` question, checked: what ``step``
@@ -181,7 +183,17 @@ def step_setup(
     adapters = None
     if method is not Finetune.full:
         adapters = build_adapters(
-            method, lora_rank, lora_targets, base_format, double_quant, optimizer, paged_optimizer
+            method,
+            lora_rank,
+            lora_targets,
+            base_format,
+            double_quant,
+            optimizer,
+            paged_optimizer,
+            adapter_dtype=adapter_dtype,
+            embedding_dtype=embedding_dtype,
+            precision=precision,
+            precision_default=Precision.mixed,
         )
         if shape.get("recompute") is None and method is Finetune.qlora:
             shape["recompute"] = "full"  # peft's prepare_model_for_kbit_training turns checkpointing on

@@ -30,7 +30,7 @@ from napkin.api.inputs import (
     split_layout,
     usable_capacity,
 )
-from napkin.domain.choices import BaseFormat, Finetune, Optimizer, Precision, Recompute, Sharding
+from napkin.domain.choices import BaseFormat, Finetune, Optimizer, Precision, Recompute, Sharding, TrainDtype
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -115,8 +115,10 @@ def memory(
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
     base_format: str | BaseFormat | None = None,
-    double_quant: bool = True,
+    double_quant: bool | None = None,
     paged_optimizer: bool = False,
+    adapter_dtype: str | TrainDtype | None = None,
+    embedding_dtype: str | TrainDtype | None = None,
     **shape: Any,
 ) -> Any:
     """Per-GPU training memory: model states under the layout, plus activations when a model is given.
@@ -136,7 +138,17 @@ def memory(
     solve_for_n = params is _NO_PARAMS
     if method is not Finetune.full:
         adapters = build_adapters(
-            method, lora_rank, lora_targets, base_format, double_quant, optimizer, paged_optimizer
+            method,
+            lora_rank,
+            lora_targets,
+            base_format,
+            double_quant,
+            optimizer,
+            paged_optimizer,
+            adapter_dtype=adapter_dtype,
+            embedding_dtype=embedding_dtype,
+            precision=precision,
+            precision_default=Precision.fp32,
         )
         return _adapter_memory(
             adapters,
@@ -156,9 +168,11 @@ def memory(
             reserve,
             shape,
         )
-    if lora_rank is not None or lora_targets is not None or base_format is not None or paged_optimizer:
+    lora_only = (lora_rank, lora_targets, base_format, double_quant, adapter_dtype, embedding_dtype)
+    if any(v is not None for v in lora_only) or paged_optimizer:
         raise UsageError(
-            "lora_rank, lora_targets, base_format, paged_optimizer: used only with finetune lora or qlora",
+            "lora_rank, lora_targets, base_format, double_quant, adapter_dtype, embedding_dtype, paged_optimizer: "
+            "used only with finetune lora or qlora",
             field="finetune",
             also=("lora_rank", "lora_targets", "base_format", "paged_optimizer"),
         )

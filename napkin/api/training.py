@@ -186,7 +186,7 @@ def _adapter_params(
         )
     from napkin.engines.finetune import lora_params
 
-    adapters = build_adapters(method, lora_rank, lora_targets, None, True, "adamw", False)
+    adapters = build_adapters(method, lora_rank, lora_targets, None, None, "adamw", False)
     return float(lora_params(arch, adapters.rank, adapters.targets))
 
 

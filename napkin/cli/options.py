@@ -27,6 +27,7 @@ from napkin.domain.choices import (
     Precision,
     Recompute,
     Sharding,
+    TrainDtype,
 )
 
 Group = list[inspect.Parameter]
@@ -199,12 +200,25 @@ FINETUNE: Group = [
     _opt("base_format", BaseFormat | None, None, help="Frozen base weights: bf16, int8, nf4 (default by --finetune)."),
     _opt(
         "double_quant",
-        bool,
-        True,
+        bool | None,
+        None,
         "--double-quant/--no-double-quant",
-        help="NF4 double quantization (QLoRA §3).",
+        help="NF4 double quantization (QLoRA §3); default on for an NF4 base.",
     ),
     _flag("paged_optimizer", "bitsandbytes paged optimizer: its states spill to CPU memory under pressure."),
+    _opt(
+        "adapter_dtype",
+        TrainDtype | None,
+        None,
+        help="Adapters and their gradients: fp32 (default, peft) or bf16 (Dettmers' qlora.py).",
+    ),
+    _opt(
+        "embedding_dtype",
+        TrainDtype | None,
+        None,
+        help="Embeddings, LM head, norms: default fp32 beside a quantized base (peft "
+        "prepare_model_for_kbit_training), else bf16; bf16 as qlora.py.",
+    ),
 ]
 
 

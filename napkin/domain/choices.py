@@ -118,6 +118,13 @@ class Finetune(StrEnum):
     qlora = "qlora"  # adapters on a frozen NF4 base with double quantization (Dettmers et al. 2023)
 
 
+class TrainDtype(StrEnum):
+    """How LoRA adapters, or the embeddings and LM head beside a frozen base, are stored."""
+
+    fp32 = "fp32"
+    bf16 = "bf16"
+
+
 class BaseFormat(StrEnum):
     """How a frozen base model's linear weights are stored."""
 

@@ -350,6 +350,7 @@ def read_config(
         "qkv_bias": fam.qkv_bias,
         "kv_heads": r.integer("kv_heads", "num_key_value_heads"),
         "head_dim": r.integer("head_dim", "head_dim"),
+        "model_type": mt if fam is not DEFAULT else None,
     }
     tied = c.get("tie_word_embeddings")
     out["tied_embeddings"] = fam.tied if tied is None else tied  # the file's own bool: "false" is refused

@@ -98,6 +98,13 @@ class Model(Record):
     sliding_window: Whole | None = Field(default=None, gt=0, description="attention window of the local layers")
     local_layers: Whole | None = Field(default=None, ge=0, description="layers using the window; default all")
     chunked: StrictBool = Field(default=False, description="the window is a fixed chunk, not a sliding one (Llama 4)")
+    # --- module layout ---
+    model_type: str | None = Field(
+        default=None,
+        max_length=64,
+        description="Hugging Face model_type: the names and shapes of the linear layers LoRA adapts "
+        "(fused qkv_proj in phi3, query_key_value in falcon/gpt_neox, Conv1D c_attn in gpt2); default Llama-style",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Model:
@@ -250,21 +257,29 @@ class Model(Record):
         return self.moe_layers * self.experts * self.mlp_params(self.d_expert)
 
     # --- attention FLOPs -----------------------------------------------------------------------
-    def attended(self, seq: int) -> float:
-        """Mean keys each query sees per layer, full s×s: s, or the window on sliding-window layers."""
+    def attended(self, seq: int, causal: bool = False) -> float:
+        """Mean keys each query attends per layer: s (full), the window W on sliding-window layers; ``causal``:
+        the unmasked part, ``causal_keys`` (s/2 full, W − W²/(2s) in a sliding window, W/2 in chunks)."""
+        full = causal_keys(seq, seq) if causal else float(seq)
         if self.sliding_window is None:
-            return float(seq)
-        local = self.n_local
-        return (local * min(seq, self.sliding_window) + (self.layers - local) * seq) / self.layers
+            return full
+        w = min(seq, self.sliding_window)
+        if not causal:
+            local = float(w)
+        elif self.chunked:  # Llama 4: causal within each chunk of W tokens
+            local = w / 2
+        else:
+            local = causal_keys(seq, w)
+        return (self.n_local * local + (self.layers - self.n_local) * full) / self.layers
 
     def attention_flops_per_token(self, seq: int, causal: bool = False) -> float:
-        """Training FLOPs per token of the attention scores: c·6·L·s·d_attn (PaLM: 12·L·H·Q·T).
+        """Training FLOPs per token of the attention scores: 12·L·k·d_attn with k the mean keys per query
+        (``attended``): 6·L·s·d_attn for a full causal mask (PaLM: 12·L·H·Q·T non-causal).
 
-        QKᵀ and A·V each cost 2·s·d_attn per token forward; ×3 for forward + backward. ``causal``
-        counts only the unmasked half (c = 1 instead of 2).
+        QKᵀ and A·V each cost 2·k·d_attn per token forward; ×3 for forward + backward. ``causal`` counts only
+        the unmasked keys.
         """
-        c_attn = 1 if causal else 2
-        return c_attn * 6 * self.layers * self.attended(seq) * self.d_attn
+        return 2 * 6 * self.layers * self.attended(seq, causal) * self.d_attn
 
     @classmethod
     def from_hf_config(cls, path: str | Path) -> Model:
@@ -273,3 +288,14 @@ class Model(Record):
         from napkin.domain.hf_config import load_path
 
         return load_path(path).model
+
+
+def causal_keys(seq: int, window: int) -> float:
+    """Mean keys per query under a causal mask limited to the last ``window`` keys (W ≤ s): W − W²/(2s).
+
+    The band's area, the continuous count FLOP conventions use (s/2 for a full causal mask, as in FlashAttention's
+    and PaLM's causal FLOPs): query i sees min(i, W) keys, Σ = s·W − W²/2, plus W/2 on the discrete staircase
+    (under half a key per query). Beltagy et al. 2020 (Longformer §3.1) for the sliding window.
+    """
+    w = min(window, seq)
+    return w - w * w / (2 * seq)

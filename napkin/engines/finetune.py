@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from napkin import sources
-from napkin.domain.choices import BaseFormat, Finetune, Optimizer, Recompute, Sharding
+from napkin.domain.choices import BaseFormat, Finetune, Optimizer, Recompute, Sharding, TrainDtype
 from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
@@ -33,14 +33,12 @@ from napkin.engines import activations as acts
 from napkin.errors import UsageError
 from napkin.results.explain import step
 from napkin.results.result import ModelResult
-from napkin.units import format_bytes, format_bytes_si, format_count
+from napkin.units import format_bytes, format_count
 
 #: bitsandbytes 4-bit: blocks of 64 with an fp32 absmax; double quantization: 8-bit absmaxes in blocks of 256
 #: with an fp32 absmax each (QLoRA §3; bitsandbytes functional.quantize_4bit, compress_statistics).
 NF4_BYTES = 0.5 + 4 / 64
 NF4_DQ_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)
-#: Adapter bytes per trainable parameter: an fp32 weight and an fp32 gradient.
-ADAPTER_BYTES = 4.0
 #: Optimizer-state bytes per trainable parameter: fp32 moments, or bitsandbytes' 8-bit blocks of 2048 with an
 #: fp32 absmax (Dettmers et al. 2021, arXiv:2110.02861).
 STATE_BYTES = {
@@ -52,86 +50,161 @@ STATE_BYTES = {
     Optimizer.sgd: 0.0,
 }
 
-#: The linear layers of a block, by the names peft targets in Llama-style models (modeling_llama.py).
-ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
-MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
-ALL_TARGETS = ATTENTION_TARGETS + MLP_TARGETS
-#: Short names and groups --lora-targets accepts besides the module names.
-ALIASES = {
-    "q": "q_proj",
-    "k": "k_proj",
-    "v": "v_proj",
-    "o": "o_proj",
-    "gate": "gate_proj",
-    "up": "up_proj",
-    "down": "down_proj",
-}
-GROUPS = {"all-linear": ALL_TARGETS, "attention": ATTENTION_TARGETS, "mlp": MLP_TARGETS}
-#: What QLoRA and LoRA default to here: rank 16 on every linear layer of the blocks. The QLoRA paper (§4)
-#: finds adapters on all linear layers necessary to match full fine-tuning; peft's "all-linear" is that set.
+#: --lora-targets groups: peft's "all-linear" (every nn.Linear / Conv1D but the LM head), and its parts.
+ALL_LINEAR = "all-linear"
+GROUPS = (ALL_LINEAR, "attention", "mlp", "router")
+#: Short names --lora-targets accepts for the Llama-style module names.
+ALIASES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "up": "up_proj", "down": "down_proj"}
+#: The default: every linear layer. The QLoRA paper (§4) finds adapters on all linear layers necessary to match
+#: full fine-tuning; peft's "all-linear" is that set. Rank 16 is peft's examples' and the QLoRA scripts' choice.
+ALL_TARGETS: tuple[str, ...] = (ALL_LINEAR,)
 DEFAULT_RANK = 16
+#: The module layout assumed: transformers 5 (v5.24, what the hf_config reader cites and `pip install transformers`
+#: gives), where every mixture-of-experts family keeps its routed experts as fused 3-D parameters
+#: (``experts.gate_up_proj``, ``experts.down_proj``) that peft's "all-linear" does not adapt; the shared experts
+#: are nn.Linear MLPs that it does; routers are bare parameters except PhiMoE's and Llama 4's ``router`` (nn.Linear
+#: subclasses) and Qwen2-MoE's ``shared_expert_gate``. transformers 4.x built each routed expert of Mixtral, Qwen-MoE
+#: and DeepSeek from nn.Linear, so the same LoRA there also adapted every expert.
+MOE_LAYOUT = "transformers 5 modeling_<family>.py: routed experts are fused 3-D parameters (no adapters)"
+#: Routers that are nn.Linear modules (peft's "all-linear" adapts them), by model_type.
+LINEAR_ROUTER = {"phimoe": "router", "llama4_text": "router"}
 
 
 @dataclass(frozen=True)
 class Linear:
-    """One kind of linear layer in the blocks: its peft name, its shape, and how many the model has."""
+    """One kind of linear layer (nn.Linear or GPT-2's Conv1D): its module name, its shape, how many the model has,
+    and its group (attention, mlp, router)."""
 
     name: str
     d_in: int
     d_out: int
     count: int
+    group: str
 
 
-def linears(model: Model) -> list[Linear]:
-    """The blocks' linear layers: attention, and the dense FFNs (routed experts are not peft Linear modules)."""
-    d, layers = model.hidden, model.layers
+def _attention(model: Model) -> list[Linear]:
+    d, n, mt = model.hidden, model.layers, model.model_type
     kv = model.n_kv * model.d_head
-    out = [
-        Linear("q_proj", d, model.d_attn, layers),
-        Linear("k_proj", d, kv, layers),
-        Linear("v_proj", d, kv, layers),
-        Linear("o_proj", model.d_attn, d, layers),
+    if model.is_mla:  # DeepSeek-V2 §2.1.2-2.1.3; modeling_deepseek_v3.py DeepseekV3Attention
+        assert model.kv_lora_rank is not None and model.rope_head_dim is not None
+        a, nope, rope = model.n_heads, model.d_head, model.rope_head_dim
+        v = model.v_head_dim or nope
+        q = a * (nope + rope)
+        qr = model.q_lora_rank
+        qs = (
+            [Linear("q_a_proj", d, qr, n, "attention"), Linear("q_b_proj", qr, q, n, "attention")]
+            if qr
+            else [Linear("q_proj", d, q, n, "attention")]
+        )
+        return [
+            *qs,
+            Linear("kv_a_proj_with_mqa", d, model.kv_lora_rank + rope, n, "attention"),
+            Linear("kv_b_proj", model.kv_lora_rank, a * (nope + v), n, "attention"),
+            Linear("o_proj", a * v, d, n, "attention"),
+        ]
+    fused = model.d_attn + 2 * kv
+    if mt == "phi3":  # modeling_phi3.py: one qkv_proj
+        return [Linear("qkv_proj", d, fused, n, "attention"), Linear("o_proj", model.d_attn, d, n, "attention")]
+    if mt in ("falcon", "gpt_neox"):  # modeling_falcon.py / modeling_gpt_neox.py: query_key_value, dense
+        return [Linear("query_key_value", d, fused, n, "attention"), Linear("dense", model.d_attn, d, n, "attention")]
+    if mt == "gpt2":  # modeling_gpt2.py: Conv1D c_attn (d → 3d) and c_proj
+        return [Linear("c_attn", d, fused, n, "attention"), Linear("c_proj", model.d_attn, d, n, "attention")]
+    out = "out_proj" if mt == "gptj" else "o_proj"
+    return [
+        Linear("q_proj", d, model.d_attn, n, "attention"),
+        Linear("k_proj", d, kv, n, "attention"),
+        Linear("v_proj", d, kv, n, "attention"),
+        Linear(out, model.d_attn, d, n, "attention"),
     ]
-    dense = layers - model.moe_layers
-    if dense:
-        if model.mlp_matrices == 3:
-            out.append(Linear("gate_proj", d, model.d_ffn, dense))
-        out += [Linear("up_proj", d, model.d_ffn, dense), Linear("down_proj", model.d_ffn, d, dense)]
+
+
+def _mlp(model: Model, width: int, count: int) -> list[Linear]:
+    d, mt = model.hidden, model.model_type
+    if not count:
+        return []
+    if mt in ("falcon", "gpt_neox"):
+        names = ("", "dense_h_to_4h", "dense_4h_to_h")
+    elif mt == "gpt2":
+        names = ("", "c_fc", "c_proj")
+    elif mt == "gptj":
+        names = ("", "fc_in", "fc_out")
+    elif mt == "phi3":  # Phi3MLP: gate_up_proj (d → 2F), down_proj
+        return [Linear("gate_up_proj", d, 2 * width, count, "mlp"), Linear("down_proj", width, d, count, "mlp")]
+    else:
+        names = ("gate_proj", "up_proj", "down_proj")
+    out = [Linear(names[1], d, width, count, "mlp"), Linear(names[2], width, d, count, "mlp")]
+    if model.mlp_matrices == 3:
+        out.insert(0, Linear(names[0] or "gate_proj", d, width, count, "mlp"))
     return out
 
 
+def linears(model: Model) -> list[Linear]:
+    """The blocks' nn.Linear (and GPT-2 Conv1D) modules as transformers builds them for ``model.model_type``
+    (Llama-style names when unknown), mixture-of-experts layers as ``MOE_LAYOUT`` says."""
+    out = _attention(model) + _mlp(model, model.d_ffn, model.layers - model.moe_layers)
+    moe, mt = model.moe_layers, model.model_type or ""
+    if not moe:
+        return out
+    if model.shared_experts:  # one MLP shared_experts × the expert width (DeepseekV3MoE, Qwen2MoeSparseMoeBlock)
+        out += _mlp(model, model.d_expert * model.shared_experts, moe)
+    if mt in LINEAR_ROUTER:
+        out.append(Linear(LINEAR_ROUTER[mt], model.hidden, model.experts, moe, "router"))
+    if mt == "qwen2_moe" and model.shared_experts:
+        out.append(Linear("shared_expert_gate", model.hidden, 1, moe, "router"))
+    return out
+
+
+def expert_weights(model: Model) -> int:
+    """Routed-expert weights: fused 3-D parameters (``MOE_LAYOUT``), quantized by bitsandbytes, never adapted."""
+    return model.moe_layers * model.experts * model.mlp_matrices * model.hidden * model.d_expert
+
+
 def targets(names: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    """peft target module names from a comma-separated list of names, short names or groups (default all)."""
+    """What --lora-targets names: a comma-separated list of module names (each family's own, as peft matches
+    them), short names (q, k, v, o, up, down) or groups (all-linear, attention, mlp, router); default all-linear.
+    ``adapted`` resolves them against a model."""
     if names is None:
         return ALL_TARGETS
     items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if str(n).strip()]
     found: list[str] = []
     for item in items:
         key = str(item).lower()
-        for name in GROUPS.get(key, (ALIASES.get(key, key),)):
-            if name not in ALL_TARGETS:
-                raise UsageError(
-                    f"lora_targets: {item!r} is not a linear layer napkin knows ({', '.join(ALL_TARGETS)}; "
-                    f"{', '.join(ALIASES)}; or {', '.join(GROUPS)})",
-                    field="lora_targets",
-                )
-            if name not in found:
-                found.append(name)
+        name = ALIASES.get(key, key)
+        if name not in GROUPS and (not name.replace("_", "").isalnum() or name in ("lm_head", "embed_tokens", "wte")):
+            raise UsageError(
+                f"lora_targets: {item!r} is not a linear layer of the blocks (a module name such as q_proj, "
+                f"qkv_proj, query_key_value, c_attn; short names {', '.join(ALIASES)}; or {', '.join(GROUPS)})",
+                field="lora_targets",
+            )
+        if name not in found:
+            found.append(name)
     if not found:
         raise UsageError("lora_targets: no module given (e.g. all-linear, or q_proj,v_proj)", field="lora_targets")
     return tuple(found)
 
 
+def adapted(model: Model, chosen: tuple[str, ...]) -> list[Linear]:
+    """The linear layers ``chosen`` (module names or groups) adapts in ``model``; a UsageError naming
+    lora_targets when they match none (as peft refuses target modules not found in the base model)."""
+    picked = [x for x in linears(model) if x.name in chosen or x.group in chosen or (ALL_LINEAR in chosen)]
+    if not picked:
+        names = sorted({x.name for x in linears(model)})
+        raise UsageError(
+            f"lora_targets: {', '.join(chosen)} matches no linear layer of this model (its modules: "
+            f"{', '.join(names)}; or {', '.join(GROUPS)})",
+            field="lora_targets",
+        )
+    return picked
+
+
 def lora_params(model: Model, rank: int, chosen: tuple[str, ...]) -> int:
     """Trainable parameters: Σ over the targeted linear layers of r·(d_in + d_out) (peft's count)."""
-    return sum(rank * (x.d_in + x.d_out) * x.count for x in linears(model) if x.name in chosen)
+    return sum(rank * (x.d_in + x.d_out) * x.count for x in adapted(model, chosen))
 
 
 def quantized_weights(model: Model) -> int:
     """Weights bitsandbytes stores in the base format: every linear weight of the blocks, experts included."""
-    dense = sum(x.d_in * x.d_out * x.count for x in linears(model))
-    experts = model.moe_layers * (model.experts + model.shared_experts) * model.mlp_matrices
-    return dense + experts * model.hidden * model.d_expert
+    return sum(x.d_in * x.d_out * x.count for x in linears(model)) + expert_weights(model)
 
 
 def largest_matrix(model: Model) -> int:
@@ -153,7 +226,8 @@ def base_bytes(fmt: BaseFormat, double_quant: bool, d_in: int) -> float:
 
 @dataclass(frozen=True)
 class Adapters:
-    """How a model is fine-tuned: the method, the adapters' rank and targets, the base format, the optimizer."""
+    """How a model is fine-tuned: the method, the adapters' rank and targets, the base format, the optimizer, and
+    the dtypes of the adapters and of the embeddings/LM head (None: peft's, see ``adapter_bytes``)."""
 
     finetune: Finetune
     rank: int = DEFAULT_RANK
@@ -162,6 +236,8 @@ class Adapters:
     double_quant: bool = True  # only for nf4
     optimizer: Optimizer = Optimizer.adamw
     paged: bool = False
+    adapter_dtype: TrainDtype = TrainDtype.fp32
+    embedding_dtype: TrainDtype | None = None
 
     @property
     def format(self) -> BaseFormat:
@@ -177,6 +253,33 @@ class Adapters:
     def dq(self) -> bool:
         return self.double_quant and self.format is BaseFormat.nf4
 
+    @property
+    def adapter_bytes(self) -> float:
+        """Bytes of an adapter weight, and of its gradient: fp32 (peft's autocast_adapter_dtype, the default) or
+        bf16 (Dettmers' qlora.py casts every LoraLayer to bf16)."""
+        return 4.0 if self.adapter_dtype is TrainDtype.fp32 else 2.0
+
+    @property
+    def rest_dtype(self) -> TrainDtype:
+        """The embeddings', LM head's and norms' dtype: fp32 beside a quantized base (peft's
+        prepare_model_for_kbit_training, the default), else bf16 (the base's own)."""
+        if self.embedding_dtype is not None:
+            return self.embedding_dtype
+        return TrainDtype.fp32 if self.quantized else TrainDtype.bf16
+
+    @property
+    def rest_bytes(self) -> float:
+        return 4.0 if self.rest_dtype is TrainDtype.fp32 else 2.0
+
+    @property
+    def state_bytes(self) -> float:
+        """Optimizer-state bytes per trainable parameter: torch's optimizers keep states in the parameter's dtype
+        (halved for bf16 adapters); bitsandbytes' paged 32-bit and 8-bit optimizers keep their own."""
+        full = STATE_BYTES[self.optimizer]
+        if self.adapter_dtype is TrainDtype.bf16 and not self.paged and self.optimizer is not Optimizer.adam_8bit:
+            return full / 2
+        return full
+
 
 class FinetuneMemoryResult(ModelResult):
     """Per-GPU memory of LoRA / QLoRA fine-tuning, in bytes."""
@@ -190,9 +293,11 @@ class FinetuneMemoryResult(ModelResult):
     double_quant: bool
     lora_rank: int
     lora_targets: list[str]
-    params: float = Field(description="parameters of the base model")
-    trainable_params: float = Field(description="adapter parameters (what peft's print_trainable_parameters counts)")
-    quantized_params: float = Field(description="base weights stored in base_format (the rest 16/32-bit)")
+    adapter_dtype: TrainDtype = Field(description="adapters and their gradients")
+    embedding_dtype: TrainDtype = Field(description="embeddings, LM head and norms beside the frozen base")
+    params: int = Field(description="parameters of the base model")
+    trainable_params: int = Field(description="adapter parameters (what peft's print_trainable_parameters counts)")
+    quantized_params: int = Field(description="base weights stored in base_format (the rest 16/32-bit)")
     optimizer: Optimizer
     paged: bool
     micro_batch: int
@@ -240,7 +345,7 @@ class FinetuneMemoryResult(ModelResult):
         text = f"{format_count(self.quantized_params)} linear weights in {base}"
         rest = self.params - self.quantized_params
         if rest and self.base_format is not BaseFormat.bf16:
-            text += f"; the other {format_count(rest)} in fp32 (peft prepare_model_for_kbit_training)"
+            text += f"; the other {format_count(rest)} in {self.embedding_dtype}"
         return text
 
     def caption(self) -> str:
@@ -266,28 +371,28 @@ def finetune_bytes(
     n, q = model.params(), quantized_weights(model)
     trainable = lora_params(model, adapters.rank, adapters.targets)
     per_q = base_bytes(adapters.format, adapters.dq, model.hidden)
-    other = 4.0 if adapters.quantized else 2.0  # prepare_model_for_kbit_training: the rest to fp32
+    other = adapters.rest_bytes  # prepare_model_for_kbit_training: the rest to fp32
     shard = gpus if sharding in (Sharding.zero3, Sharding.fsdp) else 1
     e = 2.0
     layout = Layout(recompute=recompute).resolve(1)
     whole = Layout(recompute=Recompute.none).resolve(1)
     full_layer = acts.layer_bytes(model, workload, whole, element_bytes=e, flash_attention=flash_attention).total
     tokens = workload.seq * workload.micro_batch
-    adapted = sum(1 for x in linears(model) if x.name in adapters.targets)
-    a_outputs = tokens * adapters.rank * e * adapted  # each adapter's r-wide A·x, kept for B's gradient
+    # each adapter's r-wide A·x, kept for B's gradient: per token, summed over the layers
+    a_outputs = tokens * adapters.rank * e * sum(x.count for x in adapted(model, adapters.targets))
     if recompute is Recompute.full:
         kept = acts.layer_bytes(model, workload, layout, element_bytes=e, flash_attention=flash_attention).total
         activations = kept * model.layers
-        recomputed = full_layer + a_outputs  # the layer being recomputed holds all of its activations
+        recomputed = full_layer + a_outputs / model.layers  # the layer being recomputed holds all of its own
     else:
         per_layer = acts.layer_bytes(model, workload, layout, element_bytes=e, flash_attention=flash_attention).total
-        activations = (per_layer + a_outputs) * model.layers
+        activations = per_layer * model.layers + a_outputs
         recomputed = 0.0
     return {
         "frozen base": (q * per_q + (n - q) * other) / shard,
-        "adapters": trainable * ADAPTER_BYTES / shard,
-        "adapter gradients": trainable * ADAPTER_BYTES / shard,
-        "optimizer states": trainable * STATE_BYTES[adapters.optimizer] / shard,
+        "adapters": trainable * adapters.adapter_bytes / shard,
+        "adapter gradients": trainable * adapters.adapter_bytes / shard,
+        "optimizer states": trainable * adapters.state_bytes / shard,
         "activations": activations,
         "recomputed layer": recomputed,
         "embedding and logits": acts.embedding_bytes(model, workload, layout)
@@ -316,11 +421,15 @@ def finetune_memory(
     n, q = model.params(), quantized_weights(model)
     trainable = lora_params(model, adapters.rank, adapters.targets)
     per_q = base_bytes(adapters.format, adapters.dq, model.hidden)
-    other = 4.0 if adapters.quantized else 2.0
+    other = adapters.rest_bytes
     total = sum(parts.values())
     cap, cap_source = capacity
     available = cap - reserve_bytes
-    per_trainable = 2 * ADAPTER_BYTES + STATE_BYTES[adapters.optimizer]
+    shard = gpus if sharding in (Sharding.zero3, Sharding.fsdp) else 1
+    per_gpu = f" ÷ {shard} GPUs ({sharding})" if shard > 1 else ""
+    per_trainable = 2 * adapters.adapter_bytes + adapters.state_bytes
+    rest_source = sources.PEFT_DTYPES if adapters.embedding_dtype is None else sources.QLORA_SCRIPT
+    trainable_bytes = parts["adapters"] + parts["adapter gradients"] + parts["optimizer states"]
     steps = [
         step(
             "trainable parameters",
@@ -331,23 +440,31 @@ def finetune_memory(
         ),
         step(
             "frozen base",
-            "Q·b + (N − Q)·b_rest",
-            f"{format_count(q)} × {per_q:.4g} B + {format_count(n - q)} × {other:g} B",
+            "(Q·b + (N − Q)·b_rest)" + (" ÷ GPUs" if shard > 1 else ""),
+            f"({q:,} × {per_q:.6g} B + {n - q:,} × {other:g} B){per_gpu}",
             format_bytes(parts["frozen base"]),
-            sources.QLORA_NF4 if adapters.quantized else sources.LORA,
+            f"{sources.QLORA_NF4 if adapters.quantized else sources.LORA}; {rest_source}",
         ),
         step(
             "adapters, gradients, optimizer states",
-            f"T × ({ADAPTER_BYTES:g} + {ADAPTER_BYTES:g} + {STATE_BYTES[adapters.optimizer]:.4g}) B",
-            f"{trainable:,} × {per_trainable:.4g} B",
-            format_bytes(parts["adapters"] + parts["adapter gradients"] + parts["optimizer states"]),
-            sources.PEFT_DTYPES,
+            f"T × ({adapters.adapter_bytes:g} + {adapters.adapter_bytes:g} + {adapters.state_bytes:.6g}) B"
+            + (" ÷ GPUs" if shard > 1 else ""),
+            f"{trainable:,} × {per_trainable:.6g} B{per_gpu}",
+            format_bytes(trainable_bytes),
+            sources.PEFT_DTYPES if adapters.adapter_dtype is TrainDtype.fp32 else sources.QLORA_SCRIPT,
         ),
         step(
             "activations",
             f"per layer × L ({recompute} recomputation) + the adapters' r-wide outputs",
-            f"s={workload.seq}, b={workload.micro_batch}, L={model.layers}",
+            f"s={workload.seq:,}, b={workload.micro_batch}, L={model.layers}",
             format_bytes(parts["activations"] + parts["recomputed layer"]),
+            sources.KORTHIKANTI,
+        ),
+        step(
+            "embedding and logits",
+            "token ids + the final norm's and head's inputs + the fp32 logits the loss keeps",
+            f"s={workload.seq:,}, b={workload.micro_batch}, V={model.vocab:,}",
+            format_bytes(parts["embedding and logits"]),
             sources.KORTHIKANTI,
         ),
     ]
@@ -364,15 +481,15 @@ def finetune_memory(
     steps.append(
         step(
             "fits?",
-            "per-GPU total ≤ capacity − reserve",
-            f"{format_bytes_si(total)} vs {format_bytes_si(cap)} − {format_bytes_si(reserve_bytes)}",
+            "per-GPU total (the sum of the above) ≤ capacity − reserve",
+            f"{format_bytes(total)} vs {format_bytes(cap)} − {format_bytes(reserve_bytes)}",
             "yes" if total <= available else "no",
             cap_source,
         )
     )
     notes = []
-    if model.is_moe and adapters.targets:
-        notes.append("routed experts get no adapters (peft targets nn.Linear modules; transformers fuses experts)")
+    if model.is_moe:
+        notes.append(f"module layout: {MOE_LAYOUT}; shared experts and nn.Linear routers are adapted")
     return FinetuneMemoryResult(
         hardware=hardware,
         finetune=adapters.finetune,
@@ -380,9 +497,11 @@ def finetune_memory(
         double_quant=adapters.dq,
         lora_rank=adapters.rank,
         lora_targets=list(adapters.targets),
-        params=float(n),
-        trainable_params=float(trainable),
-        quantized_params=float(q if adapters.quantized else n),
+        adapter_dtype=adapters.adapter_dtype,
+        embedding_dtype=adapters.rest_dtype,
+        params=n,
+        trainable_params=trainable,
+        quantized_params=q if adapters.quantized else n,
         optimizer=adapters.optimizer,
         paged=adapters.paged,
         micro_batch=workload.micro_batch,

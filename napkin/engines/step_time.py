@@ -337,7 +337,7 @@ class StepModel:
         self.ffn = float(m.d_ffn)
         self.moe_layers = float(m.moe_layers)
         self.dense_layers = float(m.layers - m.moe_layers)
-        self.attended = m.attended(seq) * (0.5 if self.causal and self.flash else 1.0)
+        self.attended = m.attended(seq, causal=self.causal and self.flash)
         # adapters are fp32 with fp32 gradients and states (peft): the fp32 regime's bytes per parameter
         self.bpp = bytes_per_param(optimizer, Precision.fp32 if adapters else precision)
         self.grad_bytes = self.bpp.breakdown["gradients"]
