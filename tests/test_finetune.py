@@ -343,6 +343,24 @@ def test_qlora_fits_a_65b_model_on_one_48gb_gpu_and_lora_does_not() -> None:
     lora = napkin.memory(model=llama_65b, finetune="lora", seq=512, hardware="l40s")
     assert qlora.fits and qlora.per_gpu_bytes > 0.75 * 48e9
     assert not lora.fits and lora.breakdown["frozen base"] > 130e9
+    # The paper's own run (QLoRA §4, Table 9; artidoro/qlora qlora.py): r = 64 on every linear layer, LoRA layers
+    # and embed_tokens/lm_head in bf16, paged_adamw_32bit, gradient checkpointing: fits the 48 GB as published.
+    paper = napkin.memory(
+        model=llama_65b,
+        finetune="qlora",
+        seq=512,
+        hardware="l40s",
+        lora_rank=64,
+        adapter_dtype="bf16",
+        embedding_dtype="bf16",
+        paged_optimizer=True,
+    )
+    assert paper.fits and paper.trainable_params == 80 * 64 * (4 * 2 * 8192 + 3 * (8192 + 22016))
+    # peft's defaults (fp32 adapters and embeddings) at the same rank need the paged states to spill
+    peft = napkin.memory(
+        model=llama_65b, finetune="qlora", seq=512, hardware="l40s", lora_rank=64, paged_optimizer=True
+    )
+    assert not peft.fits and peft.headroom_bytes + peft.pageable_bytes >= 0
 
 
 def test_max_model_answers_the_largest_model_to_qlora(napkin: Run) -> None:
@@ -355,6 +373,10 @@ def test_max_model_answers_the_largest_model_to_qlora(napkin: Run) -> None:
     shaped = napkin_json(napkin, "max-model", "--finetune", "qlora", "--hardware", "l40s", "--model", "llama3-70b",
                          "--seq", "2048")  # fmt: skip
     assert shaped["shape"]["params"] == 70_553_706_496 and shaped["max_layers"] < 80
+    # without a model: the Llama 3 shapes with everything counted, at a stated sequence
+    assert "largest that fits" in result.stdout and "1,024" in result.stdout
+    # QLoRA abstract: a 65B model fine-tunes on one 48 GB GPU; the weights alone bound it from above
+    assert 65e9 <= answer["fits_params"] < answer["params"]
 
 
 def napkin_json(run: Run, *args: str) -> Any:
@@ -385,6 +407,10 @@ def test_finetune_on_train_time_counts_a_frozen_base() -> None:
         (["--finetune", "lora", "--model", "llama3-8b", "--lora-targets", "fc9"], "--lora-targets: fc9 matches no"),
         (["--finetune", "lora", "--model", "llama3-8b", "--tensor-parallel", "2", "--gpus", "2"], "data parallel"),
         (["--lora-rank", "8", "--model", "llama3-8b"], "used only with --finetune lora or qlora"),
+        (["--finetune", "qlora", "--model", "llama3-8b", "--precision", "bf16"], "--precision: qlora keeps"),
+        (["--finetune", "lora", "--model", "llama3-8b", "--offload", "optimizer"], "--offload: fine-tuning"),
+        (["--finetune", "lora", "--model", "llama3-8b", "--double-quant"], "--double-quant: double quantization"),
+        (["--finetune", "qlora", "--model", "llama3-8b", "--base-format", "int8", "--no-double-quant"], "NF4's"),
     ],
 )
 def test_bad_finetune_input_is_one_line(napkin: Run, args: list[str], message: str) -> None:

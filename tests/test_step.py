@@ -944,3 +944,31 @@ def test_expert_all_to_all_moves_each_tp_ranks_share_then_gathers_over_tp() -> N
     assert sm.evaluate(knobs)[6] == pytest.approx(m * 4 * per * model.moe_layers, rel=1e-9)
     whole = sm.collective("all-to-all", routed, 32, 4)  # without the SP split: twice the bytes on the network
     assert whole > 1.8 * sm.collective("all-to-all", routed / 2, 32, 4)
+
+
+def test_a_single_gpu_needs_no_cluster_and_step_names_the_finetune(napkin: Run) -> None:
+    """One L40S (no built-in cluster): no fabric is needed; the step says the fine-tuning it models."""
+    result = napkin(
+        "step",
+        "--model",
+        "llama3-8b",
+        "--finetune",
+        "qlora",
+        "--lora-rank",
+        "8",
+        "--hardware",
+        "l40s",
+        "--gpus",
+        "1",
+        "--seq",
+        "2048",
+        "--global-batch",
+        "8",
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["finetune"] == "qlora" and data["lora_rank"] == 8 and data["lora_targets"] == ["all-linear"]
+    # Llama 3 8B, r = 8 on all seven projections: 32 · 8 · (2·(4096+4096) + 2·(4096+1024) + 3·(4096+14336))
+    assert data["trainable_params"] == 32 * 8 * (2 * 8192 + 2 * 5120 + 3 * 18432)
+    assert data["breakdown"]["data_parallel"] == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -387,9 +388,12 @@ def get_cluster(
     cluster: str | Any | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
+    *,
+    gpus: int | None = None,
 ) -> tuple[Any, HardwareProfile]:
-    """(cluster, its device's profile): by cluster name, or the built-in cluster built from ``hardware``."""
-    from napkin.systems.cluster import Cluster, built_from, find
+    """(cluster, its device's profile): by cluster name, or the built-in cluster built from ``hardware``; one
+    ``gpus`` of a device no cluster is built from is a cluster of one device (no fabric: nothing to communicate)."""
+    from napkin.systems.cluster import Cluster, ScaleUp, built_from, find
 
     if cluster is not None and (hardware is not None or hardware_file is not None):
         raise UsageError(
@@ -407,6 +411,16 @@ def get_cluster(
         return loaded.cluster, _device_of(loaded.cluster, loaded.path)
     profile = get_hardware(hardware, hardware_file)
     built = built_from(profile.name)
+    if built is None and gpus == 1:
+        single = Cluster(
+            name="single-" + re.sub(r"[^a-z0-9-]+", "-", profile.name.lower()).strip("-"),
+            display_name=f"one {profile.name} (no fabric)",
+            device=profile.name,
+            devices_per_node=1,
+            scale_up=ScaleUp(name="none (one device)", bandwidth=1.0, latency=0.0, domain_size=1),
+            sources=[{"title": "one device: no collective communication", "url": "doc:single-device"}],
+        )
+        return single, profile
     if built is None:
         # no field: the message names the command 'napkin cluster list', which a flag rewrite would garble
         raise UsageError(f"no cluster profile is built from {profile.name}; name a cluster (see 'napkin cluster list')")

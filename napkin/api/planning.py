@@ -91,6 +91,7 @@ def _step_model(
     adapters: Any = None,
     stack: str | Any | None = None,
     stack_file: str | Path | None = None,
+    gpus: int | None = None,
 ) -> tuple[Any, Chosen, int | None]:
     from napkin.engines.step_time import StepModel, machine
     from napkin.results.stack_views import explain_steps
@@ -112,7 +113,7 @@ def _step_model(
             field="global_batch",
             also=("global_batch_tokens",),
         )
-    found, profile = get_cluster(cluster, hardware, hardware_file)
+    found, profile = get_cluster(cluster, hardware, hardware_file, gpus=gpus)
     hw = machine(found, profile, str(choice(Dtype, dtype, "dtype")))
     software = get_stack(stack, stack_file)
     switches = {
@@ -225,6 +226,7 @@ def step_setup(
         adapters=adapters,
         stack=stack,
         stack_file=stack_file,
+        gpus=g,
     )
     if "sharding" not in lay.model_fields_set and sm.offers is not None and adapters is None:
         lay = lay.model_copy(update={"sharding": sm.offers.sharding[0]})  # the stack's own default

@@ -160,7 +160,7 @@ def memory(
             seq,
             micro_batch,
             global_batch,
-            bool(flash_attention),
+            flash_attention is None or bool(flash_attention),  # transformers' default SDPA: no s×s kept
             lay,
             recompute_given,
             hardware,
@@ -248,6 +248,7 @@ def _adapter_memory(
     from napkin.domain.workload import Workload
     from napkin.engines import finetune as ft
     from napkin.engines.training_memory import capacity
+    from napkin.systems.presets import get_preset
 
     data_parallel_only(lay)
     if not solve_for_n and params is not None:
@@ -274,42 +275,52 @@ def _adapter_memory(
             field="model",
             also=("model_config",),
         )
+    b = parse(units.parse_int, micro_batch, "micro_batch")
+    if global_batch is not None:
+        raise UsageError("global_batch: not used with finetune lora/qlora (give micro_batch)", field="global_batch")
+
+    def evaluate(m: Model, work: Workload) -> Any:
+        return ft.finetune_memory(
+            m,
+            adapters,
+            work,
+            hardware=profile.name,
+            capacity=cap,
+            recompute=recompute,
+            flash_attention=flash_attention,
+            gpus=g,
+            sharding=sharding,
+            reserve_bytes=reserve_bytes,
+        )
+
+    reference = None
     if arch is not None:
         length, source = resolve_seq(seq, chosen, needed_for="activation memory")
         assert length is not None
-        b = parse(units.parse_int, micro_batch, "micro_batch")
         work = Workload(seq=length, micro_batch=b)
-        if global_batch is not None:
-            raise UsageError("global_batch: not used with finetune lora/qlora (give micro_batch)", field="global_batch")
-
-        def evaluate(m: Model) -> Any:
-            return ft.finetune_memory(
-                m,
-                adapters,
-                work,
-                hardware=profile.name,
-                capacity=cap,
-                recompute=recompute,
-                flash_attention=flash_attention,
-                gpus=g,
-                sharding=sharding,
-                reserve_bytes=reserve_bytes,
-            )
-
-        shaped = evaluate(arch)
-    elif seq is not None or micro_batch not in (1, "1") or flash_attention:
-        raise UsageError(
-            "seq, micro_batch, flash_attention: need a model (activations follow its shape)",
-            field="model",
-            also=("seq", "micro_batch", "flash_attention"),
-        )
+        shaped = evaluate(arch, work)
+    else:  # max_model without a model: the published Llama 3 shapes, each with as many of its layers as fit
+        length = parse(units.parse_int, seq, "seq") if seq is not None else ft.DEFAULT_SEQ
+        source = "given" if seq is not None else ft.DEFAULT_SEQ_SOURCE
+        work = Workload(seq=length, micro_batch=b)
+        best: tuple[float, str, Model] | None = None
+        for name in ft.REFERENCE_SHAPES:
+            base = get_preset(name).model
+            depth = ft.max_layers(base, lambda m: evaluate(m, work).fits)
+            if depth is not None:
+                m = ft.layer_scaled(base, min(depth, base.layers))
+                if best is None or m.params() > best[0]:
+                    best = (m.params(), name, m)
+        if best is not None:
+            reference, arch = best[1], best[2]
+            shaped = evaluate(arch, work)
     if not solve_for_n:
         return described(shaped, chosen, length, source)
     per_param = ft.bytes_per_param(adapters)
     room = max(0.0, cap[0] - reserve_bytes) * (g if sharding in (Sharding.zero3, Sharding.fsdp) else 1)
     deepest = None
-    if shaped is not None and arch is not None:
-        deepest = ft.max_layers(arch, lambda m: evaluate(m).fits)
+    if shaped is not None and arch is not None and reference is None:
+        deepest = ft.max_layers(arch, lambda m: evaluate(m, work).fits)
     result = ft.FinetuneMaxResult(
         hardware=profile.name,
         gpus=g,
@@ -322,10 +333,36 @@ def _adapter_memory(
         reserve_bytes=reserve_bytes,
         params=room / per_param,
         shape=shaped,
+        reference=reference,
+        shape_layers=arch.layers if reference is not None and arch is not None else None,
+        seq=length,
+        micro_batch=b,
+        steps=_max_steps(shaped, reference, arch, length, source),
         max_layers=deepest,
         max_layers_params=None if deepest is None or arch is None else float(ft.layer_scaled(arch, deepest).params()),
     )
     return described(result, chosen, length, source)
+
+
+def _max_steps(
+    shaped: Any, reference: str | None, arch: Model | None, seq: int | None, source: str | None
+) -> list[Any]:
+    """max_model --explain with adapters: the search over the reference shapes, then the fitting model's memory."""
+    from napkin.engines import finetune as ft
+    from napkin.results.explain import step
+
+    if shaped is None:
+        return []
+    if reference is None or arch is None:
+        return list(shaped.steps)
+    search = step(
+        "largest that fits",
+        "each of " + ", ".join(ft.REFERENCE_SHAPES) + " with the most of its own layers that fit; the largest",
+        f"{reference}, {arch.layers} layers, seq {seq:,} ({source})",
+        f"{arch.params():,} params",
+        "napkin.engines.finetune.max_layers (bisection on the per-GPU total)",
+    )
+    return [search, *shaped.steps]
 
 
 #: What ``max_model`` passes as ``params``: it takes memory's inputs and solves for N.

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from napkin import sources
 from napkin.domain.choices import BaseFormat, Finetune, Optimizer, Recompute, Sharding, TrainDtype
@@ -59,6 +59,13 @@ ALIASES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "up": "up
 #: full fine-tuning; peft's "all-linear" is that set. Rank 16 is peft's examples' and the QLoRA scripts' choice.
 ALL_TARGETS: tuple[str, ...] = (ALL_LINEAR,)
 DEFAULT_RANK = 16
+#: max-model without a model: the sequence and micro-batch a fine-tuning run defaults to (huggingface/trl
+#: SFTConfig max_length = 1024, per_device_train_batch_size = 8 in TrainingArguments but 1 in most QLoRA recipes).
+DEFAULT_SEQ = 1024
+DEFAULT_SEQ_SOURCE = "default: huggingface/trl SFTConfig max_length 1024"
+#: ... and the shapes it scales: the Llama 3 herd (Grattafiori et al. 2024, Table 3), each with as many of its own
+#: layers as fit (width, vocabulary and embeddings as published).
+REFERENCE_SHAPES = ("llama3.1-8b", "llama3.1-70b", "llama3.1-405b")
 #: The module layout assumed: transformers 5 (v5.24, what the hf_config reader cites and `pip install transformers`
 #: gives), where every mixture-of-experts family keeps its routed experts as fused 3-D parameters
 #: (``experts.gate_up_proj``, ``experts.down_proj``) that peft's "all-linear" does not adapt; the shared experts
@@ -547,7 +554,8 @@ def max_layers(model: Model, fits: Any) -> int | None:
 
 
 class FinetuneMaxResult(ModelResult):
-    """The largest model LoRA/QLoRA fine-tuning fits: by bytes per parameter, and (with a model) by depth."""
+    """The largest model LoRA/QLoRA fine-tuning fits: its whole memory (frozen base, embeddings, adapters and their
+    states, activations) for a given model's shape, or for the Llama 3 shapes without one."""
 
     title: ClassVar[str] = "Largest model to fine-tune"
     headline: ClassVar[tuple[str, ...]] = ("params", "gpus", "hardware")
@@ -561,20 +569,44 @@ class FinetuneMaxResult(ModelResult):
     memory_bytes: float = Field(description="capacity − reserve, summed over the GPUs when sharded")
     capacity_source: str
     reserve_bytes: float
-    params: float = Field(description="largest base model by bytes per parameter alone")
-    shape: FinetuneMemoryResult | None = Field(default=None, description="the given model, fine-tuned")
+    params: float = Field(description="upper bound: the frozen weights alone filling the memory")
+    shape: FinetuneMemoryResult | None = Field(default=None, description="the given (or reference) model, fine-tuned")
+    reference: str | None = Field(default=None, description="the published shape scaled when no model is given")
+    shape_layers: int | None = Field(default=None, description="layers of the reference shape that fit")
+    seq: int | None = None
+    micro_batch: int = 1
     max_layers: int | None = Field(default=None, description="most layers of the given model's shape that fit")
     max_layers_params: float | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def fits_params(self) -> int | None:
+        """Parameters of the largest model that fits with everything counted (None: none does)."""
+        if self.reference is not None and self.shape is not None:
+            return self.shape.params
+        if self.max_layers_params is not None:
+            return int(self.max_layers_params)
+        return None
 
     def rows(self) -> list[tuple[str, str]]:
         base = str(self.base_format) + (" (double quantization)" if self.double_quant else "")
         rows = [
             ("hardware", f"{self.gpus:,} × {self.hardware} ({self.capacity_source})"),
             ("frozen base", f"{base}: {self.bytes_per_param:.4g} B per parameter"),
-            ("memory for the base", format_bytes(self.memory_bytes)),
-            ("upper bound", f"{format_count(self.params)} params: the frozen weights alone"),
+            ("memory", format_bytes(self.memory_bytes)),
         ]
-        if self.shape is not None:
+        if self.seq is not None:
+            rows.append(("micro-batch", str(self.micro_batch)))
+        if self.reference is not None and self.shape is not None:
+            layers = self.shape_layers
+            rows.append(
+                (
+                    "largest that fits",
+                    f"{format_count(self.shape.params)} params: {self.reference}'s shape with {layers} layers, "
+                    f"{format_bytes(self.shape.per_gpu_bytes)} per GPU",
+                )
+            )
+        elif self.shape is not None:
             verdict = "fits" if self.shape.fits else "does NOT fit"
             rows.append(
                 (
@@ -583,6 +615,8 @@ class FinetuneMaxResult(ModelResult):
                     f"{verdict}",
                 )
             )
+        elif self.seq is not None:
+            rows.append(("largest that fits", "none of the Llama 3 shapes, even with one layer"))
         if self.max_layers is not None and self.max_layers_params is not None:
             rows.append(
                 (
@@ -590,10 +624,11 @@ class FinetuneMaxResult(ModelResult):
                     f"{self.max_layers} layers: {format_count(self.max_layers_params)} params (width fixed)",
                 )
             )
+        rows.append(("upper bound", f"{format_count(self.params)} params: the frozen weights alone"))
         return rows
 
     def caption(self) -> str:
         return (
-            "upper bound: the frozen weights filling the memory; adapters, activations and the dequantization "
-            "workspace come on top (give --model for them); not included: CUDA context, fragmentation (--reserve)"
+            "largest that fits: frozen base, embeddings and head, adapters, their gradients and optimizer states, "
+            "activations and the dequantization workspace; not included: CUDA context, fragmentation (--reserve)"
         )

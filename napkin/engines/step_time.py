@@ -775,6 +775,10 @@ class StepResult(Result):
     reserve_bytes: float = Field(default=0.0, description="memory kept free per GPU (--reserve)")
     fits: bool
     validated: bool = Field(default=True, description="inside the region the stack's published runs validate")
+    finetune: str = Field(default="full", description="full, lora or qlora")
+    lora_rank: int | None = None
+    lora_targets: list[str] | None = None
+    trainable_params: int | None = Field(default=None, description="adapter parameters (lora/qlora)")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -799,8 +803,16 @@ class StepResult(Result):
         )
 
     def rows(self) -> list[tuple[str, str]]:
-        rows = [
-            ("layout", self.layout_text),
+        rows = [("layout", self.layout_text)]
+        if self.finetune != "full" and self.trainable_params is not None:
+            rows.append(
+                (
+                    "fine-tuning",
+                    f"{self.finetune}, rank {self.lora_rank} on {', '.join(self.lora_targets or [])}: "
+                    f"{self.trainable_params:,} trainable",
+                )
+            )
+        rows += [
             (
                 "batch",
                 f"{self.global_batch:,} × {self.seq:,} tokens; micro-batch {self.micro_batch}, "
@@ -1039,6 +1051,10 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         steps=steps,
         warnings=list(mem.warnings),
         validated=not outside,
+        finetune=str(sm.adapters.finetune) if sm.adapters else "full",
+        lora_rank=sm.adapters.rank if sm.adapters else None,
+        lora_targets=list(sm.adapters.targets) if sm.adapters else None,
+        trainable_params=int(sm.trainable) if sm.adapters else None,
         notes=[
             n
             for n in (
