@@ -396,6 +396,11 @@ def format_power(value: float) -> str:
     return _scaled(value, [(1e6, "M"), (1e3, "k"), (1.0, "")], 3) + "W"
 
 
+def format_energy(kwh: float) -> str:
+    """``0.0412`` → ``"41.2 Wh"``, ``12.3`` → ``"12.3 kWh"``, ``4.1e4`` → ``"41 MWh"``: three significant figures."""
+    return _scaled(kwh * 1000, [(1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")], 3) + "Wh"
+
+
 def format_duration(seconds: float) -> str:
     """``1.2435e7`` → ``"143.9 days"``; hours below two days, minutes below two hours."""
     for size, name in ((86400.0, "days"), (3600.0, "hours"), (60.0, "minutes")):

@@ -108,7 +108,7 @@ def test_hf_config_is_read_locally(tmp_path: Path) -> None:
     assert model.params() == 8_030_261_248  # Llama 3 8B
     r = napkin.memory(model_config=str(config), gpus=8, precision="mixed", seq=8192)
     assert r.params == 8_030_261_248
-    assert (r.seq, r.seq_source, r.model_name) == (8192, "given", str(config))
+    assert (r.seq, r.seq_source, r.model) == (8192, "given", str(config))
     with pytest.raises(UsageError, match=r"^seq is required: activation memory depends on it, .* brings no default"):
         napkin.memory(model_config=str(config), gpus=8)  # never the config's 8,192-token context
     bad = tmp_path / "bad.json"

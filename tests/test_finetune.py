@@ -409,6 +409,7 @@ def test_finetune_on_train_time_counts_a_frozen_base() -> None:
         (["--lora-rank", "8", "--model", "llama3-8b"], "used only with --finetune lora or qlora"),
         (["--finetune", "qlora", "--model", "llama3-8b", "--precision", "bf16"], "--precision: qlora keeps"),
         (["--finetune", "lora", "--model", "llama3-8b", "--offload", "optimizer"], "--offload: fine-tuning"),
+        (["--finetune", "lora", "--model", "llama3-8b", "--lora-rank", "5000"], "--lora-rank: 5,000 is above"),
         (["--finetune", "lora", "--model", "llama3-8b", "--double-quant"], "--double-quant: double quantization"),
         (["--finetune", "qlora", "--model", "llama3-8b", "--base-format", "int8", "--no-double-quant"], "NF4's"),
     ],

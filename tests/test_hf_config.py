@@ -171,9 +171,18 @@ def test_an_unknown_model_type_is_read_with_its_assumptions_listed() -> None:
         ({"layer_types": ["linear_attention"] * 32}, "layer_types: 'linear_attention' is not an attention napkin"),
         ({"layer_types": ["full_attention"]}, "layer_types: must list one attention type per layer (32)"),
         ({"num_hidden_layers": "32"}, "num_hidden_layers: '32' is not a positive whole number"),
+        ({"num_hidden_layers": 10**12}, "num_hidden_layers: 1,000,000,000,000 layers: napkin models up to 65,536"),
+        ({"text_config": ["not", "a", "mapping"]}, "text_config: must be a mapping"),
     ],
 )
 def test_a_config_napkin_cannot_represent_is_refused_naming_the_key(change: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         read_config({**config("llama-3.1-8b"), **change})
     assert info.value.field == "model_config"
+
+
+def test_deepseek_v3_leaves_out_its_multi_token_prediction_module_and_says_so() -> None:
+    """DeepSeek-V3 §2.2 and its model card: 671 B main-model parameters; the Hub's 685 B adds the MTP module."""
+    read = read_config(config("deepseek-v3"))
+    assert any("num_nextn_predict_layers 1" in note for note in read.notes)
+    assert read.model.params() == pytest.approx(671e9, rel=1e-3)

@@ -43,11 +43,11 @@ def test_a_file_a_folder_and_a_hub_id_give_the_same_answer(tmp_path: Path, hub_c
         result = napkin("memory", *how, "--seq", "4096", "--gpus", "8", "--precision", "mixed", "--json")
         assert result.exit_code == 0, result.stderr
         answer = json.loads(result.stdout)
-        answers.append({k: v for k, v in answer.items() if k != "model_name"})
+        answers.append({k: v for k, v in answer.items() if k != "model"})
     assert answers[0] == answers[1] == answers[2]
     assert answers[0]["params"] == 9_241_705_984
     hub = napkin("memory", "--model", HUB_ID, "--seq", "4096", "--json")
-    assert json.loads(hub.stdout)["model_name"] == HUB_ID  # named by its id, not the snapshot folder
+    assert json.loads(hub.stdout)["model"] == HUB_ID  # named by its id, not the snapshot folder
 
 
 def test_an_unknown_hub_id_offline_is_one_line_naming_it(hub_cache: Path, napkin: Run) -> None:
@@ -57,6 +57,19 @@ def test_an_unknown_hub_id_offline_is_one_line_naming_it(hub_cache: Path, napkin
         "napkin: error: --model: 'nobody/no-such-model' is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
         "fetch it once online, or give its config.json or a folder holding one"
     ]
+
+
+def test_an_unreachable_hub_is_one_line_not_a_retry_log(
+    hub_cache: Path, napkin: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Online but without a network (a closed local port as the Hub): huggingface_hub would log five retries over
+    ~25 s; napkin says it once, naming the id, the host and the flag."""
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    result = napkin("memory", "--model", "acme/not-cached", "--seq", "2048")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "'acme/not-cached'" in result.stderr and "127.0.0.1:9" in result.stderr and "--model" in result.stderr
 
 
 def test_a_folder_without_a_config_is_one_line_naming_it(tmp_path: Path, napkin: Run) -> None:

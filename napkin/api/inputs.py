@@ -527,7 +527,7 @@ def described(result: T, chosen: Chosen, seq: int | None = None, seq_source: str
     from napkin.results.result import ModelResult
 
     if isinstance(result, ModelResult):
-        result.model_name = chosen.name if chosen.model is not None else None
+        result.model = chosen.name if chosen.model is not None else None
         result.seq, result.seq_source = seq, seq_source
         if seq is not None:
             origin = "given" if seq_source == "given" else f"{seq_source} (napkin/data/models.yaml)"

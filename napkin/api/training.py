@@ -52,7 +52,7 @@ def train_time(
     achieved: Number | None = None,
     peak: str = "datasheet",
     goodput: Number = 1.0,
-    recompute: str | Recompute = Recompute.none,
+    recompute: str | Recompute | None = None,
     causal: bool | None = None,
     price: Number | None = None,
     pue: Number = 1.0,
@@ -63,7 +63,7 @@ def train_time(
     flash_attention: bool | None = None,
     stack: str | Any | None = None,
     stack_file: str | Path | None = None,
-    finetune: str | Finetune = Finetune.full,
+    finetune: str | Finetune | None = None,
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
     **shape: Any,
@@ -74,10 +74,13 @@ def train_time(
     batch default 4M tokens), and with it that layout's recomputation and the stack's causal mask (``causal``
     overrides it; without a predicted MFU it defaults to every score counted). ``finetune="lora"``/``"qlora"``: a
     frozen base with adapters (``lora_rank``, ``lora_targets``), C = (4N + 6T)·D: the base runs forward and
-    passes input gradients back, only the adapters get weight gradients."""
+    passes input gradients back, only the adapters get weight gradients. ``finetune`` None is pretraining (the
+    under-training warning applies); "qlora" recomputes fully unless ``recompute`` says otherwise (peft's
+    prepare_model_for_kbit_training turns gradient checkpointing on, as memory and step assume)."""
     from napkin.engines.compute import Money, Throughput, TrainQuery
     from napkin.engines.compute import train_time as engine
 
+    method = None if finetune is None else choice(Finetune, finetune, "finetune")
     chosen = build_model(model, model_config, **shape)
     arch = chosen.model
     n = resolve_params(params, arch, active=False, required=False, named=named_preset(model, model_config))
@@ -86,7 +89,7 @@ def train_time(
     if isinstance(mfu, str) and mfu.strip().lower() == "predicted":
         if achieved is not None:
             raise UsageError("achieved: give it or mfu predicted, not both", field="achieved", also=("mfu",))
-        if choice(Recompute, recompute, "recompute") is not Recompute.none:
+        if recompute is not None and choice(Recompute, recompute, "recompute") is not Recompute.none:
             raise UsageError(
                 "recompute: with mfu predicted the planner chooses the recomputation", field="recompute", also=("mfu",)
             )
@@ -142,9 +145,10 @@ def train_time(
         model=arch,
         seq=length,
         active_params=float(arch.active_params()) if arch is not None and arch.is_moe else None,
-        adapter_params=_adapter_params(finetune, lora_rank, lora_targets, arch),
+        adapter_params=_adapter_params(method or Finetune.full, lora_rank, lora_targets, arch),
         causal=bool(causal),
-        recompute=choice(Recompute, recompute, "recompute"),
+        recompute=_recompute(recompute, method),
+        finetune=None if method is None else str(method),
     )
     throughput = Throughput(
         peak_flops=peak_value,
@@ -168,6 +172,13 @@ def train_time(
             f"{best.layout_text} on {best.cluster} ({best.global_batch:,} × {best.seq:,} tokens, {best.stack})"
         )
     return result
+
+
+def _recompute(recompute: str | Recompute | None, method: Finetune | None) -> Recompute:
+    """The recomputation: as given, else full for QLoRA (memory's and step's default), else none."""
+    if recompute is not None:
+        return choice(Recompute, recompute, "recompute")
+    return Recompute.full if method is Finetune.qlora else Recompute.none
 
 
 def _adapter_params(

@@ -11,7 +11,6 @@ from napkin.cli.options import (
     CAUSAL,
     DTYPE,
     DURATION,
-    FINETUNE,
     FIT,
     GPUS,
     HARDWARE,
@@ -22,6 +21,8 @@ from napkin.cli.options import (
     STACK,
     STACK_CAUSAL,
     TOKENS,
+    TRAIN_FINETUNE,
+    TRAIN_RECOMPUTE,
     _opt,
     _text,
     command,
@@ -64,7 +65,19 @@ THROUGHPUT = [
 
 @app.command("train-time")
 @command(
-    PARAMS, TOKENS, GPUS, DURATION, MODEL, FINETUNE[:3], HARDWARE, STACK, DTYPE, TRAIN, RECOMPUTE, STACK_CAUSAL, OUTPUT
+    PARAMS,
+    TOKENS,
+    GPUS,
+    DURATION,
+    MODEL,
+    TRAIN_FINETUNE,
+    HARDWARE,
+    STACK,
+    DTYPE,
+    TRAIN,
+    TRAIN_RECOMPUTE,
+    STACK_CAUSAL,
+    OUTPUT,
 )
 def train_time(**options: Any) -> None:
     """How long a training run takes: C = 6·N·D, t = C / (G × dense peak × MFU).

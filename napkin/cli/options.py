@@ -222,6 +222,26 @@ FINETUNE: Group = [
 ]
 
 
+#: train-time: no --finetune is pretraining (the under-training warning applies); its recomputation defaults by it.
+TRAIN_FINETUNE: Group = [
+    _opt(
+        "finetune",
+        Finetune | None,
+        None,
+        help="full | lora | qlora fine-tuning (default: pretraining). lora/qlora: C = (4N + 6T)·D.",
+    ),
+    *FINETUNE[1:3],
+]
+TRAIN_RECOMPUTE: Group = [
+    _opt(
+        "recompute",
+        Recompute | None,
+        None,
+        help="Activation recomputation: none (default; full with --finetune qlora), selective, full.",
+    ),
+]
+
+
 def training_state(precision: Precision = Precision.fp32) -> Group:
     """Optimizer, precision (its default differs: fp32 for memory questions, mixed for step time) and reserve."""
     return [

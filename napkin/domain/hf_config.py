@@ -159,6 +159,11 @@ def _text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]
                 f"{field}: {part}model_type: {str(kind)[:40]!r} is not a model type such as 'llama'", field=field
             )
     text = c.get("text_config")
+    if text is not None and not isinstance(text, dict):
+        raise UsageError(
+            f"{field}: text_config: must be a mapping of the language model's keys, not {type(text).__name__}",
+            field=field,
+        )
     if not isinstance(text, dict):
         if c.get("model_type") in WRAPPERS and "num_hidden_layers" not in c:
             raise UsageError(
@@ -394,6 +399,14 @@ def read_config(
             kv_heads=None,
             attention_bias=False,
         )
+    mtp = c.get("num_nextn_predict_layers")
+    if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
+        r.notes.append(
+            f"num_nextn_predict_layers {mtp}: the multi-token-prediction module (DeepSeek-V3 §2.2; the checkpoint's "
+            "extra layer) is not counted, as transformers does not load it: 671 B as published, not the Hub's 685 B"
+        )
+    if layers > 1 << 16:
+        raise r.fail(r.keys["layers"], f"{layers:,} layers: napkin models up to 65,536 (no model is near it)")
     out.update(_moe(r, mt, layers, out["ffn"]))
     out.update(_layer_kinds(r, fam, layers, context))
     fields = {k: v for k, v in out.items() if v is not None}

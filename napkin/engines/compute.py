@@ -28,6 +28,7 @@ from napkin.units import (
     format_bytes_si,
     format_count,
     format_duration,
+    format_energy,
     format_flops,
     format_percent,
     format_rate,
@@ -132,6 +133,7 @@ class TrainTimeResult(ModelResult):
     params: float
     active_params: float
     adapter_params: float = Field(default=0.0, description="LoRA: trainable adapters on the frozen base")
+    finetune: str | None = Field(default=None, description="full, lora or qlora; None: pretraining")
     tokens: float
     gpus: int
     solved_for: str | None
@@ -206,7 +208,7 @@ class TrainTimeResult(ModelResult):
             ("MFU", mfu_text + (f", goodput {self.goodput:g}" if self.goodput != 1 else "")),
             ("per-GPU FLOP/s", format_rate(self.per_gpu_flops_per_second) + " effective"),
             ("cluster FLOP/s", format_rate(self.cluster_flops_per_second) + " effective"),
-            ("time", f"{format_sci(self.seconds)} s = {self.hours:,.0f} hours = {self.days:,.1f} days"),
+            ("time", f"{format_sci(self.seconds)} s = {_tenths(self.hours)} hours = {_tenths(self.days)} days"),
         ]
         if self.seconds_range[0] != self.seconds_range[1]:
             rows.append(
@@ -221,7 +223,7 @@ class TrainTimeResult(ModelResult):
             rows.append(("cost", f"${self.cost_usd:,.0f} at ${self.price_per_hour:g} per GPU-hour"))
         if self.energy_kwh is not None:
             rows.append(
-                ("energy", f"{self.energy_kwh / 1000:,.1f} MWh ({self.power_watts:g} W per GPU × PUE {self.pue:g})")
+                ("energy", f"{format_energy(self.energy_kwh)} ({self.power_watts:g} W per GPU × PUE {self.pue:g})")
             )
         if self.co2_tonnes is not None:
             rows.append(("emissions", f"{self.co2_tonnes:,.1f} t CO₂e"))
@@ -234,6 +236,13 @@ class TrainTimeResult(ModelResult):
         formula = "C = (4N + 6T)·D" if self.adapter_params else "C = 6·N·D"
         formula += " + attention" if self.flops_attention else ""
         return f"{formula}; t = C / (G × dense peak × MFU)"
+
+
+def _tenths(value: float) -> str:
+    """Hours or days as the time row shows them: 2.5, 3,454, 143.9; two figures below one (0.1)."""
+    if value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:,.1f}" if value >= 1 else f"{value:.2g}"
 
 
 class TrainQuery(Record):
@@ -249,6 +258,7 @@ class TrainQuery(Record):
     causal: bool = False
     recompute: Recompute = Recompute.none
     adapter_params: float = Field(default=0.0, ge=0, description="LoRA: trainable adapters on a frozen base")
+    finetune: str | None = Field(default=None, description="full, lora or qlora; None: pretraining")
 
 
 def _rate_per_gpu(t: Throughput, mfu: float, fpt: FlopsPerToken) -> float:
@@ -420,6 +430,7 @@ def train_time(
         params=n_total,
         active_params=n_active,
         adapter_params=query.adapter_params,
+        finetune=query.finetune,
         tokens=tokens,
         gpus=gpus,
         solved_for=solved,
@@ -450,7 +461,12 @@ def train_time(
         causal=query.causal,
     )
     _add_money(result, hardware, money)
-    if result.tokens_per_param < UNDERTRAINED_TOKENS_PER_PARAM and not query.adapter_params:
+    if query.finetune == "qlora":
+        result.notes.append(
+            "not included: the NF4 base's dequantization before each matmul (memory-bound work, not FLOPs; "
+            "'napkin step --finetune qlora' counts it)"
+        )
+    if result.tokens_per_param < UNDERTRAINED_TOKENS_PER_PARAM and query.finetune is None:
         result.warnings.append(
             f"{result.tokens_per_param:.1f} tokens per parameter is far below the ≈{CHINCHILLA_TOKENS_PER_PARAM:g} "
             "that is compute-optimal (Hoffmann et al. 2022): this model is under-trained for its compute; "
@@ -494,7 +510,7 @@ def _add_money(result: TrainTimeResult, hardware: HardwareProfile, money: Money 
             "energy",
             "GPU-hours × board power × PUE",
             f"{result.gpu_hours:,.0f} h × {hardware.power:g} W × {money.pue:g}",
-            f"{result.energy_kwh:,.0f} kWh = {result.energy_kwh / 1000:,.1f} MWh",
+            format_energy(result.energy_kwh),
             sources.ENERGY,
         )
     )

@@ -205,8 +205,17 @@ def adapted(model: Model, chosen: tuple[str, ...]) -> list[Linear]:
 
 
 def lora_params(model: Model, rank: int, chosen: tuple[str, ...]) -> int:
-    """Trainable parameters: Σ over the targeted linear layers of r·(d_in + d_out) (peft's count)."""
-    return sum(rank * (x.d_in + x.d_out) * x.count for x in adapted(model, chosen))
+    """Trainable parameters: Σ over the targeted linear layers of r·(d_in + d_out) (peft's count); a UsageError
+    naming lora_rank when r exceeds every adapted layer's smaller side (a rank no matrix there has)."""
+    picked = adapted(model, chosen)
+    widest = max(min(x.d_in, x.d_out) for x in picked)
+    if rank > widest:
+        raise UsageError(
+            f"lora_rank: {rank:,} is above the rank of every adapted layer (at most {widest:,} here, "
+            "the smaller side of the widest matrix)",
+            field="lora_rank",
+        )
+    return sum(rank * (x.d_in + x.d_out) * x.count for x in picked)
 
 
 def quantized_weights(model: Model) -> int:
@@ -327,7 +336,12 @@ class FinetuneMemoryResult(ModelResult):
         share = self.trainable_params / self.params
         base = str(self.base_format) + (" (double quantization)" if self.double_quant else "")
         rows = [
-            ("micro-batch", f"{self.micro_batch}; {self.recompute} recomputation"),
+            (
+                "micro-batch",
+                f"{self.micro_batch}; "
+                + ("no" if self.recompute is Recompute.none else str(self.recompute))
+                + " recomputation",
+            ),
             ("base weights", self._base_text(base)),
             (
                 "adapters",

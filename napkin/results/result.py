@@ -165,13 +165,13 @@ class ModelResult(Result):
     """A result whose numbers depend on a model and a sequence length: it names both, and where the length
     came from (given, or a preset's training length; a config.json never supplies one)."""
 
-    model_name: str | None = Field(default=None, description="the preset, Hub id or config the model came from")
+    model: str | None = Field(default=None, description="the preset, Hub id or config the model came from")
     seq: int | None = Field(default=None, description="sequence length in tokens, when the numbers depend on it")
     seq_source: str | None = Field(default=None, description="where seq came from: given, or a preset's default")
 
     def input_rows(self) -> list[tuple[str, str]]:
         """The model and sequence rows, shown above the result's own."""
-        rows = [("model", self.model_name)] if self.model_name else []
+        rows = [("model", self.model)] if self.model else []
         if self.seq is not None:
             rows.append(("sequence", f"{self.seq:,} tokens ({self.seq_source or 'given'})"))
         return rows

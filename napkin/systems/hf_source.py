@@ -8,9 +8,12 @@ id, or its config's ``_name_or_path``, never by its folder.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from napkin.domain.hf_config import HfModel, load_path, parse_file, read_config
 from napkin.errors import UsageError
@@ -19,6 +22,8 @@ from napkin.errors import UsageError
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 #: Values of HF_HUB_OFFLINE that mean "offline" (huggingface_hub constants._is_true).
 TRUE = ("1", "on", "yes", "true")
+#: Seconds to reach the Hub before saying it cannot be (huggingface_hub would retry five times over ~25 s).
+CONNECT_TIMEOUT = 3.0
 
 
 def is_source(text: str) -> bool:
@@ -62,8 +67,21 @@ def _from_hub(repo_id: str, field: str) -> Path:
             field=field,
         ) from None
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # its retries log a line each: one error is ours
     try:
-        return Path(hf_hub_download(repo_id, "config.json", local_files_only=offline, cache_dir=_cache_dir()))
+        try:
+            return Path(hf_hub_download(repo_id, "config.json", local_files_only=True, cache_dir=_cache_dir()))
+        except LocalEntryNotFoundError:
+            if offline:
+                raise
+        host = _unreachable()
+        if host:
+            raise UsageError(
+                f"{field}: {repo_id!r} is not in the Hugging Face cache and the Hub ({host}) could not be reached "
+                f"within {CONNECT_TIMEOUT:g} s; fetch it once online, or give its config.json or a folder holding one",
+                field=field,
+            )
+        return Path(hf_hub_download(repo_id, "config.json", cache_dir=_cache_dir()))
     except LocalEntryNotFoundError:
         why = "HF_HUB_OFFLINE is set" if offline else "the Hub could not be reached"
         raise UsageError(
@@ -85,3 +103,16 @@ def _from_hub(repo_id: str, field: str) -> Path:
         raise UsageError(f"{field}: {repo_id!r} has no config.json on the Hub", field=field) from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{field}: {repo_id!r}: {str(exc).splitlines()[0]}", field=field) from None
+
+
+def _unreachable() -> str | None:
+    """The Hub's host when a TCP connection to it fails within ``CONNECT_TIMEOUT`` (no DNS, no route, refused),
+    else None; ``HF_ENDPOINT`` names the Hub as huggingface_hub reads it."""
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = url.hostname or "huggingface.co"
+    port = url.port or (80 if url.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT):
+            return None
+    except OSError:
+        return f"{host}:{port}"
