@@ -158,16 +158,8 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "num_experts": 4,
         "num_experts_per_tok": 2,
     },
-    "phimoe": {
-        "hidden_size": 64,
-        "intermediate_size": 96,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "num_local_experts": 4,
-        "num_experts_per_tok": 2,
-    },
 }
+FAMILIES["phimoe"] = FAMILIES["mixtral"]  # the same keys; PhiMoE's router is an nn.Linear (Mixtral's is not)
 
 
 #: peft (0.21, utils/transformers_weight_conversion.py) rewrites "all-linear" and MLP names on these transformers-5

@@ -339,7 +339,7 @@ def _adapter_memory(
         micro_batch=b,
         steps=_max_steps(shaped, reference, arch, length, source),
         max_layers=deepest,
-        max_layers_params=None if deepest is None or arch is None else float(ft.layer_scaled(arch, deepest).params()),
+        max_layers_params=None if deepest is None or arch is None else ft.layer_scaled(arch, deepest).params(),
     )
     return described(result, chosen, length, source)
 

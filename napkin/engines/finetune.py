@@ -590,7 +590,7 @@ class FinetuneMaxResult(ModelResult):
     seq: int | None = None
     micro_batch: int = 1
     max_layers: int | None = Field(default=None, description="most layers of the given model's shape that fit")
-    max_layers_params: float | None = None
+    max_layers_params: int | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -599,7 +599,7 @@ class FinetuneMaxResult(ModelResult):
         if self.reference is not None and self.shape is not None:
             return self.shape.params
         if self.max_layers_params is not None:
-            return int(self.max_layers_params)
+            return self.max_layers_params
         return None
 
     def rows(self) -> list[tuple[str, str]]:
