@@ -127,7 +127,7 @@ RECOMPUTE: Group = [
         help="Activation recomputation: none, selective (attention scores), full (one extra forward).",
     ),
 ]
-CAUSAL: Group = [_flag("causal", "Count only the unmasked half of attention (c = 1).")]
+CAUSAL: Group = [_flag("causal", "Count only the unmasked keys: s/2, or W − W²/(2s) in a sliding window.")]
 #: step, plan, train-time --mfu predicted, memory, max-model: the software stack, and the switches it sets
 STACK: Group = [
     _text(
@@ -141,7 +141,7 @@ STACK_CAUSAL: Group = [
         bool | None,
         None,
         "--causal/--no-causal",
-        help="Causal mask: count (and, with FlashAttention, compute) only the unmasked half of "
+        help="Causal mask: count (and, with FlashAttention, compute) only the unmasked keys of "
         "attention; default the stack's (train-time without --mfu predicted: every score).",
     )
 ]

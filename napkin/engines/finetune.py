@@ -510,7 +510,11 @@ def finetune_memory(
     )
     notes = []
     if model.is_moe:
-        notes.append(f"module layout: {MOE_LAYOUT}; shared experts and nn.Linear routers are adapted")
+        notes.append(
+            f"module layout: {MOE_LAYOUT}; shared experts and nn.Linear routers are adapted (peft 0.21's "
+            "transformers-5 weight conversion may instead put adapters on the fused experts of Mixtral and "
+            "DeepSeek: not counted here)"
+        )
     return FinetuneMemoryResult(
         hardware=hardware,
         finetune=adapters.finetune,
