@@ -43,7 +43,7 @@ class Model(Record):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    layers: Whole = Field(gt=0, le=1 << 16, description="L, transformer blocks (at most 65,536)")
+    layers: Whole = Field(gt=0, description="L, transformer blocks")
     hidden: Whole = Field(gt=0, description="d, model width")
     heads: Whole | None = Field(
         default=None, gt=0, description="a, attention (query) heads; FLOPs need only d_attn = a·d_h (default d)"
