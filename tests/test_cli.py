@@ -47,10 +47,14 @@ def test_solved_quantity_is_reported_under_the_input_key(napkin: Run) -> None:
 
 
 def test_cost_energy_carbon_keys(napkin: Run) -> None:
+    """Worked by hand from the H100 datasheet (989.5 TFLOP/s bf16 dense, 700 W): 6·70e9·15e12 / (1024 × 989.5e12
+    × 0.5) s × 1024 GPUs = 3,537,140 GPU-hours; × $2.5; × 0.7 kW × PUE 1.2; × 400 g CO2e per kWh."""
     data = json.loads(napkin(*LECTURE, "--price", "2.5", "--pue", "1.2", "--carbon", "400", "--json").stdout)
-    assert data["cost_usd"] == pytest.approx(data["gpu_hours"] * 2.5)
-    assert data["energy_kwh"] == pytest.approx(data["gpu_hours"] * 0.7 * 1.2)
-    assert data["co2_tonnes"] == pytest.approx(data["energy_kwh"] * 400 / 1e6)
+    gpu_hours = 6 * 70e9 * 15e12 / (989.5e12 * 0.5) / 3600
+    assert round(gpu_hours) == 3_537_140
+    assert data["cost_usd"] == pytest.approx(8_842_849.9, rel=1e-7)
+    assert data["energy_kwh"] == pytest.approx(2_971_197.6, rel=1e-7)
+    assert data["co2_tonnes"] == pytest.approx(1_188.48, rel=1e-5)
 
 
 def test_explain_shows_formulas_and_sources(napkin: Run) -> None:

@@ -92,23 +92,26 @@ def test_intra_node_collectives() -> None:
     assert a2a.bottleneck.startswith("InfiniBand")
 
 
-@pytest.mark.parametrize(
-    ("name", "algorithm", "published", "source"),
-    [
-        # nccl-tests issue #212 (S. Jeaugey, NVIDIA): ring busbw ~370 GB/s, NVLS busbw ~480 GB/s on 8 × H100.
-        # (The NVLink efficiencies in the profile come from this statement: a consistency check.)
-        ("dgx-h100", "ring", 370e9, "nccl-tests#212"),
-        ("dgx-h100", "nvls", 480e9, "nccl-tests#212"),
-        # NVIDIA/nccl issue #1374: NVLS all-reduce busbw 215 GB/s on 8 × H800 (an independent check).
-        ("hgx-h800", "nvls", 215e9, "nccl#1374"),
-    ],
-)
-def test_single_node_all_reduce_lands_near_published_nccl_tests(
-    name: str, algorithm: str, published: float, source: str
+@pytest.mark.parametrize(("algorithm", "published"), [("ring", 370e9), ("nvls", 480e9)])
+def test_the_h100_nvlink_efficiencies_reproduce_the_figures_they_were_fitted_to(
+    algorithm: str, published: float
 ) -> None:
-    fabric = cluster.find(name).cluster.fabric()
+    """Calibration, not validation: nccl-tests issue #212 (S. Jeaugey, NVIDIA) gives ring busbw ~370 GB/s and
+    NVLS busbw ~480 GB/s on 8 × H100, and dgx-h100's NVLink efficiencies (0.82, 0.61) were taken from exactly
+    these two figures. This checks the profile and the α-β model reproduce them; it is no evidence of accuracy."""
+    fabric = cluster.find("dgx-h100").cluster.fabric()
     r = comm.collective_time("all-reduce", 8 * 2**30, 8, fabric, algorithm=algorithm)
-    assert r.busbw == pytest.approx(published, rel=0.02), source
+    assert r.busbw == pytest.approx(published, rel=0.02)
+
+
+def test_h800_nvls_all_reduce_is_the_published_measurement() -> None:
+    """Validation, on a figure the model never saw: NVIDIA/nccl issue #1374 measured NVLS all-reduce busbw 215 GB/s
+    on 8 × H800 (NVLink 400 GB/s); napkin applies the efficiencies fitted on H100 to the H800's own links. The
+    only independent collective-bandwidth point in the suite (the A100 NVLink efficiency is itself fitted to
+    nccl-tests issue #149)."""
+    fabric = cluster.find("hgx-h800").cluster.fabric()
+    r = comm.collective_time("all-reduce", 8 * 2**30, 8, fabric, algorithm="nvls")
+    assert r.busbw == pytest.approx(215e9, rel=0.02)
 
 
 def test_measured_bus_bandwidth_replaces_the_links() -> None:

@@ -172,11 +172,12 @@ def test_cost_energy_and_carbon() -> None:
         Throughput(peak_flops=989.5e12),
         Money(price_per_hour=2.0, pue=1.2, carbon_g_per_kwh=400),
     )
-    assert r.cost_usd == pytest.approx(r.gpu_hours * 2.0)
-    assert r.energy_kwh == pytest.approx(r.gpu_hours * 0.7 * 1.2)
-    assert r.energy_kwh is not None
-    assert r.co2_tonnes == pytest.approx(r.energy_kwh * 400 / 1e6)
-    assert r.gpu_hours == pytest.approx(3.537e6, rel=1e-3)
+    # by hand: 6·70e9·15e12 / (989.5e12 × 0.5) s per GPU = 3,537,140 GPU-hours; × $2; × 0.7 kW (H100 SXM board
+    # power, datasheet) × PUE 1.2; × 400 g CO2e per kWh
+    assert r.gpu_hours == pytest.approx(3_537_140.0, rel=1e-7)
+    assert r.cost_usd == pytest.approx(7_074_279.9, rel=1e-7)
+    assert r.energy_kwh == pytest.approx(2_971_197.6, rel=1e-7)
+    assert r.co2_tonnes == pytest.approx(1_188.479, rel=1e-6)
 
 
 def test_undertrained_note() -> None:

@@ -151,10 +151,19 @@ def test_fp8_kv_doubles_the_sequences_that_fit() -> None:
     assert fp8.max_batch in (2 * bf16.max_batch, 2 * bf16.max_batch + 1)
 
 
-def test_cost_and_energy_follow_throughput() -> None:
-    r = napkin.inference(model="llama3.1-70b", gpus=8, prompt="2k", output=512, batch=64, price=2)
-    assert r.usd_per_million_tokens == pytest.approx(2 / 3600 / r.tokens_per_second_per_gpu * 1e6)
-    assert r.joules_per_output_token == pytest.approx(700 / r.tokens_per_second_per_gpu)
+def test_cost_and_energy_follow_price_and_throughput() -> None:
+    """$ per 1M tokens is proportional to the price and inversely to the throughput; energy per token likewise to
+    the board power (H100: 700 W); a bigger batch (more tokens/s per GPU) costs less per token."""
+    args = {"model": "llama3.1-70b", "gpus": 8, "prompt": "2k", "output": 512}
+    r = napkin.inference(**args, batch=64, price=2)
+    assert napkin.inference(**args, batch=64, price=4).usd_per_million_tokens == pytest.approx(
+        2 * r.usd_per_million_tokens
+    )
+    small = napkin.inference(**args, batch=8, price=2)
+    ratio = r.tokens_per_second_per_gpu / small.tokens_per_second_per_gpu
+    assert ratio > 1
+    assert small.usd_per_million_tokens == pytest.approx(ratio * r.usd_per_million_tokens)
+    assert small.joules_per_output_token == pytest.approx(ratio * r.joules_per_output_token)
     assert napkin.inference(model="llama3-8b", hardware="h200").usd_per_million_tokens is None  # no price known
 
 

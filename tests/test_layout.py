@@ -8,10 +8,7 @@ output at 400 columns (where nothing wraps), so a split identifier ("chinchilla-
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -217,13 +214,7 @@ def test_bench_rows_fit_80_columns_on_one_line() -> None:
     ],
 )
 def test_help_fits_80_columns_with_every_flag_whole(command: str) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "napkin", *command.split(), "--help"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "80"},
-        check=True,
-    ).stdout
+    out = run([*command.split(), "--help"], NARROW)  # in this process: click wraps help to $COLUMNS as a terminal
     assert all(len(line) <= 80 for line in out.splitlines()), command
     assert not re.search(r"--[a-z0-9-]+…", out)  # rich's option table truncated long flags
     flags = re.findall(r"--[a-z][a-z0-9-]*", out)

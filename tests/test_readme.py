@@ -1,5 +1,9 @@
 """Every ``console`` block in the README is real output: this test runs each command and compares.
 
+A documentation check: it proves the README shows what napkin prints, not that napkin is right (a wrong figure
+would be copied in by ``--update``). ``tests/test_readme_figures.py`` checks the figures themselves against
+published measurements, datasheets and hand-worked formulas.
+
 Regenerate the blocks after a change with ``python -m tests.test_readme --update``.
 """
 
