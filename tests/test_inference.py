@@ -156,10 +156,11 @@ def test_cost_and_energy_follow_price_and_throughput() -> None:
     the board power (H100: 700 W); a bigger batch (more tokens/s per GPU) costs less per token."""
     args = {"model": "llama3.1-70b", "gpus": 8, "prompt": "2k", "output": 512}
     r = napkin.inference(**args, batch=64, price=2)
+    small = napkin.inference(**args, batch=8, price=2)
+    assert r.usd_per_million_tokens is not None and r.joules_per_output_token is not None
     assert napkin.inference(**args, batch=64, price=4).usd_per_million_tokens == pytest.approx(
         2 * r.usd_per_million_tokens
     )
-    small = napkin.inference(**args, batch=8, price=2)
     ratio = r.tokens_per_second_per_gpu / small.tokens_per_second_per_gpu
     assert ratio > 1
     assert small.usd_per_million_tokens == pytest.approx(ratio * r.usd_per_million_tokens)
