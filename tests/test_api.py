@@ -14,6 +14,7 @@ import pytest
 import napkin
 from napkin import api
 from napkin.cli import app
+from napkin.engines.training_memory import MemoryResult
 from napkin.errors import UsageError
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -54,6 +55,7 @@ def test_strings_numbers_and_objects_are_interchangeable() -> None:
 
 def test_a_layout_object_and_keywords_combine() -> None:
     r = napkin.memory(model="llama3-8b", gpus=8, precision="mixed", layout=napkin.Layout(tensor=2), recompute="full")
+    assert isinstance(r, MemoryResult)  # a full fine-tune's (adapters give a FinetuneMemoryResult)
     assert (r.layout.tensor, r.layout.dp, str(r.layout.recompute)) == (2, 4, "full")
 
 
@@ -148,3 +150,44 @@ def test_a_hostile_config_json_is_one_usage_error(tmp_path: Path, text: str, mes
     with pytest.raises(UsageError, match=re.escape(message)) as info:
         napkin.Model.from_hf_config(config)
     assert info.value.field == "model_config"
+
+
+def test_every_question_declares_its_concrete_result_type() -> None:
+    """What mypy sees (tests/typing_api.py is the static check, run by mypy --strict): no public function of the
+    library returns ``Any``, so a misspelt result field is a type error in the caller's code."""
+    import importlib
+    import typing
+
+    from napkin.results.result import Result
+    from napkin.systems.profiles import HardwareProfile
+
+    rooms = [
+        "engines.comm",
+        "engines.finetune",
+        "engines.compute",
+        "engines.number_formats",
+        "engines.planner",
+        "engines.scaling",
+        "engines.serving",
+        "engines.serve_plan",
+        "engines.traffic",
+        "engines.step_time",
+        "engines.training_memory",
+        "results.cluster_views",
+        "results.hardware_views",
+        "results.model_views",
+        "results.stack_views",
+        "systems.profiles",
+        "systems.cluster",
+    ]
+    names: dict[str, Any] = {}
+    for room in rooms:  # the result classes, which the api imports only under TYPE_CHECKING (start-up time)
+        names.update(vars(importlib.import_module(f"napkin.{room}")))
+    for name in napkin._LAZY:
+        obj = getattr(napkin, name)
+        if isinstance(obj, type):
+            continue  # Model, Layout, Workload: the domain classes themselves
+        func = inspect.unwrap(obj)
+        returned = typing.get_type_hints(func, globalns={**vars(inspect.getmodule(func)), **names})["return"]
+        kinds = typing.get_args(returned) or (returned,)  # memory: a full fine-tune's result or the adapters'
+        assert all(isinstance(k, type) and issubclass(k, (Result, HardwareProfile)) for k in kinds), (name, returned)

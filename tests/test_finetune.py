@@ -20,6 +20,7 @@ from napkin.engines.finetune import (
     NF4_BYTES,
     NF4_DQ_BYTES,
     Adapters,
+    FinetuneMemoryResult,
     finetune_bytes,
     linears,
     lora_params,
@@ -348,11 +349,13 @@ def test_qlora_fits_a_65b_model_on_one_48gb_gpu_and_lora_does_not() -> None:
         embedding_dtype="bf16",
         paged_optimizer=True,
     )
+    assert isinstance(paper, FinetuneMemoryResult)  # adapters: the fine-tune's result, never full training's
     assert paper.fits and paper.trainable_params == 80 * 64 * (4 * 2 * 8192 + 3 * (8192 + 22016))
     # peft's defaults (fp32 adapters and embeddings) at the same rank need the paged states to spill
     peft = napkin.memory(
         model=llama_65b, finetune="qlora", seq=512, hardware="l40s", lora_rank=64, paged_optimizer=True
     )
+    assert isinstance(peft, FinetuneMemoryResult)
     assert not peft.fits and peft.headroom_bytes + peft.pageable_bytes >= 0
 
 

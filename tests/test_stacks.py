@@ -12,6 +12,7 @@ import yaml
 
 from napkin import api
 from napkin.engines import fit
+from napkin.engines.training_memory import MaxModelResult, MemoryResult
 from napkin.errors import UsageError
 from napkin.systems.stack import STACKS, schema
 from napkin.systems.stack import resolve as stack
@@ -181,10 +182,11 @@ def test_memory_counts_the_fsdp_gather_buffers_of_the_stack() -> None:
     layout = {"model": "llama3-8b", "gpus": 8, "precision": "mixed", "sharding": "fsdp", "hardware": "h100"}
     with_buffers = api.memory(**layout, stack="torchtitan")
     layer = 8_030_261_248 / 32  # about a layer's parameters (the embeddings aside)
-    assert with_buffers.stack == "torchtitan"
+    assert isinstance(with_buffers, MemoryResult) and with_buffers.stack == "torchtitan"
     # two layers' bf16 parameters gathered (the running one and the prefetched) and one layer's gradients
     assert with_buffers.breakdown["framework"] == pytest.approx(layer * (2 * 2 + 2), rel=0.1)
-    assert api.max_model(gpus=8, hardware="h100", stack="deepspeed").stack == "deepspeed"
+    largest = api.max_model(gpus=8, hardware="h100", stack="deepspeed")
+    assert isinstance(largest, MaxModelResult) and largest.stack == "deepspeed"
 
 
 def test_train_time_with_a_predicted_mfu_names_its_stack(napkin: Run) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from napkin import units
 from napkin.api.inputs import choice, parse
@@ -11,12 +11,17 @@ from napkin.domain.choices import Dtype
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
-    pass
+    from napkin.engines.number_formats import DtypeTable, TensorSize
+    from napkin.engines.training_memory import OptimizerTable
+    from napkin.results.cluster_views import ClusterList, ClusterSheet
+    from napkin.results.hardware_views import HardwareComparison, HardwareList, HardwareSheet
+    from napkin.results.model_views import ModelTable
+    from napkin.results.stack_views import StackList, StackSheet
 
 from napkin.api.inputs import Number
 
 
-def hardware_list() -> Any:
+def hardware_list() -> HardwareList:
     """Every hardware profile napkin can see (built-in, yours, ``$NAPKIN_HARDWARE_PATH``) and any invalid file."""
     from napkin.results.hardware_views import HardwareList
     from napkin.systems.profiles import load_catalog
@@ -24,7 +29,7 @@ def hardware_list() -> Any:
     return HardwareList.of(load_catalog())
 
 
-def hardware_sheet(name: str | None = None, hardware_file: str | Path | None = None) -> Any:
+def hardware_sheet(name: str | None = None, hardware_file: str | Path | None = None) -> HardwareSheet:
     """One profile with every field, unit and source (``napkin hardware show``)."""
     from napkin.results.hardware_views import HardwareSheet
     from napkin.systems.profiles import resolve
@@ -36,7 +41,7 @@ def hardware_sheet(name: str | None = None, hardware_file: str | Path | None = N
     return HardwareSheet(loaded=resolve(name, what="NAME"))
 
 
-def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> Any:
+def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> HardwareComparison:
     """Profiles side by side with the ridge point at ``dtype`` (``napkin hardware compare``)."""
     from napkin.results.hardware_views import HardwareComparison
     from napkin.systems.profiles import resolve
@@ -47,7 +52,7 @@ def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> An
     return HardwareComparison(profiles=profiles, dtype=choice(Dtype, dtype, "dtype"))
 
 
-def stack_list() -> Any:
+def stack_list() -> StackList:
     """Every stack profile napkin can see (built-in, yours, ``$NAPKIN_STACK_PATH``) and any invalid file."""
     from napkin.results.stack_views import StackList
     from napkin.systems.profiles import catalog_of
@@ -56,7 +61,7 @@ def stack_list() -> Any:
     return StackList.of(catalog_of(STACKS))
 
 
-def stack_sheet(name: str | None = None, stack_file: str | Path | None = None) -> Any:
+def stack_sheet(name: str | None = None, stack_file: str | Path | None = None) -> StackSheet:
     """One stack with every value and its source (``napkin stack show``)."""
     from napkin.results.stack_views import StackSheet
     from napkin.systems.stack import resolve
@@ -66,7 +71,7 @@ def stack_sheet(name: str | None = None, stack_file: str | Path | None = None) -
     return StackSheet(loaded=resolve(name, stack_file, what="NAME"))
 
 
-def cluster_list() -> Any:
+def cluster_list() -> ClusterList:
     """Every cluster profile napkin can see (built-in, yours, ``$NAPKIN_CLUSTER_PATH``)."""
     from napkin.results.cluster_views import ClusterList
     from napkin.systems.cluster import load_catalog
@@ -74,7 +79,7 @@ def cluster_list() -> Any:
     return ClusterList.of(load_catalog())
 
 
-def cluster_sheet(name: str) -> Any:
+def cluster_sheet(name: str) -> ClusterSheet:
     """One cluster profile with every field, unit and source (``napkin cluster show``)."""
     from napkin.results.cluster_views import ClusterSheet
     from napkin.systems.cluster import find
@@ -82,7 +87,7 @@ def cluster_sheet(name: str) -> Any:
     return ClusterSheet(loaded=find(name))
 
 
-def tensor(shape: str | tuple[int, ...], *, dtype: str = "fp32") -> Any:
+def tensor(shape: str | tuple[int, ...], *, dtype: str = "fp32") -> TensorSize:
     """Bytes of a dense tensor (``"49152x12288"`` or a tuple), in GB and GiB."""
     from napkin.engines.number_formats import parse_shape, tensor_size
 
@@ -98,21 +103,21 @@ def tensor(shape: str | tuple[int, ...], *, dtype: str = "fp32") -> Any:
     return tensor_size(dims, str(dtype).lower())
 
 
-def dtypes(*, value: Number | None = None) -> Any:
+def dtypes(*, value: Number | None = None) -> DtypeTable:
     """Every number format's range and precision; with ``value``, what each stores for it."""
     from napkin.engines.number_formats import dtypes as engine
 
     return engine(value)
 
 
-def optimizers() -> Any:
+def optimizers() -> OptimizerTable:
     """Bytes per parameter for every optimizer × precision regime."""
     from napkin.engines.training_memory import optimizers as engine
 
     return engine()
 
 
-def models() -> Any:
+def models() -> ModelTable:
     """The model presets usable as ``model=``."""
     from napkin.results.model_views import models as engine
 

@@ -18,6 +18,7 @@ from napkin.errors import UsageError
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.layout import Layout
     from napkin.domain.model import Model
+    from napkin.systems.cluster import Cluster, Fabric
     from napkin.systems.profiles import HardwareProfile
 
 
@@ -369,7 +370,7 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
 # --------------------------------------------------------------------------------------- questions
 
 
-def fabric_of(profile: HardwareProfile, tensor: int) -> Any:
+def fabric_of(profile: HardwareProfile, tensor: int) -> Fabric | None:
     """The scale-up links of the built-in cluster made of ``profile``'s device, for TP communication (None when
     there is no such cluster, or a TP group larger than its scale-up domain)."""
     if tensor == 1:
@@ -385,12 +386,12 @@ def fabric_of(profile: HardwareProfile, tensor: int) -> Any:
 
 
 def get_cluster(
-    cluster: str | Any | None = None,
+    cluster: str | Cluster | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
     *,
     gpus: int | None = None,
-) -> tuple[Any, HardwareProfile]:
+) -> tuple[Cluster, HardwareProfile]:
     """(cluster, its device's profile): by cluster name, or the built-in cluster built from ``hardware``; one
     ``gpus`` of a device no cluster is built from is a cluster of one device (no fabric: nothing to communicate)."""
     from napkin.systems.cluster import Cluster, ScaleUp, built_from, find

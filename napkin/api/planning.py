@@ -30,6 +30,9 @@ from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
+    from napkin.engines.planner import PlanResult
+    from napkin.engines.step_time import Knobs, StepModel, StepResult
+    from napkin.systems.cluster import Cluster
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number
@@ -56,7 +59,7 @@ def _global_batch(
     return optional(units.parse_int, global_batch, "global_batch"), None
 
 
-def _notes(sm: Any, batch_tokens: int | None) -> list[str]:
+def _notes(sm: StepModel, batch_tokens: int | None) -> list[str]:
     """What a step or plan result should say about its inputs: a token batch that is not whole sequences, a
     sequence longer than the model's context."""
     notes = []
@@ -76,7 +79,7 @@ def _step_model(
     seq: Number | None,
     global_batch: Number | None,
     global_batch_tokens: Number | None,
-    cluster: Any,
+    cluster: str | Cluster | None,
     hardware: str | HardwareProfile | None,
     hardware_file: str | Path | None,
     dtype: str | Dtype,
@@ -92,7 +95,7 @@ def _step_model(
     stack: str | Any | None = None,
     stack_file: str | Path | None = None,
     gpus: int | None = None,
-) -> tuple[Any, Chosen, int | None]:
+) -> tuple[StepModel, Chosen, int | None]:
     from napkin.engines.step_time import StepModel, machine
     from napkin.results.stack_views import explain_steps
 
@@ -154,7 +157,7 @@ def step_setup(
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
     flash_attention: bool | None = None,
-    cluster: str | Any | None = None,
+    cluster: str | Cluster | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
     dtype: str | Dtype = Dtype.bf16,
@@ -175,7 +178,7 @@ def step_setup(
     adapter_dtype: str | TrainDtype | None = None,
     embedding_dtype: str | TrainDtype | None = None,
     **shape: Any,
-) -> tuple[Any, Any, Chosen, int | None]:
+) -> tuple[StepModel, Knobs, Chosen, int | None]:
     """(step model, layout knobs, the model chosen, batch tokens) of one ``step`` question, checked: what ``step``
     and ``calibrate`` share. The layout's sharding, when not given, is the stack's default."""
     from napkin.engines.step_time import check_knobs
@@ -234,7 +237,7 @@ def step_setup(
 
 
 @same_keywords(step_setup)
-def step(**options: Any) -> Any:
+def step(**options: Any) -> StepResult:
     """One training step's time, breakdown, predicted MFU/HFU and memory for a model, layout, cluster and
     software stack. ``stack``: a stack profile (``stack_list``; default megatron-core) that sets FlashAttention,
     the causal mask, the overlaps and the gradient-accumulation fusion, and the sharding when it is not given;
@@ -266,7 +269,7 @@ def plan(
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
     flash_attention: bool | None = None,
-    cluster: str | Any | None = None,
+    cluster: str | Cluster | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
     dtype: str | Dtype = Dtype.bf16,
@@ -280,7 +283,7 @@ def plan(
     stack: str | Any | None = None,
     stack_file: str | Path | None = None,
     **shape: Any,
-) -> Any:
+) -> PlanResult:
     """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU. Only what
     ``stack`` offers is searched (its sharding, pipeline schedules, TP/PP/CP/EP)."""
     from napkin.engines.planner import plan as engine

@@ -22,6 +22,9 @@ from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
+    from napkin.engines.serve_plan import ServePlanResult
+    from napkin.engines.serving import InferenceResult, KvCacheResult
+    from napkin.engines.traffic import TrafficResult
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number
@@ -74,7 +77,7 @@ def kv_cache(
     paged: bool = False,
     tensor_parallel: Number = 1,
     **shape: Any,
-) -> Any:
+) -> KvCacheResult:
     """KV-cache bytes: 2·L·n_kv·d_h per token (MLA: L·(d_c + d_h^R)) × context × batch, per GPU under TP."""
     from napkin.engines.serving import KvDtype
     from napkin.engines.serving import kv_cache as engine
@@ -132,7 +135,7 @@ def inference(
     chunk: Number | None = None,
     price: Number | None = None,
     **shape: Any,
-) -> Any:
+) -> InferenceResult:
     """Serving on ``gpus`` GPUs (TP groups of ``tensor_parallel``, default all) as an engine runs it (``stack``,
     default vLLM): weights, KV cache and the capacity the engine logs, max batch, TTFT, decode step at the
     stack's achieved rates, the batch whole (prefill, decode, total tokens/s), $/1M tokens. ``context`` =
@@ -470,7 +473,7 @@ def traffic(
     acceptance: Number | None = None,
     price: Number | None = None,
     **options: Any,
-) -> Any:
+) -> TrafficResult:
     """Requests at ``rate`` per second (Poisson, seeded) with ``prompt``/``output`` length distributions through
     an iteration-level model of the engine's scheduler on ``gpus`` GPUs: throughput, TTFT / TPOT / end-to-end
     percentiles, and with an SLO (``ttft_p90="2s"`` …) whether it is met and the largest rate that meets it."""
@@ -619,7 +622,7 @@ def serve_plan(
     seed: Number = 0,
     top: Number = 5,
     **options: Any,
-) -> Any:
+) -> ServePlanResult:
     """The cheapest deployments that serve ``rate`` requests/s of ``prompt``/``output`` tokens within the SLO
     (``ttft_p90="2s"``, ``tpot_p99="100ms"`` …): GPU profiles with a price (``price="h100=3.5,…"`` adds or
     replaces), TP/PP (and EP, DP attention for MoE), weight and KV formats, replica counts; ranked by $/hour."""

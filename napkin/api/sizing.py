@@ -36,6 +36,8 @@ from napkin.errors import UsageError
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.layout import Layout
     from napkin.domain.model import Model
+    from napkin.engines.finetune import FinetuneMaxResult, FinetuneMemoryResult
+    from napkin.engines.training_memory import MaxModelResult, MemoryResult
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number
@@ -94,7 +96,7 @@ def _memory_inputs(
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
-def memory(
+def _sizing(
     *,
     params: Number | None = None,
     gpus: Number = 1,
@@ -120,8 +122,8 @@ def memory(
     adapter_dtype: str | TrainDtype | None = None,
     embedding_dtype: str | TrainDtype | None = None,
     **shape: Any,
-) -> Any:
-    """Per-GPU training memory: model states under the layout, plus activations when a model is given.
+) -> MemoryResult | MaxModelResult | FinetuneMemoryResult | FinetuneMaxResult:
+    """memory's question, or with ``params=_NO_PARAMS`` max_model's (the same inputs, solved for N).
     ``finetune="lora"``/``"qlora"``: adapters of rank ``lora_rank`` (default 16) on ``lora_targets`` (default
     every linear layer of the blocks) over a frozen base (``base_format``: bf16, int8 or nf4; QLoRA's default
     nf4 with ``double_quant``); ``paged_optimizer``: bitsandbytes paged states, which spill to CPU memory.
@@ -243,7 +245,7 @@ def _adapter_memory(
     hardware_file: str | Path | None,
     reserve: Number,
     shape: dict[str, Any],
-) -> Any:
+) -> FinetuneMemoryResult | FinetuneMaxResult:
     """memory / max_model with LoRA or QLoRA adapters (data parallel only: each GPU runs the whole model)."""
     from napkin.domain.workload import Workload
     from napkin.engines import finetune as ft
@@ -279,7 +281,7 @@ def _adapter_memory(
     if global_batch is not None:
         raise UsageError("global_batch: not used with finetune lora/qlora (give micro_batch)", field="global_batch")
 
-    def evaluate(m: Model, work: Workload) -> Any:
+    def evaluate(m: Model, work: Workload) -> FinetuneMemoryResult:
         return ft.finetune_memory(
             m,
             adapters,
@@ -315,6 +317,7 @@ def _adapter_memory(
             reference, arch = best[1], best[2]
             shaped = evaluate(arch, work)
     if not solve_for_n:
+        assert shaped is not None  # a model is required above
         return described(shaped, chosen, length, source)
     per_param = ft.bytes_per_param(adapters)
     room = max(0.0, cap[0] - reserve_bytes) * (g if sharding in (Sharding.zero3, Sharding.fsdp) else 1)
@@ -369,8 +372,27 @@ def _max_steps(
 _NO_PARAMS: Any = object()
 
 
-@same_keywords(memory, drop=("params",))
-def max_model(**options: Any) -> Any:
+@same_keywords(_sizing)
+def memory(**options: Any) -> MemoryResult | FinetuneMemoryResult:
+    """Per-GPU training memory: model states under the layout, plus activations when a model is given.
+    ``finetune="lora"``/``"qlora"``: adapters of rank ``lora_rank`` (default 16) on ``lora_targets`` (default
+    every linear layer of the blocks) over a frozen base (``base_format``: bf16, int8 or nf4; QLoRA's default
+    nf4 with ``double_quant``); ``paged_optimizer``: bitsandbytes paged states, which spill to CPU memory."""
+    from napkin.engines.finetune import FinetuneMemoryResult
+    from napkin.engines.training_memory import MemoryResult
+
+    result = _sizing(**options)
+    assert isinstance(result, MemoryResult | FinetuneMemoryResult)  # params or a model given: not solved for N
+    return result
+
+
+@same_keywords(_sizing, drop=("params",))
+def max_model(**options: Any) -> MaxModelResult | FinetuneMaxResult:
     """The largest model whose training state fits: pooled memory / bytes per parameter (memory's inputs,
     solved for N)."""
-    return memory(params=_NO_PARAMS, **options)
+    from napkin.engines.finetune import FinetuneMaxResult
+    from napkin.engines.training_memory import MaxModelResult
+
+    result = _sizing(params=_NO_PARAMS, **options)
+    assert isinstance(result, MaxModelResult | FinetuneMaxResult)
+    return result

@@ -29,6 +29,10 @@ from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
+    from napkin.engines.compute import MatmulResult, MfuResult, TrainFlopsResult, TrainTimeResult
+    from napkin.engines.scaling import OptimalResult
+    from napkin.engines.step_time import StepResult
+    from napkin.systems.cluster import Cluster
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number, T
@@ -57,7 +61,7 @@ def train_time(
     price: Number | None = None,
     pue: Number = 1.0,
     carbon: Number | None = None,
-    cluster: str | Any | None = None,
+    cluster: str | Cluster | None = None,
     global_batch: Number | None = None,
     global_batch_tokens: Number | None = None,
     flash_attention: bool | None = None,
@@ -67,7 +71,7 @@ def train_time(
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
     **shape: Any,
-) -> Any:
+) -> TrainTimeResult:
     """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
     params/tokens/gpus/duration and the fourth is solved. ``mfu="predicted"`` takes the MFU of the fastest
     layout ``plan`` finds for the model on ``gpus`` of ``cluster`` with ``stack`` (default megatron-core; global
@@ -206,7 +210,7 @@ def _predicted(
     model_config: str | Path | None,
     seq: Number | None,
     gpus: Number | None,
-    cluster: str | Any | None,
+    cluster: str | Cluster | None,
     hardware: str | HardwareProfile | None,
     hardware_file: str | Path | None,
     dtype: str | Dtype,
@@ -217,7 +221,7 @@ def _predicted(
     shape: dict[str, Any],
     stack: str | Any | None,
     stack_file: str | Path | None,
-) -> Any:
+) -> StepResult:
     """The fastest fitting layout's result (``plan``), for ``train_time(mfu="predicted")``."""
     if gpus is None or (model is None and model_config is None):
         raise UsageError(
@@ -283,7 +287,7 @@ def mfu(
     recompute: str | Recompute = Recompute.none,
     causal: bool = False,
     **shape: Any,
-) -> Any:
+) -> MfuResult:
     """The MFU a run achieved: tokens/s × model FLOPs per token / (G × dense peak) (PaLM §4.1). ``gpus`` is
     needed with a wall-clock duration or a total throughput, not with ``gpu_hours`` or a per-GPU throughput."""
     from napkin.engines.compute import mfu as engine
@@ -351,7 +355,7 @@ def flops(
     recompute: str | Recompute = Recompute.none,
     causal: bool = False,
     **shape: Any,
-) -> Any:
+) -> TrainFlopsResult:
     """Training FLOPs: 6·N·D (2N forward + 4N backward), plus attention with a model and a sequence length."""
     from napkin.engines.compute import train_flops
 
@@ -381,7 +385,7 @@ def matmul(
     dtype: str | Dtype = Dtype.bf16,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
-) -> Any:
+) -> MatmulResult:
     """FLOPs, bytes, arithmetic intensity and roofline time of an (m×k)·(k×n) matmul."""
     from napkin.engines.compute import matmul as engine
 
@@ -400,7 +404,7 @@ def optimal(
     hardware_file: str | Path | None = None,
     dtype: str | Dtype = Dtype.bf16,
     fit: str | Fit = Fit.epoch,
-) -> Any:
+) -> OptimalResult:
     """Compute-optimal N* and D* for a budget (Chinchilla): the 20:1 rule and the fitted loss law."""
     from napkin.engines.compute import compute_budget
     from napkin.engines.scaling import optimal as engine
