@@ -415,7 +415,13 @@ def format_percent(fraction: float, decimals: int = 1) -> str:
     return f"{fraction * 100:.{decimals}f} %"
 
 
-def parse_length(text: str | float | int, what: str = "value") -> int:
+def parse_length_rounded(text: str | float | int, what: str = "value") -> int:
+    """``parse_length`` where a fraction is rounded to the nearest whole one (``"15.7M"`` = 16,462,643): for an amount
+    that is rounded again anyway (a batch in tokens, to whole sequences)."""
+    return parse_length(text, what, whole=False)
+
+
+def parse_length(text: str | float | int, what: str = "value", *, whole: bool = True) -> int:
     """A sequence length or a width: ``"8192"``, ``"32k"`` = 32,768, ``"1M"`` = 2^20.
 
     Context lengths are quoted in binary thousands (Llama 3.1's "128k" is 131,072 tokens), so k and M
@@ -427,6 +433,8 @@ def parse_length(text: str | float | int, what: str = "value") -> int:
         value = _parse(head, {"": 1.0}, "number", what) * scale
     else:
         value = parse_count(text, what)
+    if not whole:
+        value = float(max(1, round(value)))
     if value != int(value):
         raise UsageError(f"{what}: {_shown(text)} must be a whole number of tokens or elements (32k = 32768)")
     return _whole(value, text, what, _exact(text))

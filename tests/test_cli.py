@@ -152,7 +152,7 @@ def test_dtypes_tensor_optimizers(napkin: Run) -> None:
     rows = {row["name"]: row for row in json.loads(napkin("dtypes", "--value", "1e-8", "--json").stdout)}
     assert rows["fp16"]["stored"] == 0.0 and rows["bf16"]["stored"] == pytest.approx(1.0011717677e-8)
     assert "65504" in napkin("dtypes").stdout
-    assert "2.42 GB (2.25 GiB)" in napkin("tensor", "49152x12288").stdout
+    assert "2.42 GB (2.25 GiB)" in napkin("tensor", "49152x12288", "--dtype", "fp32").stdout
     table = json.loads(napkin("optimizers", "--json").stdout)
     assert table["adamw"]["mixed"]["total"] == 16 and table["adamw"]["mixed-fp32-grads"]["total"] == 18
     assert "adam-8bit" in napkin("optimizers").stdout
@@ -218,7 +218,7 @@ BAD_INPUTS = [
     (["max-model", "--reserve", "200GB"], 2, "napkin: error: --reserve (200 GB (186 GiB)) leaves no room on h100-sxm"),
     (["memory", "--gpus", "8"], 2, "napkin: error: --params (or --model) is required"),
     (
-        ["memory", "-N", "7B", "--batch", "4"],
+        ["memory", "-N", "7B", "--micro-batch", "4"],
         2,
         "napkin: error: activation options need an architecture: --model, --model-config or --layers",
     ),
@@ -467,7 +467,7 @@ def test_memory_says_when_activations_are_not_counted(napkin: Run) -> None:
 
 def test_tensor_and_flops_matmul_accept_the_same_sizes(napkin: Run) -> None:
     tensor = json.loads(napkin("tensor", "32kx8k", "--json").stdout)
-    assert tensor["shape"] == [32768, 8192] and tensor["bytes"] == 32768 * 8192 * 4
+    assert tensor["shape"] == [32768, 8192] and tensor["bytes"] == 32768 * 8192 * 2  # bf16, as every command
     matmul = json.loads(napkin("flops", "matmul", "32k", "8k", "1", "--json").stdout)
     assert (matmul["m"], matmul["k"]) == (32768, 8192)
     assert json.loads(napkin("tensor", "48K×12K", "--json").stdout)["shape"] == [49152, 12288]
@@ -478,7 +478,7 @@ def test_tensor_and_flops_matmul_accept_the_same_sizes(napkin: Run) -> None:
 def test_small_values_read_plainly(napkin: Run) -> None:
     from napkin.units import format_bytes, format_duration
 
-    assert "bytes      640 B\n" in napkin("tensor", "32x5").stdout
+    assert "bytes      640 B\n" in napkin("tensor", "32x5", "--dtype", "fp32").stdout
     assert format_bytes(640) == "640 B" and format_bytes(8e10) == "80 GB (74.5 GiB)"
     assert [format_duration(s) for s in (0.00111, 0.0451, 3.22, 1.2e-7)] == ["1.11 ms", "45.1 ms", "3.22 s", "120 ns"]
 
@@ -486,7 +486,9 @@ def test_small_values_read_plainly(napkin: Run) -> None:
 def test_huge_values_read_in_scientific_notation(napkin: Run) -> None:
     from napkin.units import format_bytes
 
-    out = napkin("tensor", "9e15x9e15x9e15").stdout  # each size at most 2^53 (≈ 9.007e15), as every count
+    out = napkin(
+        "tensor", "9e15x9e15x9e15", "--dtype", "fp32"
+    ).stdout  # each size at most 2^53 (≈ 9.007e15), as every count
     assert "elements   7.29e47\n" in out and "bytes      2.92e48 B = 2.92e30 EB (2.59e33 PiB)\n" in out
     assert format_bytes(2.5e23) == "250000 EB (2.22e8 PiB)" and format_bytes(3e24) == "3.00e6 EB (2.66e9 PiB)"
     assert json.loads(napkin("tensor", "9e15x9e15x9e15", "--json").stdout)["elements"] == 9**3 * 10**45  # exact
@@ -539,3 +541,50 @@ def test_columns_from_the_environment_are_plain_numbers(
 
     monkeypatch.setenv("COLUMNS", value)
     assert env_columns() == width
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "note"),
+    [
+        (
+            ["comm", "all-reduce", "--bytes", "1GB", "-c", "dgx-h100", "-g", "16"],
+            ["comm", "all-reduce", "--bytes", "1GB", "-c", "dgx-h100", "-G", "16"],
+            "-g is deprecated",
+        ),
+        (
+            ["memory", "--model", "llama3-8b", "--gpus", "8", "--batch", "2"],
+            ["memory", "--model", "llama3-8b", "--gpus", "8", "--micro-batch", "2"],
+            "--batch is deprecated",
+        ),
+        (
+            ["kv-cache", "--model", "llama3-8b", "-b", "4"],
+            ["kv-cache", "--model", "llama3-8b", "--batch", "4"],
+            "-b is deprecated",
+        ),
+        (
+            ["flops", "matmul", "4096", "8192", "1024"],
+            ["flops", "matmul", "4096x8192x1024"],
+            "'flops matmul M K N' is deprecated",
+        ),
+    ],
+)
+def test_renamed_flags_keep_their_old_spelling_for_a_release_with_a_note(
+    napkin: Run, old: list[str], new: list[str], note: str
+) -> None:
+    """One spelling per flag across commands (-G for GPUs, -b for the micro-batch, --batch for sequences served
+    together, MxKxN shapes); the old spellings still give the same answer, and say what to write instead."""
+    before, after = napkin(*old, "--json"), napkin(*new, "--json")
+    assert before.exit_code == after.exit_code == 0, before.stderr
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    assert note in before.stderr and "next release" in before.stderr and note not in after.stderr
+    both = napkin(*old, *new[len(new) - 2 :]) if old[0] != "flops" else None
+    assert both is None or (both.exit_code == 2 and "not both" in both.stderr)
+
+
+def test_a_batch_in_tokens_may_be_a_fraction_of_binary_millions(napkin: Run) -> None:
+    """--global-batch-tokens 15.7M is 15.7 × 2^20 = 16,462,643 tokens: rounded to whole sequences and said, not
+    refused; 4M is 4 × 2^20 = 512 sequences of 8,192 exactly."""
+    r = napkin("plan", "--model", "llama3-8b", "--gpus", "64", "--global-batch-tokens", "15.7M", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["global_batch"] == round(15.7 * 2**20 / 8192) == 2010
+    assert "16,462,643 tokens is 2,009.6 sequences of 8,192; using 2,010" in r.stderr

@@ -56,7 +56,7 @@ COMMANDS = [
         "--sharding",
         "zero2",
     ],
-    ["memory", "--model", "llama2-70b", "--gpus", "8", "--batch", "1", "--explain"],
+    ["memory", "--model", "llama2-70b", "--gpus", "8", "--micro-batch", "1", "--explain"],
     ["max-model", "--gpus", "8", "--optimizer", "adamw", "--explain"],
     [
         "mfu",

@@ -12,7 +12,7 @@ import napkin.cli
 assert "torch" not in sys.modules, "import napkin.cli imported torch"
 runner = CliRunner()
 for args in (["train-time", "-N", "7B", "-D", "1T", "-G", "8", "--json"], ["max-model", "--json"],
-             ["memory", "--model", "llama3-8b", "--batch", "2", "--json"], ["hardware", "list"], ["dtypes"],
+             ["memory", "--model", "llama3-8b", "--micro-batch", "2", "--json"], ["hardware", "list"], ["dtypes"],
              ["optimal", "--compute", "1e24"], ["flops", "matmul", "8", "8", "8"]):
     result = runner.invoke(napkin.cli.app, args)
     assert result.exit_code == 0, (args, result.stderr)

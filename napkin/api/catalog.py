@@ -87,7 +87,7 @@ def cluster_sheet(name: str) -> ClusterSheet:
     return ClusterSheet(loaded=find(name))
 
 
-def tensor(shape: str | tuple[int, ...], *, dtype: str = "fp32") -> TensorSize:
+def tensor(shape: str | tuple[int, ...], *, dtype: str = "bf16") -> TensorSize:
     """Bytes of a dense tensor (``"49152x12288"`` or a tuple), in GB and GiB."""
     from napkin.engines.number_formats import parse_shape, tensor_size
 

@@ -47,8 +47,9 @@ def _global_batch(
             "give global_batch or global_batch_tokens, not both", field="global_batch", also=("global_batch_tokens",)
         )
     if global_batch_tokens is not None:
-        # binary k/M as batch sizes are quoted: Llama 3's "4M tokens" is 512 sequences of 8,192 (4·2^20)
-        tokens = parse(units.parse_length, global_batch_tokens, "global_batch_tokens")
+        # binary k/M as batch sizes are quoted: Llama 3's "4M tokens" is 512 sequences of 8,192 (4·2^20); a fraction
+        # (15.7M) is rounded to whole tokens here and to whole sequences below, with a note, never refused
+        tokens = parse(units.parse_length_rounded, global_batch_tokens, "global_batch_tokens")
         if tokens < seq:
             raise UsageError(
                 f"global_batch_tokens: {tokens:,} tokens is less than one sequence of {seq:,}",

@@ -379,16 +379,26 @@ def flops(
 
 def matmul(
     m: Number,
-    k: Number,
-    n: Number,
+    k: Number | None = None,
+    n: Number | None = None,
     *,
     dtype: str | Dtype = Dtype.bf16,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
 ) -> MatmulResult:
-    """FLOPs, bytes, arithmetic intensity and roofline time of an (m×k)·(k×n) matmul."""
+    """FLOPs, bytes, arithmetic intensity and roofline time of an (m×k)·(k×n) matmul: ``matmul(8192, 8192,
+    28672)`` or ``matmul("8192x8192x28672")`` (the shape as ``tensor`` writes one)."""
     from napkin.engines.compute import matmul as engine
 
+    if k is None and n is None and isinstance(m, str) and not m.strip().isdigit():
+        from napkin.engines.number_formats import parse_shape
+
+        dims = parse_shape(m)
+        if len(dims) != 3:
+            raise UsageError(f"shape: {m!r} is not MxKxN; write three sizes, e.g. 8192x8192x28672", field="shape")
+        m, k, n = dims
+    if k is None or n is None:
+        raise UsageError("give the shape MxKxN, or m, k and n", field="shape", also=("k", "n"))
     sizes = [parse(units.parse_length, v, name) for v, name in ((m, "m"), (k, "k"), (n, "n"))]
     return engine(sizes[0], sizes[1], sizes[2], get_hardware(hardware, hardware_file), choice(Dtype, dtype, "dtype"))
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from napkin.cli.common import ExplainOpt, JsonOpt, boundary, fail, note, run
+from napkin.cli.options import deprecated
 from napkin.errors import ProfileError, UsageError
 from napkin.io.yamlio import clean
 
@@ -21,12 +22,15 @@ cluster_app = typer.Typer(help="Cluster profiles: list, inspect, copy, edit and 
 
 BytesOpt = Annotated[str | None, typer.Option("--bytes", metavar="SIZE", help="S: the buffer, e.g. 140GB or 1GiB.")]
 ParamsOpt = Annotated[
-    str | None, typer.Option("--params", metavar="COUNT", help="Instead of --bytes: elements, e.g. 70B.")
+    str | None, typer.Option("--params", "-N", metavar="COUNT", help="Instead of --bytes: elements, e.g. 70B.")
 ]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="Element type with --params (bf16 = 2 B, fp32 = 4 B).")]
 GpusOpt = Annotated[
-    str | None, typer.Option("--gpus", "-g", metavar="N", help="n: ranks in the group (default 8; send-recv 2).")
+    str | None, typer.Option("--gpus", "-G", metavar="N", help="n: ranks in the group (default 8; send-recv 2).")
 ]
+#: -g was comm's own short flag for --gpus; every other command says -G (kept one release, with a note)
+OLD_GPUS = deprecated("-g", "gpus", "-G (--gpus)")
+OldGpusOpt = Annotated[str | None, typer.Option("-g", hidden=True)]
 ClusterOpt = Annotated[
     str | None, typer.Option("--cluster", "-c", metavar="NAME", help="Cluster profile (see 'napkin cluster list').")
 ]
@@ -74,6 +78,7 @@ def _register(op: str, doc: str) -> None:
         bandwidth: BandwidthOpt = "model",
         as_json: JsonOpt = False,
         explain: ExplainOpt = False,
+        deprecated_g: OldGpusOpt = None,
     ) -> None:
         from napkin import api
 
@@ -92,6 +97,7 @@ def _register(op: str, doc: str) -> None:
                 "bandwidth": bandwidth,
                 "json": as_json,
                 "explain": explain,
+                OLD_GPUS.name: deprecated_g,
             },
         )
 

@@ -273,6 +273,23 @@ def progress(label: str) -> Iterator[Callable[[str, float], None]]:
         yield update
 
 
+def deprecated_spellings(options: dict[str, Any]) -> None:
+    """Apply the deprecated spellings given (``options.DEPRECATED``) to the keyword they set, with a note each."""
+    from typer._click import core, globals
+
+    from napkin.cli.options import DEPRECATED
+
+    ctx = globals.get_current_context(silent=True)
+    for name, (flag, keyword, instead) in DEPRECATED.items():
+        value = options.pop(name, None)
+        if value is None:
+            continue
+        if ctx is not None and ctx.get_parameter_source(keyword) is core.ParameterSource.COMMANDLINE:
+            raise UsageError(f"give {instead} or {flag}, not both ({flag} is its old spelling)")
+        note(f"{flag} is deprecated and goes in the next release; write {instead}")
+        options[keyword] = value
+
+
 def run(question: Callable[..., Any], options: dict[str, Any]) -> None:
     """What every computing command does: call the library with its options, then emit the result. A keyword
     the question requires and the command line left out is one line naming its flag (exit 2)."""
@@ -287,6 +304,7 @@ def run(question: Callable[..., Any], options: dict[str, Any]) -> None:
     if required:
         fail(f"{flag(required[0])} is required (see '{_command_path()} --help')", 2)
     with boundary():
+        deprecated_spellings(options)
         result = question(**{k: v for k, v in options.items() if v is not None})
     emit(result, as_json, explain=explain)
     if result.exit_code():
@@ -301,6 +319,7 @@ def run_with_plot(question: Callable[..., Any], options: dict[str, Any], draw: C
         return
     as_json, explain = options.pop("json", False), options.pop("explain", False)
     with boundary():
+        deprecated_spellings(options)
         result = question(**{k: v for k, v in options.items() if v is not None})
         draw(result, plot, overwrite=force)
     emit(result, as_json, explain=explain)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from napkin.cli.common import run
+from napkin.cli.common import note, run
 from napkin.cli.options import (
     CAUSAL,
     DTYPE,
@@ -38,7 +38,9 @@ TRAIN = [
         "FRACTION[:FRACTION]|predicted",
         default="0.5",
     ),
-    _text("cluster", "Cluster for --mfu predicted (and its device); see 'napkin cluster list'.", "NAME"),
+    _text(
+        "cluster", "Cluster for --mfu predicted (and its device); see 'napkin cluster list'.", "NAME", "--cluster", "-c"
+    ),
     _text("global_batch_tokens", "Global batch for --mfu predicted, tokens (default 4M = 4·2^20).", "TOKENS"),
     _opt(
         "flash_attention",
@@ -106,15 +108,23 @@ def mfu_command(**options: Any) -> None:
 @flops_app.command("matmul")
 @command(DTYPE, HARDWARE, OUTPUT)
 def flops_matmul(
-    m: Annotated[str, typer.Argument(help="Rows of A (M).")],
-    k: Annotated[str, typer.Argument(help="Columns of A = rows of B (K).")],
-    n: Annotated[str, typer.Argument(help="Columns of B (N).")],
+    shape: Annotated[str, typer.Argument(metavar="MxKxN", help="The (M×K)·(K×N) matmul, e.g. 8192x8192x28672.")],
+    k: Annotated[str | None, typer.Argument(hidden=True)] = None,
+    n: Annotated[str | None, typer.Argument(hidden=True)] = None,
     **options: Any,
 ) -> None:
-    """FLOPs, bytes, arithmetic intensity and roofline time of an (M×K)·(K×N) matmul."""
+    """FLOPs, bytes, arithmetic intensity and roofline time of an (M×K)·(K×N) matmul.
+
+    The shape is written as 'napkin tensor' and 'bench matmul --shape' write theirs (MxKxN); the older
+    'M K N' still works for one release, with a note.
+    """
     from napkin import api
 
-    run(api.matmul, {"m": m, "k": k, "n": n, **options})
+    if k is not None or n is not None:
+        note("'flops matmul M K N' is deprecated and goes in the next release; write MxKxN")
+        run(api.matmul, {"m": shape, "k": k, "n": n, **options})
+        return
+    run(api.matmul, {"m": shape, **options})
 
 
 @flops_app.command("train")

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from napkin.cli.common import run, run_with_plot
-from napkin.cli.options import HARDWARE, MODEL, OUTPUT, _flag, _opt, _text, command
+from napkin.cli.options import HARDWARE, MODEL, OUTPUT, _flag, _opt, _text, command, deprecated
 
 app = typer.Typer()
 
@@ -16,7 +16,8 @@ app = typer.Typer()
 SERVED = [p for p in MODEL if p.name != "seq"]
 KV = [
     _text("context", "Tokens per sequence (prompt + output; 32k = 32768); default the model's.", "LENGTH"),
-    _text("batch", "Concurrent sequences.", "INT", "--batch", "-b", default="1"),
+    _text("batch", "Concurrent sequences.", "INT", "--batch", default="1"),
+    deprecated("-b", "batch", "--batch"),  # -b is the training commands' --micro-batch
     _text("kv_dtype", "KV-cache element type: bf16, fp16, fp8, int8, fp4 (NVFP4), fp32.", "DTYPE", default="bf16"),
     _flag("paged", "Round each sequence's cache up to whole blocks (vLLM: 16 tokens)."),
     _text("block_size", "Paged block size in tokens (implies --paged).", "INT"),

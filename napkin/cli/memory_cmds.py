@@ -69,7 +69,7 @@ def dtypes_command(**options: Any) -> None:
 
 
 @app.command("tensor")
-@command([_text("dtype", "fp32, bf16, fp16, fp8, int8, fp64, …", "DTYPE", default="fp32")], OUTPUT[:1])
+@command([_text("dtype", "bf16, fp16, fp32, fp8, int8, fp64, …", "DTYPE", default="bf16")], OUTPUT[:1])
 def tensor_command(
     shape: Annotated[str, typer.Argument(help="Tensor shape, e.g. 49152x12288.")], **options: Any
 ) -> None:

@@ -46,6 +46,19 @@ def _text(name: str, help: str, metavar: str, *flags: str, default: str | None =
     return _opt(name, str | None, default, *flags, help=help, metavar=metavar)
 
 
+#: Spellings kept for one release, each printing a note: hidden option → (its flag, the keyword it sets, the
+#: flag to write instead). ``common.run`` applies them.
+DEPRECATED: dict[str, tuple[str, str, str]] = {}
+
+
+def deprecated(flag: str, keyword: str, instead: str) -> inspect.Parameter:
+    """A hidden ``flag`` that sets ``keyword`` as ``instead`` does, with a note saying to write ``instead``."""
+    name = "deprecated_" + flag.lstrip("-").replace("-", "_")
+    DEPRECATED[name] = (flag, keyword, instead)
+    info = typer.Option(flag, hidden=True)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[str | None, info])
+
+
 def _flag(name: str, help: str) -> inspect.Parameter:
     return _opt(name, bool, False, help=help)
 
@@ -170,9 +183,8 @@ LAYOUT: Group = [
     _opt("offload", Offload, Offload.none, help="Model states in CPU memory: none, optimizer, params."),
 ]
 WORKLOAD: Group = [
-    _text(
-        "micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "--batch", "-b", default="1"
-    ),
+    _text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b", default="1"),
+    deprecated("--batch", "micro_batch", "--micro-batch (-b)"),  # --batch is serving's concurrent sequences
     _text("global_batch", "B: global batch in sequences.", "INT"),
     _opt(
         "flash_attention",
@@ -277,7 +289,7 @@ def command(*groups: Group) -> Callable[[Callable[..., Any]], Callable[..., Any]
     """Give a ``def f(**kwargs)`` command the parameters of ``groups`` (after its own, if any)."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(func).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        own = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
         params = own + [p for group in groups for p in group]
         func.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         func.__annotations__ = {p.name: p.annotation for p in params}
