@@ -7,9 +7,15 @@ they name the input that was wrong and say what is accepted.
 
 
 class NapkinError(Exception):
-    """Base class: a problem the user can fix. Exit code 1 unless a subclass says otherwise."""
+    """Base class: a problem the user can fix. Exit code 1 unless a subclass says otherwise.
+
+    ``fields`` are the inputs the message names, as the library calls them (``gpus``, ``hardware_file``); the
+    CLI writes each as its flag (``--gpus``), in one place (``napkin.cli.common``). Messages are written in the
+    library's words; a command line quoted in them ('napkin hardware list') is left as it is.
+    """
 
     exit_code = 1
+    fields: tuple[str, ...] = ()
 
 
 class UsageError(NapkinError):
@@ -27,7 +33,8 @@ class UsageError(NapkinError):
         super().__init__(message)
         self.field = field
         self.fields = tuple(f for f in (field, *also) if f)
-        #: the message as the command line words it, when the library's cannot be mapped word by word
+        #: the message as the command line words it, where its words are not inputs with flags (a runs file's
+        #: fields, a stack profile's own error)
         self.cli_message = cli_message
 
 
@@ -37,9 +44,10 @@ class ProfileError(NapkinError):
     ``problems`` lists each problem on its own (``file:line: field: message``); the message joins them.
     """
 
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+    def __init__(self, message: str, problems: list[str] | None = None, field: str | None = None) -> None:
         super().__init__(message)
         self.problems = problems or [message]
+        self.fields = (field,) if field else ()
 
 
 class MissingDependencyError(NapkinError):

@@ -90,7 +90,7 @@ def test_unknown_names_list_the_closest_first_and_never_fall_back() -> None:
     with pytest.raises(UsageError) as info:
         profiles.resolve("h10")
     message = str(info.value)
-    assert message.startswith("--hardware: unknown hardware 'h10'; closest: h100-sxm")
+    assert message.startswith("hardware: unknown hardware 'h10'; closest: h100-sxm")  # the CLI says --hardware
     assert "tpu-v5p" in message and "napkin hardware new" in message
     with pytest.raises(UsageError, match="closest: mi300x"):
         profiles.resolve("mi300")

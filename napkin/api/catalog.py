@@ -38,7 +38,7 @@ def hardware_sheet(name: str | None = None, hardware_file: str | Path | None = N
         raise UsageError("give a profile name or hardware_file", field="name", also=("hardware_file",))
     if hardware_file is not None:
         return HardwareSheet(loaded=resolve(name, hardware_file))
-    return HardwareSheet(loaded=resolve(name, what="NAME"))
+    return HardwareSheet(loaded=resolve(name, what="name"))
 
 
 def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> HardwareComparison:
@@ -48,7 +48,7 @@ def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> Ha
 
     if len(names) < 2:
         raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
-    profiles = [resolve(n, what="NAMES").profile for n in names]
+    profiles = [resolve(n, what="names").profile for n in names]
     return HardwareComparison(profiles=profiles, dtype=choice(Dtype, dtype, "dtype"))
 
 

@@ -124,13 +124,7 @@ def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str |
         textual(name, "hardware", "a profile name (such as 'h100') or a HardwareProfile")
     if hardware_file is not None:
         textual(hardware_file, "hardware_file", "a path to a profile YAML file", path=True)
-    try:
-        return _resolve_hardware(name, hardware_file)
-    except UsageError as exc:  # profiles word their errors for the command line: name the keyword here
-        text = str(exc)
-        if text.startswith("--hardware:"):
-            raise UsageError("hardware:" + text.removeprefix("--hardware:"), cli_message=text) from None
-        raise
+    return _resolve_hardware(name, hardware_file)
 
 
 def _resolve_hardware(name: str | None, hardware_file: str | Path | None) -> HardwareProfile:

@@ -30,15 +30,6 @@ def _line(message: str) -> str:
     return clean(message).replace("\n", " ").replace("\t", " ")
 
 
-def _flag_type(option: typer.core.TyperOption, ctx: Any) -> str | None:
-    """A flag takes no value, so help shows no type for it (typer would print "<bool>")."""
-    return None if option.is_flag else _option_type(option, ctx)
-
-
-_option_type = typer.core.TyperOption.display_type_rich
-typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign, assignment]
-
-
 def error(message: str) -> None:
     """The one format of napkin's error lines (stderr)."""
     typer.echo(f"napkin: error: {_line(message)}", err=True)
@@ -160,15 +151,17 @@ def flag(field: str) -> str:
 
 
 def _for_cli(exc: NapkinError) -> str:
-    """The engine's message with the keywords it names written as the flags a user typed."""
+    """The library's message with the inputs it names (``exc.fields``) written as the flags a user typed: the one
+    place where keywords become flags. Quoted text is left alone ('napkin cluster list', a value the user gave)."""
     import re
 
     if getattr(exc, "cli_message", None):
         return str(exc.cli_message)  # type: ignore[attr-defined]
-    message = str(exc)
-    for field in getattr(exc, "fields", ()):  # not inside quotes or brackets: 'napkin cluster list', pkg[plot]
-        message = re.sub(rf"(?<![\w'\[-]){re.escape(field)}(?![\w'\]-])", flag(field), message)
-    return message
+    parts = re.split(r"('[^']*')", str(exc))  # odd indices: quoted spans
+    for field in exc.fields:  # a field word naming a kind of thing ("unknown hardware 'h10'") is not an input
+        pattern = re.compile(rf"(?<![\w\[$-])(?<!unknown ){re.escape(field)}(?![\w\]-])")
+        parts = [p if i % 2 else pattern.sub(flag(field), p) for i, p in enumerate(parts)]
+    return "".join(parts)
 
 
 @contextmanager
@@ -357,7 +350,7 @@ def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile
     from napkin.systems.profiles import resolve
 
     if name is not None and hardware_file is not None:
-        raise UsageError("give --hardware or --hardware-file, not both")
+        raise UsageError("give hardware or hardware_file, not both", field="hardware", also=("hardware_file",))
     loaded = resolve(name, hardware_file)
     print_notes()
     return loaded

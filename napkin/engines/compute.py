@@ -278,11 +278,12 @@ def train_time(
     """Solve ``t = C / (G · peak · MFU · goodput)`` for whichever of N, D, G, t is missing."""
     given = {k: getattr(query, k) for k in ("params", "tokens", "gpus", "seconds")}
     missing = [k for k, v in given.items() if v is None]
-    flag = {"params": "--params", "tokens": "--tokens", "gpus": "--gpus", "seconds": "--days/--hours"}
     if len(missing) > 1:
         raise UsageError(
-            "give three of --params, --tokens, --gpus and --days/--hours; missing: "
-            + ", ".join(flag[m] for m in missing)
+            "give three of params, tokens, gpus and days/hours; missing: "
+            + ", ".join("days/hours" if m == "seconds" else m for m in missing),
+            field=missing[0] if missing[0] != "seconds" else "days",
+            also=("params", "tokens", "gpus", "days", "hours"),
         )
     t, steps, warnings = throughput, [], []
     mfu = t.mfu_low  # conservative end: the slowest plausible run
@@ -331,8 +332,10 @@ def train_time(
     consistent = seconds_fast * 0.99 <= given["seconds"] <= seconds * 1.01 if solved is None else True
     if not consistent:
         raise UsageError(
-            f"--params, --tokens, --gpus and --days/--hours disagree: these inputs give {format_duration(seconds)} "
-            f"at MFU {mfu:g}, not {format_duration(given['seconds'])}; leave one of them out to solve for it"
+            f"params, tokens, gpus and days/hours disagree: these inputs give {format_duration(seconds)} "
+            f"at MFU {mfu:g}, not {format_duration(given['seconds'])}; leave one of them out to solve for it",
+            field="params",
+            also=("tokens", "gpus", "days", "hours"),
         )
     effective_mfu = rate / t.peak_flops
     hfu = effective_mfu * per_token.hardware / per_token.model

@@ -167,7 +167,7 @@ def table(value: float | None = None) -> list[DtypeRow]:
     stored_int = None
     if value is not None:
         if math.isnan(value):
-            raise UsageError("--value: NaN has no int8 representation; give a finite number or ±inf")
+            raise UsageError("value: NaN has no int8 representation; give a finite number or ±inf", field="value")
         stored_int = float(min(INT8_MAX, max(INT8_MIN, round(value)))) if math.isfinite(value) else None
     rows.append(
         DtypeRow(
@@ -200,7 +200,7 @@ def parse_value(text: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise UsageError(f"--value: {text!r} is not a number; give e.g. 1e-8, 448 or 65504") from None
+        raise UsageError(f"value: {text!r} is not a number; give e.g. 1e-8, 448 or 65504", field="value") from None
 
 
 class TensorSize(Result):
@@ -296,7 +296,7 @@ def tensor_bytes(shape: tuple[int, ...], dtype: str) -> float:
     per = STORAGE_BYTES.get(dtype)
     if per is None:
         known = ", ".join(sorted(set(STORAGE_BYTES) - {"fp64_tensor"}))
-        raise UsageError(f"--dtype: unknown dtype {dtype!r}; accepted: {known}")
+        raise UsageError(f"dtype: unknown dtype {dtype!r}; accepted: {known}", field="dtype")
     return math.prod(shape) * per
 
 

@@ -320,7 +320,7 @@ def resolve(name: str | None = None, cluster_file: str | Path | None = None) -> 
     if cluster_file is not None:
         return load_file(cluster_file)
     if name is None:
-        raise UsageError("--cluster is required (see 'napkin cluster list')")
+        raise UsageError("cluster is required (see 'napkin cluster list')", field="cluster")
     return find(name)
 
 

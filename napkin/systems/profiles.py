@@ -184,7 +184,7 @@ class HardwareProfile(Record):
             return self.peak_flops[Dtype(dtype)]
         except (ValueError, KeyError):
             have = ", ".join(self.peak_flops)
-            raise UsageError(f"--dtype: {self.name} has no {dtype} peak; it has: {have}") from None
+            raise UsageError(f"dtype: {self.name} has no {dtype} peak; it has: {have}", field="dtype") from None
 
     def peak_if_known(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for ``dtype``, or None when the profile gives none."""
@@ -201,8 +201,9 @@ class HardwareProfile(Record):
         found = self.measured_for(dtype)
         if found is None:
             raise UsageError(
-                f"--peak measured: no saved {dtype} measurement for {self.name}; "
-                f"run 'napkin bench matmul --hardware {self.name} --dtype {dtype} --save' first"
+                f"peak measured: no saved {dtype} measurement for {self.name}; "
+                f"run 'napkin bench matmul --hardware {self.name} --dtype {dtype} --save' first",
+                field="peak",
             )
         return found.flops_per_second, f"measured {found.date} on {found.device}"
 
@@ -468,8 +469,14 @@ class Catalog(Generic[P]):
         return list(self.profiles)
 
 
+def _input(what: str) -> str | None:
+    """``what`` as the field of an error: an input's name (``hardware``, ``from``), not ``$NAPKIN_HARDWARE``, a
+    flag (``--stack``) or a metavar (``NAME``)."""
+    return what if what.isidentifier() and what.islower() else None
+
+
 def unknown_name_message(
-    name: str, known: list[Loaded[Any]], what: str = "--hardware", kind: Kind[Any] = HARDWARE
+    name: str, known: list[Loaded[Any]], what: str = "hardware", kind: Kind[Any] = HARDWARE
 ) -> str:
     key = normalize(name)
     by_key: dict[str, str] = {}
@@ -512,8 +519,8 @@ def catalog_of(kind: Kind[P], search: Iterable[tuple[Origin, Traversable]] | Non
     return catalog
 
 
-def load_file(path: str | Path, what: str = "--hardware-file") -> LoadedProfile:
-    """Read one explicit hardware profile file (``--hardware-file``)."""
+def load_file(path: str | Path, what: str = "hardware_file") -> LoadedProfile:
+    """Read one explicit hardware profile file (``hardware_file``)."""
     return file_of(HARDWARE, path, what)
 
 
@@ -523,12 +530,12 @@ def file_of(kind: Kind[P], path: str | Path, what: str) -> Loaded[P]:
     try:
         text = read_text(file)
     except NapkinError as exc:
-        raise UsageError(f"{what}: {exc}") from None
+        raise UsageError(f"{what}: {exc}", field=_input(what)) from None
     return Loaded(kind.parse(text, str(file)), "file", str(file), text)
 
 
 def find(
-    name: str, search: Iterable[tuple[Origin, Traversable]] | None = None, what: str = "--hardware"
+    name: str, search: Iterable[tuple[Origin, Traversable]] | None = None, what: str = "hardware"
 ) -> LoadedProfile:
     """The hardware profile that answers to ``name`` (``find_in``)."""
     return find_in(HARDWARE, name, search, what)
@@ -547,19 +554,20 @@ def find_in(
     key = normalize(name)
     if not key:
         raise UsageError(
-            f"{what}: {name!r} is not a profile name; give one such as {kind.example} (see 'napkin {kind.noun} list')"
+            f"{what}: {name!r} is not a profile name; give one such as {kind.example} (see 'napkin {kind.noun} list')",
+            field=_input(what),
         )
     dirs = list(search) if search is not None else kind.search_path()
     entries, broken = _scan(dirs)
     index = _Index.build(entries)
     entry, conflict, note = index.winner(key)
     if conflict is not None:
-        raise ProfileError(f"{what}: {conflict}")
+        raise ProfileError(f"{what}: {conflict}", field=_input(what))
     if entry is None:
         for bad in broken:
             if normalize(Path(bad.path).name.rsplit(".", 1)[0]) == key:
                 raise ProfileError(bad.error, list(bad.problems))
-        raise UsageError(unknown_name_message(name, catalog_of(kind, dirs).visible(), what, kind))
+        raise UsageError(unknown_name_message(name, catalog_of(kind, dirs).visible(), what, kind), field=_input(what))
     profile = kind.parse(entry.text, entry.label)
     return Loaded(profile, entry.origin, entry.label, entry.text, (note,) if note else ())
 
@@ -644,9 +652,7 @@ def take_notes() -> list[str]:
     return notes
 
 
-def resolve(
-    name: str | None = None, hardware_file: str | Path | None = None, what: str = "--hardware"
-) -> LoadedProfile:
+def resolve(name: str | None = None, hardware_file: str | Path | None = None, what: str = "hardware") -> LoadedProfile:
     """The profile a command should use, with any saved measurements attached (and notes about them).
 
     ``what`` names the input the name came from in error messages (``--hardware``, ``--from``, a
