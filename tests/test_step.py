@@ -975,3 +975,15 @@ def test_a_single_gpu_needs_no_cluster_and_step_names_the_finetune(napkin: Run) 
     # Llama 3 8B, r = 8 on all seven projections: 32 · 8 · (2·(4096+4096) + 2·(4096+1024) + 3·(4096+14336))
     assert data["trainable_params"] == 32 * 8 * (2 * 8192 + 2 * 5120 + 3 * 18432)
     assert data["breakdown"]["data_parallel"] == 0
+
+
+def test_a_profile_object_is_used_as_given_never_looked_up_again_by_name() -> None:
+    """A profile passed in (here an H100 with 20 GB) is the one the planner filters with and the results report:
+    the engine reads no file (it looked the profile up again by name and reported the built-in's 80 GB)."""
+    import napkin
+
+    small = napkin.hardware("h100").model_copy(update={"memory": 20e9, "memory_usable": None})
+    plan = api.plan(model="llama3-8b", gpus=8, global_batch=16, hardware=small, top=3)
+    assert plan.layouts and all(r.memory_bytes == 20e9 and r.per_gpu_bytes <= 20e9 for r in plan.layouts)
+    one = api.step(model="llama3-8b", gpus=8, global_batch=16, hardware=small)
+    assert one.memory_bytes == 20e9 and not one.fits  # 85 GB per GPU at DP 8, ZeRO-1

@@ -149,6 +149,7 @@ class Machine:
     rate16: float  # R of the work kept in 16 bits when ``rate`` is an 8-bit-or-less rate: attention, output layer
     dtype: str  # the number format of ``peak`` and ``rate``
     peak16: float  # 16-bit dense peak (FlashAttention's efficiency is quoted against it)
+    profile: HardwareProfile  # where all of this came from: results report its memory (never a lookup by name)
 
 
 #: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
@@ -187,6 +188,7 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
         rate16,
         dtype,
         peak16,
+        hardware,
     )
 
 
@@ -985,7 +987,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
             sm.adapters,
             Workload(seq=sm.seq, micro_batch=k.micro_batch),
             hardware=sm.hw.name,
-            capacity=capacity(_profile_for(sm)),
+            capacity=capacity(sm.hw.profile),
             recompute=k.recompute,
             flash_attention=sm.flash,
             gpus=gpus,
@@ -995,7 +997,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
     else:
         mem = memory(
             sm.params,
-            _profile_for(sm),
+            sm.hw.profile,
             optimizer=sm.optimizer,
             precision=sm.precision,
             gpus=gpus,
@@ -1067,18 +1069,6 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
             if n
         ],
     )
-
-
-_PROFILES: dict[str, HardwareProfile] = {}
-
-
-def _profile_for(sm: StepModel) -> HardwareProfile:
-    profile = _PROFILES.get(sm.hw.name)
-    if profile is None:
-        from napkin.systems.profiles import resolve
-
-        profile = _PROFILES[sm.hw.name] = resolve(sm.hw.name).profile
-    return profile
 
 
 def offered_sharding(offers: Offers, sharding: Sharding) -> bool:
