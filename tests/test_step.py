@@ -987,3 +987,11 @@ def test_a_profile_object_is_used_as_given_never_looked_up_again_by_name() -> No
     assert plan.layouts and all(r.memory_bytes == 20e9 and r.per_gpu_bytes <= 20e9 for r in plan.layouts)
     one = api.step(model="llama3-8b", gpus=8, global_batch=16, hardware=small)
     assert one.memory_bytes == 20e9 and not one.fits  # 85 GB per GPU at DP 8, ZeRO-1
+
+
+def test_plan_and_step_fit_against_the_same_capacity() -> None:
+    """The planner filters at the capacity the memory engine checks (what the H100 reports to torch, 85.5 GB, not
+    the datasheet's 80 GB): every layout step calls fitting is one the planner counts."""
+    plan = api.plan(model="llama3-70b", gpus=512, global_batch_tokens="4M", cluster="dgx-h100", top=10)
+    assert plan.memory_limit == 85_520_809_984
+    assert any(r.per_gpu_bytes > 80e9 for r in plan.layouts)  # fits in 85.5 GB only
