@@ -87,7 +87,7 @@ def test_a_dying_rank_ends_the_run_with_one_message_and_no_orphans() -> None:
     from napkin.live import bench_comm
 
     with pytest.raises(NapkinError, match=r"rank \d of 2 exited with code 1: ValueError: op 'no-such-op'"):
-        bench_comm._launch(torch, "no-such-op", "gloo", 2, 30.0, [65536], None)
+        bench_comm._launch(torch, "no-such-op", "gloo", 2, 120.0, [65536], None)  # a ceiling: the rank fails at once
     assert _children() == []
 
 
