@@ -124,7 +124,7 @@ def _bits_divisor(unit: str, kind: str, text: str, what: str) -> float:
     body = compact.removesuffix("/s")
     if body.endswith("b") and len(body) > 1:
         raise UsageError(
-            f"{what}: {text.strip()!r}: '{compact}' would be bits; napkin wants bytes, written with a capital B "
+            f"{what}: {text.strip()!r}: {compact!r} would be bits; napkin wants bytes, written with a capital B "
             f"(e.g. 80 GB, 3.35 TB/s), or bits spelled out (e.g. 400 Gbit/s, 400 Gbps), which it divides by 8"
         )
     return 1.0
