@@ -12,7 +12,8 @@ raise ``TypeError``. Errors are ``UsageError`` naming the keyword (``field``). T
 functions, so the two cannot drift apart.
 """
 
-from napkin.api.calibrate import calibrate
+from typing import TYPE_CHECKING, Any
+
 from napkin.api.catalog import (
     cluster_list,
     cluster_sheet,
@@ -32,6 +33,20 @@ from napkin.api.planning import plan, step, step_setup
 from napkin.api.serving import inference, kv_cache, serve_plan, traffic
 from napkin.api.sizing import max_model, memory
 from napkin.api.training import flops, matmul, mfu, optimal, train_time
+
+if TYPE_CHECKING:
+    from napkin.api.calibration import calibrate
+
+
+def __getattr__(name: str) -> Any:
+    """``calibrate`` on first use: it reads and writes files and builds the stack catalog, which no other command
+    should pay for at start-up."""
+    if name == "calibrate":
+        from napkin.api.calibration import calibrate
+
+        return calibrate
+    raise AttributeError(f"module 'napkin.api' has no attribute {name!r}")
+
 
 __all__ = [
     "SHAPE_FIELDS",
