@@ -63,12 +63,18 @@ DEFAULT_HARDWARE: Final = "h100"
 Origin = Literal["file", "env", "user", "built-in"]
 
 
-def _quantity(parser: Any, kind: str, example: str) -> Any:
-    """A pydantic annotation: a positive number in base units, or a string with a unit."""
+_ZERO = re.compile(r"\s*0*\.?0+\s*[A-Za-z/]*\s*")  # 0, 0.0, "0 GB", "0 GiB": none of anything
+
+
+def _quantity(parser: Any, kind: str, example: str, *, zero: bool = False) -> Any:
+    """A pydantic annotation: a positive number in base units, or a string with a unit (or none at all, 0,
+    where ``zero``)."""
 
     def validate(value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise ValueError(f"expected a number or a string with a unit, such as {example!r}")
+        if zero and (value == 0 if not isinstance(value, str) else _ZERO.fullmatch(value) is not None):
+            return 0.0
         try:
             result: float = parser(value, kind)
         except NapkinError as exc:
@@ -77,7 +83,7 @@ def _quantity(parser: Any, kind: str, example: str) -> Any:
 
     schema = {
         "anyOf": [
-            {"type": "number", "exclusiveMinimum": 0},
+            {"type": "number", "minimum": 0} if zero else {"type": "number", "exclusiveMinimum": 0},
             {"type": "string", "pattern": r"^\s*[0-9.eE_+-]+\s*[A-Za-z/]*\s*$"},
         ],
         "description": f"{kind}: a number in base units or a string with a unit, e.g. {example!r}",
@@ -86,6 +92,7 @@ def _quantity(parser: Any, kind: str, example: str) -> Any:
 
 
 Bytes = Annotated[float, *_quantity(units.parse_bytes, "bytes", "80 GB")]
+BytesOrZero = Annotated[float, *_quantity(units.parse_bytes, "bytes", "1.5 GiB", zero=True)]
 BytesPerSecond = Annotated[float, *_quantity(units.parse_bandwidth, "bandwidth", "3.35 TB/s")]
 FlopsPerSecond = Annotated[float, *_quantity(units.parse_rate, "FLOP/s", "989.5 TFLOP/s")]
 Watts = Annotated[float, *_quantity(units.parse_power, "power", "700 W")]

@@ -24,14 +24,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-from pydantic import BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from napkin import units
 from napkin.domain.base import Record
 from napkin.domain.choices import Sharding
-from napkin.errors import NapkinError, ProfileError, UsageError
+from napkin.errors import ProfileError, UsageError
 from napkin.io.yamlio import normalize
-from napkin.systems.profiles import Kind, Loaded, Slug, Source, add_notes, file_of, find_in, parse_as
+from napkin.systems.profiles import BytesOrZero, Kind, Loaded, Slug, Source, add_notes, file_of, find_in, parse_as
 from napkin.systems.serving_stack import ServingStack
 
 ENV_STACK_PATH: Final = "NAPKIN_STACK_PATH"
@@ -41,29 +40,7 @@ DEFAULT_STACK: Final = "megatron-core"
 _STRICT = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
-def _bytes_or_zero(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError("expected a size such as '1.5 GiB', or 0")
-    if (isinstance(value, int | float) and value == 0) or (
-        isinstance(value, str) and value.strip() in ("0", "0 GB", "0 B")
-    ):
-        return 0.0
-    try:
-        return units.parse_bytes(value, "bytes")
-    except NapkinError as exc:
-        raise ValueError(str(exc).removeprefix("bytes: ")) from None
-
-
-Size = Annotated[
-    float,
-    BeforeValidator(_bytes_or_zero),
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}],
-            "description": "bytes, or a size with a unit such as '1.5 GiB' (GB = 1e9 B, GiB = 2^30 B)",
-        }
-    ),
-]
+Size = BytesOrZero  # a size a stack may state as none at all (0)
 Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
