@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 import napkin
 from napkin import api
@@ -54,10 +55,26 @@ def test_strings_numbers_and_objects_are_interchangeable() -> None:
     assert napkin.memory(params="70B", gpus=8, tensor_parallel=8).per_gpu_bytes == pytest.approx(16 * 70e9 / 8)
 
 
+def test_a_layout_by_its_old_field_names_warns_and_both_names_are_refused() -> None:
+    """``Layout(tensor=2)`` (the names before one name per degree) still builds the layout, with a warning naming
+    the new keyword; a layout given a degree by both names is an error naming the old key."""
+    with pytest.warns(FutureWarning) as caught:
+        old = napkin.Layout.model_validate({"tensor": 2, "expert": 4})
+    assert (old.tensor_parallel, old.expert_parallel) == (2, 4)
+    assert [str(w.message).split(" (")[0] for w in caught] == [
+        "'tensor' is deprecated, it is now 'tensor_parallel'",
+        "'expert' is deprecated, it is now 'expert_parallel'",
+    ]
+    with pytest.raises(ValidationError, match="tensor: give tensor_parallel, not both it and its old name tensor"):
+        napkin.Layout.model_validate({"tensor": 2, "tensor_parallel": 2})
+
+
 def test_a_layout_object_and_keywords_combine() -> None:
-    r = napkin.memory(model="llama3-8b", gpus=8, precision="mixed", layout=napkin.Layout(tensor=2), recompute="full")
+    r = napkin.memory(
+        model="llama3-8b", gpus=8, precision="mixed", layout=napkin.Layout(tensor_parallel=2), recompute="full"
+    )
     assert isinstance(r, MemoryResult)  # a full fine-tune's (adapters give a FinetuneMemoryResult)
-    assert (r.layout.tensor, r.layout.dp, str(r.layout.recompute)) == (2, 4, "full")
+    assert (r.layout.tensor_parallel, r.layout.dp, str(r.layout.recompute)) == (2, 4, "full")
 
 
 @pytest.mark.parametrize("call", [napkin.train_time, napkin.memory, napkin.max_model, napkin.mfu, napkin.flops])

@@ -121,14 +121,14 @@ GPT3_WORK = Workload(seq=2048)
 def test_korthikanti_table_2_for_a_gpt3_layer(tp: int, sp: bool, ckpt: Recompute, mib: float) -> None:
     """Korthikanti et al. 2022 Table 2, GPT-3 175B layer (s=2048, b=1, h=12288, a=96), arXiv:2205.05198."""
     x = ActivationInputs(
-        model=GPT3_LAYER, workload=GPT3_WORK, layout=Layout(tensor=tp, sequence_parallel=sp, recompute=ckpt)
+        model=GPT3_LAYER, workload=GPT3_WORK, layout=Layout(tensor_parallel=tp, sequence_parallel=sp, recompute=ckpt)
     )
     assert activation_bytes_per_layer(x)[0] / MIB == pytest.approx(mib, abs=1e-9)
 
 
 def test_flash_attention_drops_the_score_term_but_keeps_statistics() -> None:
     flash = activation_bytes_per_layer(
-        ActivationInputs(model=GPT3_LAYER, workload=GPT3_WORK, layout=Layout(tensor=8), flash_attention=True)
+        ActivationInputs(model=GPT3_LAYER, workload=GPT3_WORK, layout=Layout(tensor_parallel=8), flash_attention=True)
     )
     assert flash[0] / MIB == pytest.approx(312.0 + 96 * 2048 * 4 / 8 / MIB)
     assert "FlashAttention statistics" in flash[1]

@@ -48,7 +48,14 @@ def run_memory(
     name: str, sp: bool, recompute: Recompute, precision: Precision = Precision.mixed_fp32_grads
 ) -> tuple[MemoryResult, Model, int, int, int, int]:
     model, t, p, v, b = TABLE_3[name]
-    lay = Layout(tensor=t, pipeline=p, interleave=v, sequence_parallel=sp, recompute=recompute, sharding=Sharding.none)
+    lay = Layout(
+        tensor_parallel=t,
+        pipeline_parallel=p,
+        interleave=v,
+        sequence_parallel=sp,
+        recompute=recompute,
+        sharding=Sharding.none,
+    )
     acts = ActivationInputs(model=model, workload=Workload(seq=S, micro_batch=b), layout=lay)
     r = memory(
         float(model.params()),
@@ -137,7 +144,7 @@ def test_distributed_optimizer_is_6_plus_12_over_dp() -> None:
 @pytest.mark.parametrize(("p", "v", "expected"), [(4, 1, [4, 3, 2, 1]), (4, 2, [5.5, 4.5, 3.5, 2.5])])
 def test_micro_batches_in_flight_per_stage(p: int, v: int, expected: list[float]) -> None:
     """1F1B: stage i holds p − i; interleaved: ((p−i−1)·2 + (v−1)·p + 1) chunks of 1/v stage each."""
-    lay = Layout(pipeline=p, interleave=v)
+    lay = Layout(pipeline_parallel=p, interleave=v)
     assert [in_flight(i, lay, None) for i in range(p)] == expected
     assert in_flight(0, lay, None) == pytest.approx(p * interleave_factor(lay))
     assert in_flight(0, lay, 2) == min(expected[0], 2)
@@ -182,7 +189,7 @@ def test_moe_layer_adds_router_and_k_routed_tokens() -> None:
 def test_context_parallel_divides_the_sequence() -> None:
     work = Workload(seq=8192)
     one = layer_bytes(LLAMA, work, Layout(), flash_attention=True).total
-    assert layer_bytes(LLAMA, work, Layout(context=4), flash_attention=True).total == one / 4
+    assert layer_bytes(LLAMA, work, Layout(context_parallel=4), flash_attention=True).total == one / 4
 
 
 def test_expert_parallel_divides_expert_weights_and_offload_moves_states_to_host() -> None:
@@ -191,7 +198,12 @@ def test_expert_parallel_divides_expert_weights_and_offload_moves_states_to_host
     n = float(moe.params())
     base = memory(n, A100, precision=Precision.mixed, gpus=8, layout=Layout(sharding=Sharding.none), activations=acts)
     ep = memory(
-        n, A100, precision=Precision.mixed, gpus=8, layout=Layout(sharding=Sharding.none, expert=8), activations=acts
+        n,
+        A100,
+        precision=Precision.mixed,
+        gpus=8,
+        layout=Layout(sharding=Sharding.none, expert_parallel=8),
+        activations=acts,
     )
     saved = sum(base.breakdown[c] for c in ("params", "gradients", "master_weights", "optimizer_states")) - sum(
         ep.breakdown[c] for c in ("params", "gradients", "master_weights", "optimizer_states")
@@ -218,8 +230,8 @@ def test_offload_matches_deepspeed_zero3_estimator_before_its_buffer_factor() ->
 def test_fast_path_equals_the_result() -> None:
     r, model, t, p, v, b = run_memory("175B", sp=True, recompute=Recompute.selective)
     lay = Layout(
-        tensor=t,
-        pipeline=p,
+        tensor_parallel=t,
+        pipeline_parallel=p,
         interleave=v,
         sequence_parallel=True,
         recompute=Recompute.selective,
@@ -251,7 +263,9 @@ def test_the_most_loaded_stage_is_the_first_or_the_last(
 ) -> None:
     """per_gpu_bytes computes only the end stages; every stage computed agrees on the maximum."""
     model = Model(layers=24 * v, hidden=1024, heads=16, vocab=32000, tied_embeddings=tied)
-    lay = Layout(tensor=t, pipeline=p, interleave=v if p > 1 else 1, recompute=recompute).resolve(t * p * 4)
+    lay = Layout(tensor_parallel=t, pipeline_parallel=p, interleave=v if p > 1 else 1, recompute=recompute).resolve(
+        t * p * 4
+    )
     work = Workload(seq=1024, micro_batch=b, global_batch=None if batch is None else batch * b * 4)
     acts = ActivationInputs(model=model, workload=work, layout=lay)
     every = stage_memory(float(model.params()), bytes_per_param(Optimizer.adam, Precision.mixed), lay, acts, 2.0)
@@ -305,7 +319,7 @@ def test_max_model_scales_the_shape_in_depth_to_the_last_layer_that_fits(napkin:
     assert layers % 2 == 0 and data["max_layers_params"] > data["shape_params"]
     h100 = profiles.resolve("h100").profile
     base = get_preset("llama3-8b").model
-    lay = Layout(pipeline=2, recompute=Recompute.full)
+    lay = Layout(pipeline_parallel=2, recompute=Recompute.full)
 
     def fits(n_layers: int) -> bool:
         m = base.model_copy(update={"layers": n_layers})
@@ -343,7 +357,7 @@ def test_uneven_stages_keep_the_fast_path_on_the_most_loaded_gpu(
     over every stage, and the stage table adds up to the model's layers."""
     layers = 3 * p * v + spare
     model = Model(layers=layers, hidden=1024, heads=16, vocab=32000)
-    lay = Layout(tensor=2, pipeline=p, interleave=v, recompute=recompute).resolve(2 * p * 4)
+    lay = Layout(tensor_parallel=2, pipeline_parallel=p, interleave=v, recompute=recompute).resolve(2 * p * 4)
     acts = ActivationInputs(model=model, workload=Workload(seq=1024, micro_batch=b), layout=lay)
     every = stage_memory(float(model.params()), bytes_per_param(Optimizer.adam, Precision.mixed), lay, acts, 2.0)
     fast = per_gpu_bytes(

@@ -163,7 +163,9 @@ def test_a_layout_the_stack_cannot_run_names_the_field(napkin: Run) -> None:
 def test_the_plan_searches_only_what_the_stack_offers() -> None:
     result = api.plan(model="llama3-8b", gpus=64, global_batch=128, cluster="dgx-h100", stack="llm-foundry", top=20)
     assert result.layouts and all(r.stack == "llm-foundry" for r in result.layouts)
-    assert all(r.layout.tensor == r.layout.pipeline == r.layout.context == 1 for r in result.layouts)
+    assert all(
+        r.layout.tensor_parallel == r.layout.pipeline_parallel == r.layout.context_parallel == 1 for r in result.layouts
+    )
     assert {r.layout.sharding for r in result.layouts} <= {"fsdp", "zero3", "hsdp", "zero2", "none"}
     old = api.plan(model="gpt3-175b", gpus=1024, global_batch=1024, cluster="dgx-a100", stack="megatron-2021", top=5)
     assert all(r.layout.sharding == "none" and not r.layout.sequence_parallel for r in old.layouts)
@@ -249,6 +251,32 @@ def test_calibrate_bad_input_is_one_line_naming_the_field(
     assert r.stderr.startswith(f"napkin: error: {field}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_calibrate_reads_a_layout_by_its_old_field_names_and_says_so(
+    napkin: Run, tmp_path: Path, isolated: Path
+) -> None:
+    """A ``layout:`` as napkin step --json wrote it before the rename (``tensor``, not ``tensor_parallel``) loads,
+    with one note per old name that names the new one; a degree given by both names is refused."""
+    old = {"tensor": 2, "pipeline": 1, "sharding": "fsdp"}
+    runs = [
+        {**RUN, "layout": dict(old), "step_seconds": 2.6},
+        {**RUN, "layout": dict(old), "gpus": 16, "global_batch": 32, "step_seconds": 2.7},
+    ]
+    r = napkin("calibrate", str(_runs_file(tmp_path, runs)), "--json")
+    assert r.exit_code == 0, r.stderr
+    for i in (0, 1):
+        for name in ("tensor", "pipeline"):
+            line = f"napkin: runs[{i}].layout: '{name}' is deprecated, it is now '{name}_parallel'"
+            assert line in r.stderr.replace("\n", " "), r.stderr
+    assert (isolated / "stacks" / "mine.yaml").exists()
+    both = [{**RUN, "layout": {**old, "tensor_parallel": 2}, "step_seconds": 2.6}, {**RUN, "step_seconds": 2.7}]
+    bad = napkin("calibrate", str(_runs_file(tmp_path, both)), "--name", "other")
+    assert bad.exit_code == 2
+    assert bad.stderr == (
+        "napkin: error: runs[0].layout.tensor: give tensor_parallel, not both it and its old name tensor\n"
+    )
+    assert not (isolated / "stacks" / "other.yaml").exists()
+
+
 def test_calibrate_that_cannot_fit_says_why_and_writes_nothing(napkin: Run, tmp_path: Path, isolated: Path) -> None:
     # measured ten times faster than the device can go: the matmul efficiency hits its bound of 1
     runs = [{**RUN, "step_seconds": 0.1}, {**RUN, "gpus": 16, "global_batch": 32, "step_seconds": 0.1}]
@@ -319,7 +347,10 @@ def test_each_stack_s_validated_region_is_what_its_runs_cover() -> None:
         span = covered.setdefault(case.stack, {"gpus": 0, "seq": 0, "across": set(), "dtypes": set()})
         span["gpus"] = max(int(span["gpus"]), k.layout().gpus)  # type: ignore[call-overload]
         span["seq"] = max(int(span["seq"]), sm.seq)  # type: ignore[call-overload]
-        if k.data * k.context > 1 and k.tensor * k.context * k.data > sm.hw.fabric.domain_size:
+        if (
+            k.data_parallel * k.context_parallel > 1
+            and k.tensor_parallel * k.context_parallel * k.data_parallel > sm.hw.fabric.domain_size
+        ):
             span["across"].add(str(k.sharding))  # type: ignore[attr-defined]
         span["dtypes"].add(sm.hw.dtype)  # type: ignore[attr-defined]
     for name, span in covered.items():

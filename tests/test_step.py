@@ -256,11 +256,11 @@ def _llama(batch: int = 512) -> StepModel:
 
 KNOBS = st.builds(
     Knobs,
-    tensor=st.sampled_from([1, 2, 4, 8]),
-    pipeline=st.sampled_from([1, 2, 4, 5, 8]),
-    data=st.sampled_from([1, 2, 4, 8]),
-    context=st.just(1),
-    expert=st.just(1),
+    tensor_parallel=st.sampled_from([1, 2, 4, 8]),
+    pipeline_parallel=st.sampled_from([1, 2, 4, 5, 8]),
+    data_parallel=st.sampled_from([1, 2, 4, 8]),
+    context_parallel=st.just(1),
+    expert_parallel=st.just(1),
     interleave=st.just(1),
     micro_batch=st.sampled_from([1, 2]),
     sequence_parallel=st.booleans(),
@@ -272,7 +272,7 @@ KNOBS = st.builds(
 @given(KNOBS)
 def test_fast_memory_path_equals_the_memory_engine(k: Knobs) -> None:
     sm = _llama()
-    gpus = k.tensor * k.pipeline * k.data
+    gpus = k.tensor_parallel * k.pipeline_parallel * k.data_parallel
     layout = k.layout()
     work = Workload(seq=sm.seq, micro_batch=k.micro_batch, global_batch=sm.batch)
     engine = memory(
@@ -393,7 +393,7 @@ def test_plan_layouts_all_fit_by_the_memory_engine_and_are_ranked() -> None:
     for r in result.layouts:
         # the capacity every command checks against: what the H100 reports to torch (85.5 GB), not the datasheet's 80
         assert r.fits and r.per_gpu_bytes <= r.memory_bytes == 85_520_809_984
-        assert r.layout.tensor <= 8  # TP stays inside the NVLink domain
+        assert r.layout.tensor_parallel <= 8  # TP stays inside the NVLink domain
     assert "ZeRO-3 alone (TP 1, PP 1)" in result.explanation and "TP 16 across nodes" in result.explanation
 
 
@@ -404,12 +404,12 @@ def test_candidates_respect_divisibility() -> None:
     layers = sm.model.layers
     pipelines = set()
     for k in candidates(sm, 512):
-        assert k.tensor * k.pipeline * k.context * k.data == 512
-        assert layers % k.pipeline == 0 or k.pipeline & (k.pipeline - 1) == 0
-        assert (-(-layers // k.pipeline)) % k.interleave == 0 and k.pipeline * k.interleave <= layers
-        assert sm.batch % (k.micro_batch * k.data) == 0
-        assert sm.model.heads is not None and sm.model.heads % k.tensor == 0
-        pipelines.add(k.pipeline)
+        assert k.tensor_parallel * k.pipeline_parallel * k.context_parallel * k.data_parallel == 512
+        assert layers % k.pipeline_parallel == 0 or k.pipeline_parallel & (k.pipeline_parallel - 1) == 0
+        assert (-(-layers // k.pipeline_parallel)) % k.interleave == 0 and k.pipeline_parallel * k.interleave <= layers
+        assert sm.batch % (k.micro_batch * k.data_parallel) == 0
+        assert sm.model.heads is not None and sm.model.heads % k.tensor_parallel == 0
+        pipelines.add(k.pipeline_parallel)
     assert pipelines == {1, 2, 4, 8, 16, 32, 64}  # 512 GPUs: powers of two; 32 and 64 split 80 layers unevenly
 
 

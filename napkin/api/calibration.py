@@ -15,6 +15,9 @@ The runs file (YAML) names the stack to start from, the stack to write, the valu
         recompute: selective
         step_seconds: 2.9        # or tokens_per_second (the whole run), or tokens_per_second_per_gpu
 
+A run's layout is given by step's keywords (``tensor_parallel: 8``) or as ``layout:``, a mapping of ``Layout``'s
+fields as ``napkin step --json`` writes them; a field by its old name (``tensor``) is read with a note.
+
 Every run is set up exactly as ``napkin step`` would (``api.step_setup``); ``napkin.fit`` finds the values; the
 new stack is the base stack's file with those values and their source replaced, written atomically to the
 user's stack directory, never over an existing file without ``force``. The result gives each run's residual
@@ -27,7 +30,7 @@ from __future__ import annotations
 import math
 from datetime import date
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 from pydantic import Field
@@ -39,6 +42,9 @@ from napkin.io.files import read_text, write_atomic
 from napkin.results.result import Result
 from napkin.systems.stack import STACKS, Stack
 from napkin.units import format_duration
+
+if TYPE_CHECKING:
+    from napkin.domain.layout import Layout
 
 MEASURES = ("step_seconds", "tokens_per_second", "tokens_per_second_per_gpu")
 #: two measurements of one run that disagree by more than this are inconsistent
@@ -244,6 +250,7 @@ def calibrate(
         )
     base = get_stack(stack or spec.stack)
     observations, setups = [], []
+    notes: list[str] = []
     for i, raw in enumerate(spec.runs):
         if not isinstance(raw, dict):
             raise _bad(f"runs[{i}]: each run is a mapping of napkin step's keywords", f"runs[{i}]")
@@ -251,6 +258,8 @@ def calibrate(
         for reserved in ("stack", "stack_file"):
             if reserved in options:
                 raise _bad(f"runs[{i}].{reserved}: every run uses the file's stack", f"runs[{i}].{reserved}")
+        if isinstance(options.get("layout"), dict):
+            options["layout"] = _layout(options["layout"], f"runs[{i}].layout", notes)
         try:
             sm, knobs, _, _ = step_setup(**options, stack=base)
         except UsageError as exc:
@@ -294,7 +303,28 @@ def calibrate(
         runs=runs,
         mean_abs_error=sum(errors) / len(errors),
         leave_one_out_mean_abs_error=sum(loo_errors) / len(loo_errors) if loo_errors else None,
+        notes=notes,
     )
+
+
+def _layout(given: dict[str, Any], where: str, notes: list[str]) -> Layout:
+    """A run's ``layout:`` mapping (a ``Layout``'s fields, as ``napkin step --json`` writes them) as a ``Layout``;
+    a field by its old name is read with a note naming the new one, and refused when the new one is there too."""
+    from pydantic import ValidationError
+
+    from napkin.domain.layout import Layout, renamed
+
+    try:
+        fields, said = renamed(given)
+        layout = Layout.model_validate(fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join([where, *(str(p) for p in error["loc"])])
+        raise _bad(f"{field}: {error['msg'].removeprefix('Value error, ')}", field) from None
+    except ValueError as exc:
+        raise _bad(f"{where}.{exc}", f"{where}.{str(exc).split(':')[0]}") from None
+    notes.extend(f"{where}: {note}" for note in said)
+    return layout
 
 
 def _predictor(sm: Any, knobs: Any) -> engine.Predict:

@@ -317,19 +317,19 @@ def split_layout(options: dict[str, Any]) -> Layout:
     return build_layout(given.pop("layout", None), **given)
 
 
-#: Layout keywords as the commands name them → ``Layout`` fields.
-LAYOUT_FIELDS = {
-    "tensor_parallel": "tensor",
-    "pipeline_parallel": "pipeline",
-    "data_parallel": "data",
-    "context_parallel": "context",
-    "expert_parallel": "expert",
-    "interleave": "interleave",
-    "sequence_parallel": "sequence_parallel",
-    "sharding": "sharding",
-    "recompute": "recompute",
-    "offload": "offload",
-}
+#: The layout keywords: ``Layout``'s fields, by the same names as flags (``--tensor-parallel``) and JSON keys.
+LAYOUT_FIELDS = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "data_parallel",
+    "context_parallel",
+    "expert_parallel",
+    "interleave",
+    "sequence_parallel",
+    "sharding",
+    "recompute",
+    "offload",
+)
 _LAYOUT_ENUMS: dict[str, Any] = {"sharding": Sharding, "recompute": Recompute, "offload": Offload}
 #: The keywords a layout is given by: a ``Layout`` object and/or its parts.
 LAYOUT_KEYWORDS = ("layout", *LAYOUT_FIELDS)
@@ -341,7 +341,7 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
     from napkin.domain.layout import Layout
 
     if layout is not None and not isinstance(layout, Layout):
-        raise UsageError(f"layout: {layout!r} is not a Layout (napkin.Layout(tensor=8, ...))", field="layout")
+        raise UsageError(f"layout: {layout!r} is not a Layout (napkin.Layout(tensor_parallel=8, ...))", field="layout")
     unknown = set(given) - set(LAYOUT_FIELDS)
     if unknown:
         raise TypeError(f"got an unexpected keyword argument {sorted(unknown)[0]!r}")
@@ -350,15 +350,15 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
         if value is None:
             continue
         if key in _LAYOUT_ENUMS:
-            update[LAYOUT_FIELDS[key]] = choice(_LAYOUT_ENUMS[key], value, key)
+            update[key] = choice(_LAYOUT_ENUMS[key], value, key)
         elif key == "sequence_parallel":
             update["sequence_parallel"] = flag(value, key)
         else:
-            update[LAYOUT_FIELDS[key]] = parse(units.parse_int, value, key)
+            update[key] = parse(units.parse_int, value, key)
     try:
         return Layout.model_validate({**(layout or Layout()).model_dump(exclude_unset=True), **update})
     except ValueError as exc:
-        raise UsageError(first_error(exc), field="interleave") from None
+        raise UsageError(first_error(exc), field="interleave", also=("pipeline_parallel",)) from None
 
 
 # --------------------------------------------------------------------------------------- questions
@@ -496,10 +496,10 @@ def build_adapters(
 def data_parallel_only(layout: Layout) -> None:
     """LoRA/QLoRA is modelled with each GPU running the whole model: a UsageError naming any other degree."""
     degrees = {
-        "tensor_parallel": layout.tensor,
-        "pipeline_parallel": layout.pipeline,
-        "context_parallel": layout.context,
-        "expert_parallel": layout.expert,
+        "tensor_parallel": layout.tensor_parallel,
+        "pipeline_parallel": layout.pipeline_parallel,
+        "context_parallel": layout.context_parallel,
+        "expert_parallel": layout.expert_parallel,
     }
     for key, value in degrees.items():
         if value != 1:

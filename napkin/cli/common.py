@@ -139,10 +139,6 @@ FLAGS = {
     "shape": "SHAPE",
     "name": "NAME",
     "names": "NAMES",
-    # Layout's own field names, as its errors use them (napkin.Layout(tensor=…)), and the flags that set them
-    "tensor": "--tensor-parallel",
-    "pipeline": "--pipeline-parallel",
-    "expert": "--expert-parallel",
 }
 
 

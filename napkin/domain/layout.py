@@ -8,7 +8,9 @@ et al. 2021 §2). Expert parallelism splits the MoE experts over ranks of the da
 
 from __future__ import annotations
 
+import warnings
 from functools import cache
+from typing import Any, Final
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -17,39 +19,61 @@ from napkin.domain.choices import Offload, Recompute, Sharding
 from napkin.domain.model import Model
 from napkin.errors import UsageError
 
+#: Layout's field names before one name per parallel degree (flag, keyword, field and JSON key alike). A layout
+#: given with an old name (``Layout(tensor=8)``, a layout read from a file) still loads, with a warning that
+#: names the new one; one given with both names is refused.
+OLD_NAMES: Final = {
+    "tensor": "tensor_parallel",
+    "pipeline": "pipeline_parallel",
+    "data": "data_parallel",
+    "context": "context_parallel",
+    "expert": "expert_parallel",
+}
+
 
 class Layout(Record):
-    """Parallel degrees and memory-saving choices; ``data`` is derived from the GPU count when left out."""
+    """Parallel degrees and memory-saving choices; ``data_parallel`` is derived from the GPU count when left
+    out."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tensor: int = Field(default=1, gt=0, description="TP: each layer's matrices split over t GPUs")
-    pipeline: int = Field(default=1, gt=0, description="PP: layers split into p stages")
-    data: int | None = Field(default=None, gt=0, description="DP: model replicas; default G / (TP·PP·CP)")
-    context: int = Field(default=1, gt=0, description="CP: each sequence split over c GPUs")
-    expert: int = Field(default=1, gt=0, description="EP: MoE experts split over e ranks of the DP·CP group")
+    tensor_parallel: int = Field(default=1, gt=0, description="TP: each layer's matrices split over t GPUs")
+    pipeline_parallel: int = Field(default=1, gt=0, description="PP: layers split into p stages")
+    data_parallel: int | None = Field(default=None, gt=0, description="DP: model replicas; default G / (TP·PP·CP)")
+    context_parallel: int = Field(default=1, gt=0, description="CP: each sequence split over c GPUs")
+    expert_parallel: int = Field(default=1, gt=0, description="EP: MoE experts split over e ranks of the DP·CP group")
     interleave: int = Field(default=1, gt=0, description="v: model chunks per pipeline rank (interleaved 1F1B)")
     sequence_parallel: bool = Field(default=False, description="shard norm/dropout activations over TP")
     sharding: Sharding = Field(default=Sharding.zero3, description="ZeRO stage / FSDP over the DP group")
     recompute: Recompute = Field(default=Recompute.none, description="activation recomputation")
     offload: Offload = Field(default=Offload.none, description="model states kept in CPU memory")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, given: Any) -> Any:
+        if not isinstance(given, dict):
+            return given
+        given, notes = renamed(given)
+        for note in notes:
+            warnings.warn(note, FutureWarning, stacklevel=2)
+        return given
+
     @model_validator(mode="after")
     def _consistent(self) -> Layout:
-        if self.interleave > 1 and self.pipeline == 1:
-            raise ValueError(f"interleave ({self.interleave}) needs pipeline parallelism (pipeline > 1)")
+        if self.interleave > 1 and self.pipeline_parallel == 1:
+            raise ValueError(f"interleave ({self.interleave}) needs pipeline parallelism (pipeline_parallel > 1)")
         return self
 
     @property
     def model_parallel(self) -> int:
         """GPUs holding one model replica: TP × PP × CP."""
-        return self.tensor * self.pipeline * self.context
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
 
     @property
     def dp(self) -> int:
-        if self.data is None:
-            raise ValueError("layout.data is not set: call resolve(gpus) first")
-        return self.data
+        if self.data_parallel is None:
+            raise ValueError("layout.data_parallel is not set: call resolve(gpus) first")
+        return self.data_parallel
 
     @property
     def gpus(self) -> int:
@@ -57,26 +81,30 @@ class Layout(Record):
 
     def resolve(self, gpus: int, model: Model | None = None) -> Layout:
         """This layout on ``gpus`` GPUs with DP filled in, checked against the GPU count and the model."""
-        if self.data is None:
+        if self.data_parallel is None:
             data, rest = divmod(gpus, self.model_parallel)
+            t, p, c = self.tensor_parallel, self.pipeline_parallel, self.context_parallel
             if rest or data == 0:
                 raise UsageError(
                     f"gpus ({gpus}) is not a multiple of tensor × pipeline × context "
-                    f"({self.tensor} × {self.pipeline} × {self.context} = {self.model_parallel})",
+                    f"({t} × {p} × {c} = {self.model_parallel})",
                     field="gpus",
                 )
-            resolved = self.model_copy(update={"data": data})
+            resolved = self.model_copy(update={"data_parallel": data})
         else:
-            if self.model_parallel * self.data != gpus:
+            if self.model_parallel * self.data_parallel != gpus:
+                t, p, c, d = self.tensor_parallel, self.pipeline_parallel, self.context_parallel, self.data_parallel
                 raise UsageError(
-                    f"tensor × pipeline × context × data = {self.tensor} × {self.pipeline} × {self.context} × "
-                    f"{self.data} = {self.model_parallel * self.data}, not gpus ({gpus})",
+                    f"tensor × pipeline × context × data = {t} × {p} × {c} × {d} = {self.model_parallel * d}, "
+                    f"not gpus ({gpus})",
                     field="gpus",
                 )
             resolved = self
-        if (resolved.dp * self.context) % self.expert:
+        if (resolved.dp * self.context_parallel) % self.expert_parallel:
             raise UsageError(
-                f"expert ({self.expert}) must divide data × context ({resolved.dp} × {self.context})", field="expert"
+                f"expert_parallel ({self.expert_parallel}) must divide data × context "
+                f"({resolved.dp} × {self.context_parallel})",
+                field="expert_parallel",
             )
         if model is not None:
             resolved.check(model)
@@ -84,31 +112,35 @@ class Layout(Record):
 
     def check(self, model: Model) -> None:
         """The divisibility rules Megatron-LM enforces (arguments.py), with the numbers that disagree."""
-        if model.heads is not None and model.heads % self.tensor:
-            raise UsageError(f"tensor ({self.tensor}) must divide the model's heads ({model.heads})", field="tensor")
-        problem = split_problem(model.layers, self.pipeline, self.interleave)
+        if model.heads is not None and model.heads % self.tensor_parallel:
+            raise UsageError(
+                f"tensor_parallel ({self.tensor_parallel}) must divide the model's heads ({model.heads})",
+                field="tensor_parallel",
+            )
+        problem = split_problem(model.layers, self.pipeline_parallel, self.interleave)
         if problem is not None:
             field, message = problem
-            raise UsageError(message, field=field, also=("pipeline",) if field == "interleave" else ())
-        if self.expert > 1 and (not model.is_moe or model.experts % self.expert):
+            raise UsageError(message, field=field, also=("pipeline_parallel",) if field == "interleave" else ())
+        if self.expert_parallel > 1 and (not model.is_moe or model.experts % self.expert_parallel):
             raise UsageError(
-                f"expert ({self.expert}) must divide the model's experts ({model.experts})", field="expert"
+                f"expert_parallel ({self.expert_parallel}) must divide the model's experts ({model.experts})",
+                field="expert_parallel",
             )
 
     def describe(self, *, compact: bool = False) -> str:
         """``TP 8 · PP 4 (v 2) · DP 32 · zero1 · selective recompute`` — the form results show; ``compact``:
         ``TP8 PP4v2 DP32 zero1 selective``, a plan table's column."""
         gap, sep = ("", " ") if compact else (" ", " · ")
-        pp = f"PP{gap}{self.pipeline}"
+        pp = f"PP{gap}{self.pipeline_parallel}"
         if self.interleave > 1:
             pp += f"v{self.interleave}" if compact else f" (v {self.interleave})"
-        parts = [f"TP{gap}{self.tensor}", pp]
-        if self.context > 1:
-            parts.append(f"CP{gap}{self.context}")
-        if self.expert > 1:
-            parts.append(f"EP{gap}{self.expert}")
-        if self.data is not None:
-            parts.append(f"DP{gap}{self.data}")
+        parts = [f"TP{gap}{self.tensor_parallel}", pp]
+        if self.context_parallel > 1:
+            parts.append(f"CP{gap}{self.context_parallel}")
+        if self.expert_parallel > 1:
+            parts.append(f"EP{gap}{self.expert_parallel}")
+        if self.data_parallel is not None:
+            parts.append(f"DP{gap}{self.data_parallel}")
         if self.sequence_parallel:
             parts.append("SP")
         parts.append(str(self.sharding))
@@ -171,8 +203,9 @@ def split_problem(layers: int, pipeline: int, interleave: int) -> tuple[str, str
     None: every stage needs a layer, and every chunk one, the interleave dividing the heaviest stage (its lighter
     neighbours' chunks are one layer short). ``Layout.check`` and the planner both ask this."""
     if pipeline > layers:
-        return "pipeline", (
-            f"pipeline ({pipeline}) must not exceed the model's layers ({layers}), so that every stage holds a layer"
+        return "pipeline_parallel", (
+            f"pipeline_parallel ({pipeline}) must not exceed the model's layers ({layers}), "
+            "so that every stage holds a layer"
         )
     lightest = layers // pipeline
     heaviest = lightest + (1 if layers % pipeline else 0)
@@ -180,7 +213,7 @@ def split_problem(layers: int, pipeline: int, interleave: int) -> tuple[str, str
         return "interleave", (
             f"interleave ({interleave}) must divide the layers of the heaviest stage and not "
             f"exceed the lightest's ({heaviest} and {lightest} of the model's {layers} over "
-            f"pipeline {pipeline})"
+            f"pipeline_parallel {pipeline})"
         )
     return None
 
@@ -219,3 +252,18 @@ def uneven_note(layers: int, pipeline: int, *, step: bool = True) -> str | None:
         "(a split Megatron-LM sets with --pipeline-model-parallel-layout)"
     )
     return said + ("; the step runs at the pace of the slowest stage" if step else "")
+
+
+def renamed(given: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``given`` (a layout's fields) with each old name (OLD_NAMES) replaced by its new one, and a one-line note
+    for each; a ValueError naming the old key when a degree is given by both names."""
+    if not any(old in given for old in OLD_NAMES):
+        return given, []
+    given, notes = dict(given), []
+    for old, new in OLD_NAMES.items():
+        if old in given:
+            if new in given:
+                raise ValueError(f"{old}: give {new}, not both it and its old name {old}")
+            notes.append(f"'{old}' is deprecated, it is now '{new}' (the old name is read until the next release)")
+            given[new] = given.pop(old)
+    return given, notes

@@ -60,7 +60,7 @@ class LayerBytes:
 
 
 def _tokens(workload: Workload, layout: Layout) -> float:
-    return workload.seq * workload.micro_batch / layout.context
+    return workload.seq * workload.micro_batch / layout.context_parallel
 
 
 def layer_bytes(
@@ -76,7 +76,7 @@ def layer_bytes(
     """One block's saved activations; ``moe`` picks an MoE layer (default: an average over the model's layers)."""
     if model.heads is None:
         raise UsageError("heads: activation memory needs the attention head count (the a·s²·b term)", field="heads")
-    e, t = element_bytes, layout.tensor
+    e, t = element_bytes, layout.tensor_parallel
     sp = t if layout.sequence_parallel else 1
     tokens = _tokens(workload, layout)
     h = model.hidden
@@ -130,7 +130,7 @@ def layer_bytes(
     else:
         scores, terms_a = 0.0, ""
     total = tokens * (unsplit / sp + (split + scores) / t)
-    per = ("s·b/c" if layout.context > 1 else "s·b") + " × "
+    per = ("s·b/c" if layout.context_parallel > 1 else "s·b") + " × "
     formula = per + "[" + terms_u + ("/t" if sp > 1 else "") + " + (" + terms_s + (f" + {terms_a}" if terms_a else "")
     formula += ")" + ("/t" if t > 1 else "") + "]"
     return LayerBytes(total, formula)
@@ -138,7 +138,7 @@ def layer_bytes(
 
 def embedding_bytes(model: Model, workload: Workload, layout: Layout) -> float:
     """First stage, one micro-batch: int64 token ids and the embedding-dropout mask."""
-    sp = layout.tensor if layout.sequence_parallel else 1
+    sp = layout.tensor_parallel if layout.sequence_parallel else 1
     tokens = _tokens(workload, layout)
     return tokens * (TOKEN_ID_BYTES + (model.hidden / sp if model.dropout else 0.0))
 
@@ -148,14 +148,14 @@ def output_bytes(
 ) -> float:
     """Last stage, one micro-batch: final-norm and output-layer inputs, and the logits the loss holds at its peak
     (``logit_bytes`` per logit: one fp32 copy by default, a stack's own loss may hold more)."""
-    sp = layout.tensor if layout.sequence_parallel else 1
+    sp = layout.tensor_parallel if layout.sequence_parallel else 1
     tokens = _tokens(workload, layout)
-    return tokens * (2 * element_bytes * model.hidden / sp + logit_bytes * model.vocab / layout.tensor)
+    return tokens * (2 * element_bytes * model.hidden / sp + logit_bytes * model.vocab / layout.tensor_parallel)
 
 
 def in_flight(stage: int, layout: Layout, microbatches: int | None) -> float:
     """Micro-batches' worth of this stage's layers held at once (1F1B, or interleaved with v chunks)."""
-    p, v = layout.pipeline, layout.interleave
+    p, v = layout.pipeline_parallel, layout.interleave
     if v == 1:
         held = float(p - stage)
         return held if microbatches is None else float(min(held, microbatches))
@@ -167,5 +167,5 @@ def in_flight(stage: int, layout: Layout, microbatches: int | None) -> float:
 
 def interleave_factor(layout: Layout) -> float:
     """Korthikanti §4.2.3: the first stage's activation memory × (1 + (p − 1)/(p·v)) when interleaved."""
-    p, v = layout.pipeline, layout.interleave
+    p, v = layout.pipeline_parallel, layout.interleave
     return 1 + (p - 1) / (p * v) if v > 1 else 1.0

@@ -10,6 +10,7 @@ on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` o
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar, Final
 
 from pydantic import Field
@@ -272,12 +273,21 @@ def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[s
     out = [
         (
             "ZeRO-3 alone (TP 1, PP 1)",
-            [k for k in everything if k.tensor == k.pipeline == k.context == 1 and k.sharding is Sharding.zero3],
+            [
+                k
+                for k in everything
+                if k.tensor_parallel == k.pipeline_parallel == k.context_parallel == 1 and k.sharding is Sharding.zero3
+            ],
         )
     ]
     t = max(k for k in _powers(dom) if heads % k == 0)
     if t > 1:
-        out.append((f"TP {t} + DP", [k for k in everything if k.tensor == t and k.pipeline == k.context == 1]))
+        out.append(
+            (
+                f"TP {t} + DP",
+                [k for k in everything if k.tensor_parallel == t and k.pipeline_parallel == k.context_parallel == 1],
+            )
+        )
     t2 = 2 * dom
     if heads % t2 == 0 and gpus % t2 == 0:
         d = gpus // t2
@@ -317,13 +327,8 @@ def _leanest(k: Knobs) -> list[Knobs]:
     Per-GPU memory does not decrease with a larger micro-batch (activations grow as b·min(p, B/(b·DP))) or a
     lighter recomputation, so when none of these fits, no layout of the split does: the planner's work is bounded
     by the splits that could fit, not by the number of layouts a large GPU count allows."""
-    shardings = SHARDING if k.data * k.context > 1 else (Sharding.none,)
-    return [
-        Knobs(
-            k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave, 1, k.sequence_parallel, Recompute.full, z
-        )
-        for z in shardings
-    ]
+    shardings = SHARDING if k.data_parallel * k.context_parallel > 1 else (Sharding.none,)
+    return [replace(k, micro_batch=1, recompute=Recompute.full, sharding=z) for z in shardings]
 
 
 def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
@@ -333,7 +338,14 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     all_knobs = candidates(sm, gpus)
     hopeless: dict[tuple[int, ...], bool] = {}
     for k in all_knobs:
-        split = (k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave)
+        split = (
+            k.tensor_parallel,
+            k.pipeline_parallel,
+            k.data_parallel,
+            k.context_parallel,
+            k.expert_parallel,
+            k.interleave,
+        )
         if split not in hopeless:  # the least memory this split can take: none of its layouts fits if that does not
             hopeless[split] = min(sm.memory_bytes(lean) for lean in _leanest(k)) > capacity
         if hopeless[split]:

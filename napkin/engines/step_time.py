@@ -232,11 +232,11 @@ Terms = tuple[float, float, float, float, float, float, float, float]
 class Knobs:
     """One layout and micro-batch as plain numbers."""
 
-    tensor: int
-    pipeline: int
-    data: int
-    context: int
-    expert: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+    context_parallel: int
+    expert_parallel: int
     interleave: int
     micro_batch: int
     sequence_parallel: bool
@@ -246,11 +246,11 @@ class Knobs:
     @classmethod
     def of(cls, layout: Layout, micro_batch: int) -> Knobs:
         return cls(
-            layout.tensor,
-            layout.pipeline,
+            layout.tensor_parallel,
+            layout.pipeline_parallel,
             layout.dp,
-            layout.context,
-            layout.expert,
+            layout.context_parallel,
+            layout.expert_parallel,
             layout.interleave,
             micro_batch,
             layout.sequence_parallel,
@@ -260,11 +260,11 @@ class Knobs:
 
     def layout(self) -> Layout:
         return Layout(
-            tensor=self.tensor,
-            pipeline=self.pipeline,
-            data=self.data,
-            context=self.context,
-            expert=self.expert,
+            tensor_parallel=self.tensor_parallel,
+            pipeline_parallel=self.pipeline_parallel,
+            data_parallel=self.data_parallel,
+            context_parallel=self.context_parallel,
+            expert_parallel=self.expert_parallel,
             interleave=self.interleave,
             sequence_parallel=self.sequence_parallel,
             sharding=self.sharding,
@@ -512,12 +512,19 @@ class StepModel:
         an all-gather of the same bytes), the layer's collectives (2 per forward, 2 per backward, 2 more per
         recomputed forward), and the last stage's logits (output layer and loss). Memoised: the planner asks for
         each shape many times."""
-        key = (k.tensor, k.context, k.micro_batch, k.expert, k.sequence_parallel, k.recompute)
+        key = (
+            k.tensor_parallel,
+            k.context_parallel,
+            k.micro_batch,
+            k.expert_parallel,
+            k.sequence_parallel,
+            k.recompute,
+        )
         found = self._passes.get(key)
         if found is not None:
             return found
-        t, c, b = k.tensor, k.context, k.micro_batch
-        dense, moe, scores, stream, moe_stream = self.layer(t, c, b, k.expert, k.sequence_parallel)
+        t, c, b = k.tensor_parallel, k.context_parallel, k.micro_batch
+        dense, moe, scores, stream, moe_stream = self.layer(t, c, b, k.expert_parallel, k.sequence_parallel)
         tokens = b * self.seq / c
         total_layers = self.dense_layers + self.moe_layers
         f_dense, f_moe = self.dense_layers / total_layers, self.moe_layers / total_layers
@@ -548,7 +555,7 @@ class StepModel:
         """The stage the pipeline waits for: (the heaviest stage's layers, the pacing stage's layers, whether it
         is the last stage with the logits) — the heaviest of an uneven split, or the last (the same stage when
         the layers divide evenly). ``per_layer``: one layer's seconds for a micro-batch, comm included."""
-        layers, p = self.model.layers, k.pipeline
+        layers, p = self.model.layers, k.pipeline_parallel
         heavy, last = -(-layers // p), stage_size(layers, p, p - 1)
         return (heavy, heavy, False) if heavy * per_layer > last * per_layer + logits else (heavy, last, True)
 
@@ -565,13 +572,15 @@ class StepModel:
         matmuls (forward, input gradient, and the recomputed forward): read the packed weight, write 2 B."""
         if self.adapters is None:
             return 0.0
-        dense, moe, *_ = self.layer(k.tensor, k.context, k.micro_batch, k.expert, k.sequence_parallel)
+        dense, moe, *_ = self.layer(
+            k.tensor_parallel, k.context_parallel, k.micro_batch, k.expert_parallel, k.sequence_parallel
+        )
         total_layers = self.dense_layers + self.moe_layers
         matmuls = (self.dense_layers * dense + self.moe_layers * moe) / total_layers
         dequantize = 0.0
         if self.adapters.quantized:
             per_weight = base_bytes(self.adapters.format, self.adapters.dq, self.model.hidden) + ACT_BYTES
-            weights = quantized_weights(self.model) / self.model.layers / k.tensor
+            weights = quantized_weights(self.model) / self.model.layers / k.tensor_parallel
             passes = 3 if k.recompute is Recompute.full else 2
             dequantize = passes * self.stream(weights * per_weight)
         return dequantize - matmuls
@@ -579,7 +588,15 @@ class StepModel:
     def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
         """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
         ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
-        t, p, d, c, e, v, b = k.tensor, k.pipeline, k.data, k.context, k.expert, k.interleave, k.micro_batch
+        t, p, d, c, e, v, b = (
+            k.tensor_parallel,
+            k.pipeline_parallel,
+            k.data_parallel,
+            k.context_parallel,
+            k.expert_parallel,
+            k.interleave,
+            k.micro_batch,
+        )
         m = self.batch // (b * d)
         dom = self.hw.fabric.domain_size
         tokens = b * self.seq / c
@@ -849,14 +866,14 @@ class StepResult(Result):
 def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     hw = sm.hw
     total, compute, tp, bubble, dp, opt, other, _ = terms
-    m = sm.batch // (k.micro_batch * k.data)
+    m = sm.batch // (k.micro_batch * k.data_parallel)
     fwd_layer, extra_layer, _, tp_layer, logits = sm.layer_passes(k)
     _, paced, last_stage = sm.pace(k, 3 * fwd_layer + extra_layer + tp_layer, logits)
     layers = sm.model.layers
     split_text = (
-        "–".join(str(n) for n in stage_layers(layers, k.pipeline))
-        if k.pipeline <= 8
-        else f"{layers // k.pipeline}–{-(-layers // k.pipeline)} layers"
+        "–".join(str(n) for n in stage_layers(layers, k.pipeline_parallel))
+        if k.pipeline_parallel <= 8
+        else f"{layers // k.pipeline_parallel}–{-(-layers // k.pipeline_parallel)} layers"
     )
     flash = (
         [
@@ -907,9 +924,9 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
                 else ", + adds × gradient accumulation (local gradients × (stored + stored + new) B / (BW_HBM·η_mem)), "
                 "adds = m into fp32 main grads, else m − 1"
             ),
-            f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data}) = {m}; the stage that sets the pace holds "
+            f"m = B/(b·DP) = {sm.batch}/({k.micro_batch}·{k.data_parallel}) = {m}; the stage that sets the pace holds "
             f"{paced} layers"
-            + (" and the logits" if last_stage else f" (of {k.pipeline} stages split {split_text})")
+            + (" and the logits" if last_stage else f" (of {k.pipeline_parallel} stages split {split_text})")
             + (
                 "; accumulation fused into the weight-gradient GEMMs"
                 if sm.gradient_accumulation_fusion
@@ -921,7 +938,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
         step(
             "tensor-parallel comm (exposed)",
             "m × the stage's layers × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
-            f"t = {k.tensor}"
+            f"t = {k.tensor_parallel}"
             + (", SP: reduce-scatter + all-gather, timed as that all-reduce" if k.sequence_parallel else ""),
             format_duration(tp),
             f"{sources.TP_COMM}; {sources.THAKUR_ALPHA_BETA}",
@@ -930,7 +947,8 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "pipeline bubble",
             "(p − 1)/v × one micro-batch's time on the heaviest stage (compute + TP comm + unfused gradient "
             "accumulation + sends)",
-            f"p = {k.pipeline}, v = {k.interleave}, m = {m}: (p−1)/(v·m) = {(k.pipeline - 1) / (k.interleave * m):.3f}",
+            f"p = {k.pipeline_parallel}, v = {k.interleave}, m = {m}: "
+            f"(p−1)/(v·m) = {(k.pipeline_parallel - 1) / (k.interleave * m):.3f}",
             format_duration(bubble),
             sources.PIPELINE_BUBBLE,
         ),
@@ -939,7 +957,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "sync − overlap with the last backward (ZeRO-3: per micro-batch)"
             if sm.overlap_grad_reduce
             else "sync, after the last backward (no overlap)",
-            f"DP = {k.data}, {k.sharding}",
+            f"DP = {k.data_parallel}, {k.sharding}",
             format_duration(dp),
             f"{sources.DP_OVERLAP}; {sources.NCCL_TESTS_BUSBW}",
         ),
@@ -954,7 +972,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "other (p2p, EP all-to-all, CP)",
             "2v × (send b·s·d·2 B / t + all-gather over t) per micro-batch; all-to-all of b·s·k·d·2 B / t (SP) "
             "+ all-gather over t, 4 per MoE layer (+2 recomputed); CP",
-            f"p = {k.pipeline}, EP = {k.expert}, CP = {k.context}",
+            f"p = {k.pipeline_parallel}, EP = {k.expert_parallel}, CP = {k.context_parallel}",
             format_duration(other),
             f"{sources.SCATTER_GATHER}; {sources.CALCULON_NETWORK}; {sources.MOE_DISPATCH}",
         ),
@@ -971,7 +989,7 @@ def outside_validation(sm: StepModel, k: Knobs) -> list[str]:
 
 def _spans_nodes(k: Knobs, hw: Machine) -> bool:
     """Whether the data-parallel group leaves the scale-up domain (Megatron order: TP, CP, then DP)."""
-    return k.data > 1 and k.tensor * k.context * k.data > hw.fabric.domain_size
+    return k.data_parallel > 1 and k.tensor_parallel * k.context_parallel * k.data_parallel > hw.fabric.domain_size
 
 
 def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None) -> StepResult:
@@ -1030,7 +1048,9 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         layout=layout,
         micro_batch=k.micro_batch,
         global_batch=sm.batch,
-        stage_layers=list(stage_layers(sm.model.layers, k.pipeline)) if k.pipeline <= MAX_LISTED_STAGES else [],
+        stage_layers=list(stage_layers(sm.model.layers, k.pipeline_parallel))
+        if k.pipeline_parallel <= MAX_LISTED_STAGES
+        else [],
         overlap_grad_reduce=sm.overlap_grad_reduce,
         gradient_accumulation_fusion=sm.gradient_accumulation_fusion,
         seq=sm.seq,
@@ -1063,7 +1083,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
                 sources.ZERO3_MEASURED
                 if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) and sm.stack.scale_out == 1.0
                 else None,
-                uneven_note(sm.model.layers, k.pipeline),
+                uneven_note(sm.model.layers, k.pipeline_parallel),
                 f"outside the {sm.stack.name} stack's validated region: {'; '.join(outside)}" if outside else None,
             )
             if n
@@ -1082,10 +1102,10 @@ def offered_sharding(offers: Offers, sharding: Sharding) -> bool:
 def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
     """A layout the stack cannot run is an error naming the field and what the stack offers."""
     for field, degree, offered, what in (
-        ("tensor_parallel", layout.tensor, offers.tensor, "tensor parallelism"),
-        ("pipeline_parallel", layout.pipeline, offers.pipeline, "pipeline parallelism"),
-        ("context_parallel", layout.context, offers.context, "context parallelism"),
-        ("expert_parallel", layout.expert, offers.expert, "expert parallelism"),
+        ("tensor_parallel", layout.tensor_parallel, offers.tensor, "tensor parallelism"),
+        ("pipeline_parallel", layout.pipeline_parallel, offers.pipeline, "pipeline parallelism"),
+        ("context_parallel", layout.context_parallel, offers.context, "context parallelism"),
+        ("expert_parallel", layout.expert_parallel, offers.expert, "expert parallelism"),
     ):
         if degree > 1 and not offered:
             raise UsageError(f"{field}: the stack {stack} has no {what}; use 1, or another --stack", field=field)
@@ -1103,9 +1123,9 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int, batc
     """The layout resolved on ``gpus`` and checked against the model and the batch (errors name fields);
     ``batch_tokens``: the global batch was given in tokens, so an error about it names that."""
     resolved = layout.resolve(gpus, sm.model)
-    if resolved.tensor > sm.hw.fabric.domain_size:
+    if resolved.tensor_parallel > sm.hw.fabric.domain_size:
         raise UsageError(
-            f"tensor ({resolved.tensor}) exceeds the scale-up domain of {sm.hw.cluster} "
+            f"tensor_parallel ({resolved.tensor_parallel}) exceeds the scale-up domain of {sm.hw.cluster} "
             f"({sm.hw.fabric.domain_size} devices)",
             field="tensor_parallel",
         )
@@ -1121,31 +1141,32 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int, batc
             field="global_batch_tokens",
             also=("micro_batch",),
         ) from None
-    if resolved.context > 1 and sm.seq % (2 * resolved.context):
+    if resolved.context_parallel > 1 and sm.seq % (2 * resolved.context_parallel):
         raise UsageError(
-            f"context_parallel: seq ({sm.seq:,}) must split into 2 × {resolved.context} equal chunks (Megatron-LM's "
-            "load-balanced causal context parallelism)",
+            f"context_parallel: seq ({sm.seq:,}) must split into 2 × {resolved.context_parallel} equal chunks "
+            "(Megatron-LM's load-balanced causal context parallelism)",
             field="context_parallel",
             also=("seq",),
         )
-    tokens = micro_batch * sm.seq // resolved.context
-    if resolved.sequence_parallel and tokens % resolved.tensor:
+    tokens = micro_batch * sm.seq // resolved.context_parallel
+    if resolved.sequence_parallel and tokens % resolved.tensor_parallel:
         raise UsageError(
             f"sequence_parallel: a micro-batch's {tokens:,} token{'s' if tokens != 1 else ''} must split evenly over "
-            f"tensor_parallel ({resolved.tensor})",
+            f"tensor_parallel ({resolved.tensor_parallel})",
             field="sequence_parallel",
             also=("tensor_parallel", "seq"),
         )
     if sm.offers is not None:
         _check_offered(sm.offers, resolved, sm.stack.name)
-    if resolved.dp * resolved.context == 1 and resolved.sharding is not Sharding.none:
+    if resolved.dp * resolved.context_parallel == 1 and resolved.sharding is not Sharding.none:
         resolved = resolved.model_copy(update={"sharding": Sharding.none})  # one replica: nothing to shard over
-    if resolved.interleave > 1 and m % resolved.pipeline:
+    if resolved.interleave > 1 and m % resolved.pipeline_parallel:
         raise UsageError(
             f"interleave: the interleaved schedule needs a number of micro-batches per replica ({m}) that is a "
-            f"multiple of pipeline ({resolved.pipeline}), as Megatron-LM requires; change global_batch or micro_batch",
+            f"multiple of pipeline_parallel ({resolved.pipeline_parallel}), as Megatron-LM requires; change "
+            "global_batch or micro_batch",
             field="interleave",
-            also=("pipeline", "global_batch", "micro_batch"),
+            also=("pipeline_parallel", "global_batch", "micro_batch"),
         )
     return Knobs.of(resolved, micro_batch)
 

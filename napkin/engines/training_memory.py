@@ -202,9 +202,9 @@ def shard_ranks(layout: Layout) -> int:
     """The ranks a GPU's model states are sharded over: the whole data-parallel group (DP × CP), or for HSDP the
     group's ranks within one node (GPUS_PER_NODE, its TP ranks apart: Megatron's tp-cp-dp order), the shards
     replicated across nodes (PyTorch HYBRID_SHARD, torchtitan data_parallel_replicate_degree)."""
-    group = layout.dp * layout.context
+    group = layout.dp * layout.context_parallel
     if layout.sharding is Sharding.hsdp:
-        return math.gcd(group, max(1, GPUS_PER_NODE // layout.tensor))
+        return math.gcd(group, max(1, GPUS_PER_NODE // layout.tensor_parallel))
     return group
 
 
@@ -316,7 +316,7 @@ def stage_memory(
     and the last stage the final norm and the output layer (a copy of the tied embedding when p > 1, as
     Megatron-LM keeps), routed-expert weights divide by t·EP and shard over DP·CP/EP, the rest over DP·CP.
     """
-    t, p = layout.tensor, layout.pipeline
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
     dp = shard_ranks(layout)
     dense_pp = per_gpu_bytes_per_param(bpp, layout.sharding, dp)
     moved = OFFLOADED[layout.offload]
@@ -329,7 +329,7 @@ def stage_memory(
     m, work = activations.model, activations.workload
     total_params, per_layer_dense, per_layer_expert, embed, final_norm = _param_split(m)
     scale = params / total_params
-    expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert))
+    expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert_parallel))
     e = activations.element_bytes if element_bytes is None else element_bytes
     per_layer = (
         acts.layer_bytes(
@@ -355,7 +355,7 @@ def stage_memory(
         if i == p - 1:
             dense += final_norm + (m.vocab * m.hidden if (not m.tied_embeddings or p > 1) else 0)
         dense_local = dense * scale / t
-        expert_local = layers * per_layer_expert * scale / (t * layout.expert)
+        expert_local = layers * per_layer_expert * scale / (t * layout.expert_parallel)
         states = {c: dense_local * dense_pp[c] + expert_local * expert_pp[c] for c in dense_pp}
         host = sum(v for c, v in states.items() if c in moved)
         states = {c: 0.0 if c in moved else v for c, v in states.items()}
@@ -476,7 +476,7 @@ class MemoryResult(ModelResult):
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [("layout", self.layout.describe())]
-        if self.layout.pipeline > 1:
+        if self.layout.pipeline_parallel > 1:
             rows.append(("most loaded", self.stage_name))
         rows += [(k.replace("_", " "), format_bytes(v)) for k, v in self.breakdown.items() if v]
         counted = "activations" in self.breakdown
@@ -558,15 +558,15 @@ def memory(
     """Per-GPU memory of the most loaded pipeline stage: model states under the layout + activations + what the
     software stack keeps (``framework``)."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
-    sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
-    split = layout.tensor * layout.pipeline
+    sharding, tp, dp = layout.sharding, layout.tensor_parallel, layout.dp
+    split = layout.tensor_parallel * layout.pipeline_parallel
     bpp = bytes_per_param(optimizer, precision)
     if activations is not None:
         e = activation_element_bytes(precision)
         activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
     # a long pipeline: its extreme stages only (the most loaded GPU is one of them), so work and output stay
     # bounded whatever --pipeline-parallel is typed
-    stages = stage_memory(params, bpp, layout, activations, ends_only=layout.pipeline > MAX_LISTED_STAGES)
+    stages = stage_memory(params, bpp, layout, activations, ends_only=layout.pipeline_parallel > MAX_LISTED_STAGES)
     fw = framework or Framework()
     own = [framework_bytes(s, bpp, layout, fw) for s in stages]
     worst_i = max(range(len(stages)), key=lambda i: stages[i].total + own[i])
@@ -615,10 +615,10 @@ def memory(
         )
         steps.append(
             step(
-                f"activations on {_stage_name(worst.stage, layout.pipeline)}",
+                f"activations on {_stage_name(worst.stage, layout.pipeline_parallel)}",
                 "per layer × the stage's layers (L/p, or an uneven split's) × micro-batches in flight"
                 + (" + embedding" if worst.stage == 0 else "")
-                + (" + logits (fp32 for the loss)" if worst.stage == layout.pipeline - 1 else ""),
+                + (" + logits (fp32 for the loss)" if worst.stage == layout.pipeline_parallel - 1 else ""),
                 f"{format_bytes_si(per_layer)} × {worst.layers:g} × {worst.in_flight:.4g}",
                 format_bytes(sum(worst.activations.values())),
                 sources.PIPELINE_MEMORY,
@@ -682,7 +682,7 @@ def memory(
         breakdown=breakdown,
         per_gpu_bytes=total,
         stage=worst.stage,
-        stage_name=_stage_name(worst.stage, layout.pipeline),
+        stage_name=_stage_name(worst.stage, layout.pipeline_parallel),
         stages=rows,
         host_bytes_per_gpu=worst.host_bytes,
         host_bytes_per_node=worst.host_bytes * GPUS_PER_NODE,
@@ -697,15 +697,16 @@ def memory(
         steps=steps,
         notes=(
             [note]
-            if activations is not None and (note := uneven_note(activations.model.layers, layout.pipeline, step=False))
+            if activations is not None
+            and (note := uneven_note(activations.model.layers, layout.pipeline_parallel, step=False))
             else []
         )
         + (
             [
-                f"{layout.pipeline:,} pipeline stages: the table lists the first, the first of the heaviest and the "
-                "last; no other stage holds more"
+                f"{layout.pipeline_parallel:,} pipeline stages: the table lists the first, the first of the heaviest "
+                "and the last; no other stage holds more"
             ]
-            if layout.pipeline > MAX_LISTED_STAGES
+            if layout.pipeline_parallel > MAX_LISTED_STAGES
             else []
         ),
     )
@@ -719,7 +720,7 @@ def _states_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout) -> s
     per = sum(per_gpu_bytes_per_param(bpp, layout.sharding, dp).values())
     text = f"{format_sci(dense)} params on this GPU × {per:.4g} B (N_d = {dp})"
     if worst.expert_params:
-        edp = max(1, dp // layout.expert)
+        edp = max(1, dp // layout.expert_parallel)
         per_e = sum(per_gpu_bytes_per_param(bpp, layout.sharding, edp).values())
         text += f" + {format_sci(worst.expert_params)} expert params × {per_e:.4g} B (N_d = {edp})"
     return text
@@ -851,9 +852,11 @@ def max_model(
     """Largest N with per-GPU model states + activations + reserve ≤ capacity (solved exactly: linear in N); a
     stack's own memory (``framework``: fixed bytes, fragmentation) comes off the capacity first."""
     layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
-    sharding, tp, dp = layout.sharding, layout.tensor, layout.dp
+    sharding, tp, dp = layout.sharding, layout.tensor_parallel, layout.dp
     bpp = bytes_per_param(optimizer, precision)
-    per_param = sum(per_gpu_bytes_per_param(bpp, sharding, shard_ranks(layout)).values()) / (tp * layout.pipeline)
+    per_param = sum(per_gpu_bytes_per_param(bpp, sharding, shard_ranks(layout)).values()) / (
+        tp * layout.pipeline_parallel
+    )
     act = 0.0
     if activations is not None:
         activations = activations.model_copy(
@@ -990,7 +993,7 @@ def _max_layers(x: ActivationInputs, bpp: BytesPerParam, layout: Layout, availab
 
     Memory grows with L, so a doubling then bisection over multiples of p·v finds it (None: not even p·v fits).
     """
-    step_layers = layout.pipeline * layout.interleave
+    step_layers = layout.pipeline_parallel * layout.interleave
     e = activation_element_bytes(bpp.precision)
 
     def fits(units: int) -> bool:
