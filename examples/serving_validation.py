@@ -6,7 +6,8 @@
 
 The rows (examples/serving_runs.yaml) are published measurements: engine performance tables at a commit, engine
 start-up logs, benchmark outputs. Each is ``calibration`` or ``validation``, split by source before any fit
-(whole sources on one side, so nothing leaks). The stacks' achieved rates (stacks/*.yaml) are fitted on the
+(whole sources on one side, so nothing leaks); ``excluded`` rows ran under conditions napkin does not model (their
+``why`` says which) and enter neither. The stacks' achieved rates (stacks/*.yaml) are fitted on the
 calibration rows only; the README reports the validation rows' errors. Kinds of row:
 
 * ``steady``: offline tables with every request queued (trtllm-bench): output tokens/s of an engine kept full;
@@ -39,7 +40,8 @@ from napkin.systems.serving_stack import ServingStack, get_serving
 
 RUNS = Path(__file__).with_name("serving_runs.yaml")
 ENGINES = ("vllm", "sglang", "tensorrt-llm", "gpt-fast")
-MAX_REQUESTS = 1000  # a burst or rate row simulates at most this many requests (the published runs: 1 to 5000)
+# Every row simulates the number of requests its benchmark sent (1 to 5000): a burst of 3000 queues three
+# times as long as one of 1000, so capping it understated TTFT by the same factor (SGLang offline rows).
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Case:
     metric: str
     measured: float
     predicted: float
+    terms: str = ""
 
     @property
     def error(self) -> float:
@@ -100,7 +103,7 @@ def kv_tokens(row: dict[str, Any], rep: Replica) -> int:
 
 
 def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) -> dict[str, float]:
-    """napkin's figures for the metrics a row publishes."""
+    """napkin's figures for the metrics a row publishes (and, under ``_``-prefixed keys, the model's terms)."""
     rep = replica_of(row, stack, shapes)
     kind = row["kind"]
     if kind == "capacity":
@@ -114,7 +117,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
     if kind == "steady":
         rate = service_rate(rep, Workload(rate=1.0, prompt=prompt, output=output), kv)
         return {"output_tokens_per_s": rate * output.mean()}
-    n = min(int(row.get("requests", 500)), MAX_REQUESTS)
+    n = int(row.get("requests", 500))
     rng = random.Random(1)
     prompts, outputs = prompt.sample(rng, n), output.sample(rng, n)
     if kind == "burst":
@@ -134,6 +137,17 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         overhead=rep.stack.request_seconds,
     )
     o = simulate(times, prompts, outputs, cost, sched)
+    prefill = sum(cost.seconds(0, p, 0, p * (p + 1) / 2) for p in prompts)
+    terms = {
+        "_weights_gb": sum(rep.weight_bytes_gpu()) / 1e9,
+        "_kv_kb_per_token": rep.kv_bytes_per_token_gpu() / 1e3,
+        "_bandwidth_tbs": rep.hardware.memory_bandwidth * rep.stack.decode.bandwidth / 1e12,
+        "_fixed_ms": (cost.fixed + cost.comm_fixed) * 1e3,
+        "_step1_ms": cost.seconds(1, 0, sum(prompts) / n, 0) * 1e3,
+        "_kv_tokens": float(kv),
+        "_batch": o.mean_batch,
+        "_prefill_share": min(prefill / o.duration, 1.0) if o.duration > 0 else 0.0,
+    }
     tpot_mean = sum(o.tpot) / len(o.tpot) if o.tpot else math.nan
     return {
         "output_tokens_per_s": o.output_tokens / o.duration,
@@ -143,7 +157,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         "median_tpot_ms": percentile(o.tpot, 50) * 1e3,
         "mean_itl_ms": tpot_mean * 1e3,
         "median_itl_ms": percentile(o.tpot, 50) * 1e3,
-    }
+    } | terms
 
 
 def cases(stacks: dict[str, ServingStack] | None = None, split: str | None = None) -> list[Case]:
@@ -156,9 +170,12 @@ def cases(stacks: dict[str, ServingStack] | None = None, split: str | None = Non
         if row["engine"] not in stacks:
             continue
         predicted = predict(row, stacks[row["engine"]], data["shapes"])
+        terms = " ".join(f"{k[1:]}={v:.3g}" for k, v in predicted.items() if k.startswith("_"))
         for metric, measured in row["measured"].items():
             if metric in predicted and measured and predicted[metric] > 0:
-                out.append(Case(row["id"], row["split"], row["engine"], metric, float(measured), predicted[metric]))
+                out.append(
+                    Case(row["id"], row["split"], row["engine"], metric, float(measured), predicted[metric], terms)
+                )
     return out
 
 
@@ -259,6 +276,7 @@ def fit(engine: str, keys: list[str], rounds: int = 2) -> ServingStack:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", action="store_true", help="print every row")
+    parser.add_argument("--terms", action="store_true", help="with --rows: the model's terms of each row")
     parser.add_argument("--fit", metavar="ENGINE", help="refit ENGINE's achieved rates on its calibration rows")
     parser.add_argument("--keys", default=",".join(GRID), help="which rates to fit")
     args = parser.parse_args()
@@ -285,7 +303,7 @@ def main() -> None:
         for c in sorted(found, key=lambda c: (c.engine, c.split, c.error)):
             print(
                 f"{c.engine:13} {c.split:11} {c.metric:30} {c.measured:12.4g} {c.predicted:12.4g} "
-                f"{c.error:+8.1%}  {c.id}"
+                f"{c.error:+8.1%}  {c.id}" + (f"\n    {c.terms}" if args.terms and c.terms else "")
             )
         return
     print(table(found))
