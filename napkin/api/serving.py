@@ -471,6 +471,7 @@ def traffic(
     prefix_hit_rate: Number | None = None,
     speculative_tokens: Number = 0,
     acceptance: Number | None = None,
+    draft_params: Number | None = None,
     price: Number | None = None,
     **options: Any,
 ) -> TrafficResult:
@@ -500,9 +501,12 @@ def traffic(
         if str(speculative_tokens).strip() == "0"
         else _positive(speculative_tokens, "speculative_tokens"),
         acceptance=_fraction_or_zero(acceptance, "acceptance") if acceptance is not None else 0.0,
+        draft_params=optional(units.parse_count, draft_params, "draft_params") or 0.0,
     )
     if workload.speculative_tokens and acceptance is None:
         raise UsageError("acceptance is required with speculative_tokens (a fraction, e.g. 0.7)", field="acceptance")
+    if workload.draft_params and not workload.speculative_tokens:
+        raise UsageError("draft_params needs speculative_tokens (draft tokens per step, e.g. 4)", field="draft_params")
     quantiles = parse_percentiles(percentiles)
     g = parse(units.parse_int, gpus, "gpus")
     p = _positive(pipeline_parallel, "pipeline_parallel")

@@ -127,6 +127,7 @@ FORMATS = [
     _text("prefix_hit_rate", "Share of prompt tokens found in the prefix cache.", "FRACTION"),
     _text("speculative_tokens", "Draft tokens per step (speculative decoding / MTP).", "INT", default="0"),
     _text("acceptance", "Per-token acceptance rate of the draft (with --speculative-tokens).", "FRACTION"),
+    _text("draft_params", "Parameters of the draft model or MTP head: its passes are costed (7B, 77M).", "COUNT"),
 ]
 SLO = [
     _text(f"{m}_p{q}", f"SLO: {label} at P{q} (a duration: 2s, 100ms).", "TIME")

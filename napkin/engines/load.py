@@ -10,7 +10,7 @@ simulated and stands for all of them.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from napkin.engines.replica import Replica
 from napkin.engines.traffic import (
@@ -18,6 +18,7 @@ from napkin.engines.traffic import (
     Outcome,
     Scheduler,
     Slo,
+    StepCost,
     TrafficResult,
     arrivals,
     outcome_summary,
@@ -25,6 +26,7 @@ from napkin.engines.traffic import (
     simulate,
 )
 from napkin.results.explain import step
+from napkin.units import format_count
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Workload:
     prefix_hit_rate: float = 0.0
     speculative_tokens: int = 0
     acceptance: float = 0.0
+    draft_params: float = 0.0  # parameters of the draft model or MTP head (0: its cost is not counted)
 
     def tokens_per_step(self) -> float:
         """Expected tokens a sequence gains per verification step: (1 − α^(γ+1)) / (1 − α) (Leviathan et al.
@@ -49,6 +52,29 @@ class Workload:
         if a >= 1:
             return float(g + 1)
         return (1 - a ** (g + 1)) / (1 - a)
+
+
+def step_cost(replica: Replica, workload: Workload) -> StepCost:
+    """The replica's step cost with speculative decoding's draft: γ passes of a ``draft_params`` model in the
+    replica's weight format, split over its tensor-parallel group, at the stack's decode rates; the target
+    verifies γ + 1 tokens per sequence (``verify``)."""
+    cost = replica.step_cost()
+    g = workload.speculative_tokens
+    if g == 0:
+        return cost
+    from napkin.engines.serving import WeightFormat, compute_dtype, weight_bytes_per_param
+
+    hw, s, t = replica.hardware, replica.stack, replica.tensor
+    fmt = WeightFormat(replica.weights)
+    read = workload.draft_params * weight_bytes_per_param(fmt, replica.group) / t
+    flops = 2.0 * workload.draft_params / t
+    return replace(
+        cost,
+        verify=g + 1,
+        draft_passes=float(g) if workload.draft_params > 0 else 0.0,
+        draft_weights=read / (hw.memory_bandwidth * s.decode.bandwidth),
+        draft_token=flops / (hw.peak(compute_dtype(fmt, hw)) * s.decode.compute),
+    )
 
 
 def scheduler(replica: Replica, workload: Workload, kv_tokens: int | None = None) -> Scheduler:
@@ -77,7 +103,7 @@ def run(
     if workload.prefix_hit_rate > 0:
         prompts = [max(1, round(p * (1 - workload.prefix_hit_rate))) for p in prompts]
     times = arrivals(share, workload.requests, workload.seed)
-    return simulate(times, prompts, outputs, replica.step_cost(), scheduler(replica, workload, kv_tokens))
+    return simulate(times, prompts, outputs, step_cost(replica, workload), scheduler(replica, workload, kv_tokens))
 
 
 def max_rate(replica: Replica, replicas: int, workload: Workload, slo: Slo, iterations: int = 14) -> float:
@@ -98,7 +124,7 @@ def max_rate(replica: Replica, replicas: int, workload: Workload, slo: Slo, iter
 def service_rate(replica: Replica, workload: Workload, kv_tokens: int | None = None) -> float:
     """Requests per second one scheduler completes when kept full: B sequences in flight, each step B decode
     tokens and the prompt tokens of the B / output requests that replace the finished ones."""
-    cost = replica.step_cost()
+    cost = step_cost(replica, workload)
     prompt, output = workload.prompt.mean() * (1 - workload.prefix_hit_rate), workload.output.mean()
     tau = workload.tokens_per_step()
     per_seq = prompt + (output if replica.stack.reserve_output else output / 2)
@@ -160,6 +186,17 @@ def traffic_result(
                 f"γ = {workload.speculative_tokens}, α = {workload.acceptance:g}",
                 f"{workload.tokens_per_step():.3g} tokens per step",
                 "Leviathan, Kalman & Matias 2023, arXiv:2211.17192 §3.1 eq. (1)",
+            )
+        )
+        cost = step_cost(replica, workload)
+        steps.append(
+            step(
+                "draft cost per step",
+                "γ passes × max(draft weights / (bw × β_decode), seqs × 2·N_draft / (t × peak × η_decode))",
+                f"γ = {workload.speculative_tokens}, N_draft = {format_count(workload.draft_params)}",
+                f"{cost.draft(1) * 1e3:.3g} ms at one sequence"
+                + ("" if workload.draft_params else " (no --draft-params: the draft is free)"),
+                "Leviathan, Kalman & Matias 2023, arXiv:2211.17192 §3.4 (cost coefficient c)",
             )
         )
     slo_met = ratios = None

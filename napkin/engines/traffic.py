@@ -42,7 +42,11 @@ class StepCost:
       picked are read; ``ep_tokens`` scales T to the tokens the expert group sees under DP attention);
     * GEMMs = decode · decode_token + prefill · prefill_token;
     * ctx: cached tokens the decoding queries read, each max(KV bytes / attention bandwidth, FLOPs / rate);
-    * pairs: Σ over prompt tokens of the keys they attend to (compute-bound flash attention)."""
+    * pairs: Σ over prompt tokens of the keys they attend to (compute-bound flash attention);
+    * speculative decoding: each sequence verifies ``verify`` = γ + 1 tokens per step, after ``draft_passes``
+      forward passes of the draft (a small model, or an MTP head) over the decoding sequences, each
+      max(draft weights, seqs · draft FLOPs) (Leviathan et al. 2023, arXiv:2211.17192 §3.4: the step costs
+      γ·c + 1 target steps, c the draft's cost ratio)."""
 
     fixed: float
     comm_fixed: float
@@ -56,6 +60,16 @@ class StepCost:
     prefill_token: float
     attention: float
     prefill_pair: float
+    verify: int = 1
+    draft_passes: float = 0.0
+    draft_weights: float = 0.0
+    draft_token: float = 0.0
+
+    def draft(self, seqs: float) -> float:
+        """Seconds of the draft's passes in a step where ``seqs`` sequences decode (0 without speculation)."""
+        if self.draft_passes == 0 or seqs <= 0:
+            return 0.0
+        return self.draft_passes * max(self.draft_weights, seqs * self.draft_token)
 
     def weights(self, tokens: float) -> float:
         if self.experts <= 1 or tokens <= 0:
@@ -76,6 +90,7 @@ class StepCost:
             + max(self.weights(tokens), self.gemms(decode, prefill))
             + self.attention * ctx
             + self.prefill_pair * pairs
+            + self.draft(decode / self.verify)
         )
 
 
@@ -267,6 +282,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             + cost.comm_token * tok
             + max(cost.weights(tok), cost.gemms(tok, 0))
             + cost.attention * q * ctx
+            + cost.draft(n_dec)
         )
         slope = cost.attention * q * grow
 
