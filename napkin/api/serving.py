@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from napkin import units
 from napkin.api.inputs import (
@@ -28,6 +31,47 @@ if TYPE_CHECKING:  # imported where used: a command pays only for the objects it
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """The engine and formats every serving question takes, declared once: ``inference`` and ``traffic`` list
+    them in their signatures (``serving_keywords``) and hand them to ``serving_settings`` whole."""
+
+    stack: str | None = None
+    stack_file: str | Path | None = None
+    weights: str = "bf16"
+    group_size: Number | None = None
+    kv_dtype: str = "bf16"
+    efficiency: Number | None = None
+    bandwidth: str | None = None
+    reserve: Number | None = None
+    chunk: Number | None = None
+    price: Number | None = None
+
+    @classmethod
+    def given(cls, options: dict[str, Any]) -> ServingOptions:
+        """The options among a question's keywords (None: the default)."""
+        return cls(**{k: options[k] for k in SERVING_FIELDS if options.get(k) is not None})
+
+
+SERVING_FIELDS = tuple(f.name for f in fields(ServingOptions))
+
+
+def serving_keywords(func: Callable[..., T]) -> Callable[..., T]:
+    """Give a ``def f(..., **options)`` question ServingOptions' keywords, typed and with their defaults, in its
+    signature (``help()``, completion, and ``keywords``' check of misspelt names)."""
+    sig = inspect.signature(func)
+    own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    rest = [p for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD]
+    extra = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+        for f in fields(ServingOptions)
+    ]
+    func.__signature__ = sig.replace(parameters=[*own, *extra, *rest])  # type: ignore[attr-defined]
+    return func
 
 
 def _serving_model(
@@ -110,6 +154,7 @@ def _context(context: Number | None, arch: Model) -> int:
 
 
 @keywords(SHAPE_FIELDS)
+@serving_keywords
 def inference(
     *,
     model: str | Model | None = None,
@@ -118,23 +163,13 @@ def inference(
     tensor_parallel: Number | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
-    stack: str | None = None,
-    stack_file: str | Path | None = None,
     context: Number | None = None,
     batch: Number = 1,
     prompt: Number | None = None,
     output: Number | None = None,
-    weights: str = "bf16",
-    group_size: Number | None = None,
-    kv_dtype: str = "bf16",
     block_size: Number | None = None,
     paged: bool = False,
-    efficiency: Number | None = None,
-    bandwidth: str | None = None,
-    reserve: Number | None = None,
-    chunk: Number | None = None,
-    price: Number | None = None,
-    **shape: Any,
+    **options: Any,
 ) -> InferenceResult:
     """Serving on ``gpus`` GPUs (TP groups of ``tensor_parallel``, default all) as an engine runs it (``stack``,
     default vLLM): weights, KV cache and the capacity the engine logs, max batch, TTFT, decode step at the
@@ -142,6 +177,7 @@ def inference(
     prompt + output tokens per sequence; ``stack="ideal"`` is the roofline at datasheet rates."""
     from napkin.engines.serving import serve as engine
 
+    shape = {k: v for k, v in options.items() if k in SHAPE_FIELDS}
     name, arch, notes = _serving_model(model, model_config, shape)
     g, t = _tensor(gpus, tensor_parallel, arch)
     p = optional(units.parse_length, prompt, "prompt")
@@ -167,21 +203,7 @@ def inference(
             also=("context", *given[1:]),
         )
     profile = get_hardware(hardware, hardware_file)
-    settings = serving_settings(
-        profile,
-        stack=stack,
-        stack_file=stack_file,
-        weights=weights,
-        group_size=group_size,
-        kv_dtype=kv_dtype,
-        block_size=block_size,
-        paged=paged,
-        efficiency=efficiency,
-        bandwidth=bandwidth,
-        reserve=reserve,
-        chunk=chunk,
-        price=price,
-    )
+    settings = serving_settings(profile, ServingOptions.given(options), block=_block(block_size, paged))
     result = engine(
         name,
         arch,
@@ -207,40 +229,27 @@ def serving_fabric(profile: HardwareProfile, tensor: int) -> Any:
     return found if found is not None or tensor == 1 else link_fabric(profile, tensor)
 
 
-def serving_settings(
-    profile: HardwareProfile,
-    *,
-    stack: str | None = None,
-    stack_file: str | Path | None = None,
-    weights: str = "bf16",
-    group_size: Number | None = None,
-    kv_dtype: str = "bf16",
-    block_size: Number | None = None,
-    paged: bool = False,
-    efficiency: Number | None = None,
-    bandwidth: str | None = None,
-    reserve: Number | None = None,
-    chunk: Number | None = None,
-    price: Number | None = None,
-) -> Any:
-    """The serving settings every serving question shares, each input checked and named when wrong."""
+def serving_settings(profile: HardwareProfile, options: ServingOptions, *, block: int | None = None) -> Any:
+    """The serving settings every serving question shares, each input checked and named when wrong; ``block``:
+    round the KV cache to pages of that many tokens (``inference``)."""
     from napkin.engines.serving import GROUP_SIZE, KvDtype, Serving, WeightFormat, compute_dtype
     from napkin.systems.serving_stack import get_stack, serving_of
 
-    chosen = get_stack(stack, stack_file)
-    fmt = choice(WeightFormat, weights, "weights")
+    o = options
+    chosen = get_stack(o.stack, o.stack_file)
+    fmt = choice(WeightFormat, o.weights, "weights")
     dtype = compute_dtype(fmt, profile)
     if profile.peak_if_known(dtype) is None:
         raise UsageError(
             f"weights: {profile.name} has no {dtype} peak for {fmt} weights; it has {', '.join(profile.peak_flops)}",
             field="weights",
         )
-    eff = optional(units.parse_fraction, efficiency, "efficiency")
-    group = _positive(group_size, "group_size") if group_size is not None else GROUP_SIZE
-    price_value = optional(units.parse_number, price, "price")
+    eff = optional(units.parse_fraction, o.efficiency, "efficiency")
+    group = _positive(o.group_size, "group_size") if o.group_size is not None else GROUP_SIZE
+    price_value = optional(units.parse_number, o.price, "price")
     if price_value is not None and price_value <= 0:
-        raise UsageError(f"price: {price!r} must be a positive USD per GPU-hour", field="price")
-    measured, source = _bandwidth(profile, bandwidth)
+        raise UsageError(f"price: {o.price!r} must be a positive USD per GPU-hour", field="price")
+    measured, source = _bandwidth(profile, o.bandwidth)
     from napkin.engines.training_memory import capacity
 
     return Serving(
@@ -248,11 +257,11 @@ def serving_settings(
         stack=serving_of(chosen).for_device(profile.name, capacity(profile)[0]),
         weights_format=fmt,
         group_size=group,
-        kv_dtype=choice(KvDtype, kv_dtype, "kv_dtype"),
-        block_size=_block(block_size, paged),
+        kv_dtype=choice(KvDtype, o.kv_dtype, "kv_dtype"),
+        block_size=block,
         efficiency=eff,
-        reserve_bytes=None if reserve is None else reserve_of(reserve, usable_capacity(profile)),
-        chunk_tokens=None if chunk is None else _positive(chunk, "chunk"),
+        reserve_bytes=None if o.reserve is None else reserve_of(o.reserve, usable_capacity(profile)),
+        chunk_tokens=None if o.chunk is None else _positive(o.chunk, "chunk"),
         bandwidth=measured,
         bandwidth_source=source,
         rates_source=f"{chosen.name}: {chosen.cited('decode')}",
@@ -441,6 +450,7 @@ def build_replica(
 
 
 @keywords(SHAPE_FIELDS, SLO_FIELDS)
+@serving_keywords
 def traffic(
     *,
     model: str | Model | None = None,
@@ -455,15 +465,6 @@ def traffic(
     dp_attention: bool = False,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
-    stack: str | None = None,
-    stack_file: str | Path | None = None,
-    weights: str = "bf16",
-    group_size: Number | None = None,
-    kv_dtype: str = "bf16",
-    efficiency: Number | None = None,
-    bandwidth: str | None = None,
-    reserve: Number | None = None,
-    chunk: Number | None = None,
     max_num_seqs: Number | None = None,
     requests: Number = 2000,
     seed: Number = 0,
@@ -472,7 +473,6 @@ def traffic(
     speculative_tokens: Number = 0,
     acceptance: Number | None = None,
     draft_params: Number | None = None,
-    price: Number | None = None,
     **options: Any,
 ) -> TrafficResult:
     """Requests at ``rate`` per second (Poisson, seeded) with ``prompt``/``output`` length distributions through
@@ -524,19 +524,7 @@ def traffic(
     if g % (t * p):
         raise UsageError(f"gpus ({g}) is not a multiple of tensor × pipeline ({t * p})", field="gpus")
     profile = get_hardware(hardware, hardware_file)
-    settings = serving_settings(
-        profile,
-        stack=stack,
-        stack_file=stack_file,
-        weights=weights,
-        group_size=group_size,
-        kv_dtype=kv_dtype,
-        efficiency=efficiency,
-        bandwidth=bandwidth,
-        reserve=reserve,
-        chunk=chunk,
-        price=price,
-    )
+    settings = serving_settings(profile, ServingOptions.given(options))
     replica = build_replica(
         arch, profile, settings, tensor=t, pipeline=p, expert_parallel=expert_parallel, dp_attention=dp_attention
     )
@@ -682,7 +670,7 @@ def serve_plan(
                 continue
             for kv in kvs:
                 settings = serving_settings(
-                    profile, stack=stack, stack_file=stack_file, weights=fmt.value, kv_dtype=kv.value
+                    profile, ServingOptions(stack=stack, stack_file=stack_file, weights=fmt.value, kv_dtype=kv.value)
                 )
                 for t, p, moe in _layouts(arch, profile, limit):
                     replica = build_replica(
@@ -695,7 +683,7 @@ def serve_plan(
                         dp_attention=moe == "dp",
                     )
                     candidates.append(Candidate(replica, usd))
-    stack_name = serving_settings(profiles[0], stack=stack, stack_file=stack_file).stack_name
+    stack_name = serving_settings(profiles[0], ServingOptions(stack=stack, stack_file=stack_file)).stack_name
     result = engine(name, arch, workload, slo, candidates, stack_name=stack_name, top=_positive(top, "top"))
     result.notes[:0] = list(notes)
     return result
