@@ -34,7 +34,7 @@ from napkin.api.serving import serving_fabric
 from napkin.domain.model import Model
 from napkin.engines.load import Workload, service_rate
 from napkin.engines.replica import Replica
-from napkin.engines.traffic import Lengths, Scheduler, percentile, simulate
+from napkin.engines.traffic import Lengths, Scheduler, percentile, simulate, weighted_percentile
 from napkin.systems.presets import get_preset
 from napkin.systems.serving_stack import ServingStack, get_serving
 
@@ -155,8 +155,10 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         "median_ttft_ms": percentile(o.ttft, 50) * 1e3,
         "mean_tpot_ms": tpot_mean * 1e3,
         "median_tpot_ms": percentile(o.tpot, 50) * 1e3,
-        "mean_itl_ms": tpot_mean * 1e3,
-        "median_itl_ms": percentile(o.tpot, 50) * 1e3,
+        # inter-token latency is over every gap a client sees, not per request: a prefill step that pauses
+        # decoding (SGLang) lengthens a few gaps, so the median gap stays one decode step while TPOT grows
+        "mean_itl_ms": sum(g * n for g, n in o.itl) / max(sum(n for _, n in o.itl), 1) * 1e3,
+        "median_itl_ms": weighted_percentile(o.itl, 50) * 1e3,
     } | terms
 
 
@@ -232,7 +234,7 @@ GRID = {
     "decode.compute": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85],
     "iteration_seconds": [0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008],
     "request_seconds": [0.0, 0.005, 0.01, 0.02, 0.03, 0.05],
-    "collective_efficiency": [1.0, 0.7, 0.5, 0.35, 0.25, 0.15],
+    "collective_efficiency": [1.0, 0.7, 0.6, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15],
 }
 
 

@@ -21,7 +21,7 @@ from napkin.domain.model import Model
 from napkin.engines.load import Workload, run, service_rate, step_cost
 from napkin.engines.replica import Replica
 from napkin.engines.serving import KvDtype, WeightFormat, kv_bytes_per_token, weight_bytes_per_param
-from napkin.engines.traffic import Lengths, Scheduler, StepCost, percentile, simulate
+from napkin.engines.traffic import Lengths, Scheduler, StepCost, percentile, simulate, weighted_percentile
 from napkin.systems.presets import get_preset
 from napkin.systems.serving_stack import get_serving, get_stack, stack_names
 
@@ -186,6 +186,20 @@ def test_one_request_alone_takes_prefill_then_its_decode_steps() -> None:
     assert o.ttft[0] == pytest.approx(prefill)
     decode = sum(COST.seconds(1, 0, 501 + j, 0) for j in range(10))  # 10 more tokens, the cache growing by one
     assert o.e2e[0] == pytest.approx(prefill + decode)
+
+
+def test_a_paused_decode_lengthens_one_gap_not_the_median_inter_token_latency() -> None:
+    """Mixed prefill off (SGLang): a second prompt's prefill step pauses the first request's decoding once. Its
+    TPOT (mean gap) grows by the pause / (output − 1); its median gap stays one decode step, as a streaming client
+    measures ITL (bench_serving's median ITL is over every gap)."""
+    sched = Scheduler(token_budget=4096, max_seqs=8, kv_tokens=20_000, block=16, mixed=False)
+    o = simulate([0.0, 0.05], [200, 4000], [41, 1], COST, sched)
+    step = COST.seconds(1, 0, 220, 0)
+    pause = COST.seconds(0, 4000, 0, 4000 * 4001 / 2)
+    assert weighted_percentile(o.itl, 50) == pytest.approx(step, rel=0.05)
+    assert max(g for g, _ in o.itl) == pytest.approx(pause + step, rel=0.05)
+    assert o.tpot[0] == pytest.approx(step + pause / 40, rel=0.05)
+    assert sum(n for _, n in o.itl) == 40  # one gap per token after the first
 
 
 @settings(max_examples=15, deadline=None)

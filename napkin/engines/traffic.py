@@ -21,7 +21,7 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -121,6 +121,7 @@ class Outcome:
     steps: int
     preemptions: int
     mean_batch: float
+    itl: list[tuple[float, float]] = field(default_factory=list)  # (gap seconds, how many gaps): token to token
 
 
 def arrivals(rate: float, n: int, seed: int) -> list[float]:
@@ -157,6 +158,22 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
     mixed = sched.mixed
     dec_base = prefill_kv = 0.0
     now = batch_time = 0.0
+    # Inter-token gaps, as streaming clients measure them: every decode step gives each decoding sequence one
+    # gap; a prefill step that pauses decoding (mixed off) lengthens the next gap of the sequences it paused.
+    gaps: list[tuple[float, float]] = []
+    pause = paused = 0.0
+
+    def gap(seconds: float, count: float) -> None:
+        nonlocal pause, paused
+        if count <= 0:
+            return
+        if paused > 0:
+            hit = min(paused, count)
+            gaps.append((seconds + pause, hit))
+            count -= hit
+            pause = paused = 0.0
+        if count > 0:
+            gaps.append((seconds, count))
 
     def pop_finished() -> None:
         nonlocal n_dec, dec_base, running, finished
@@ -235,6 +252,10 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             decoding = mixed or n_dec == 0
             dt = cost.seconds(n_dec * q, pre, q * ctx, pairs) if decoding else cost.seconds(0, pre, 0, pairs)
             batch_time += n_dec * dt if decoding else 0.0
+            if decoding:
+                gap(dt, n_dec)
+            elif n_dec:
+                pause, paused = pause + dt, max(paused, n_dec)
             joins = it + 1 if decoding else it  # the first decode step a finished prompt takes part in
             now += dt
             for r, c in chunks:
@@ -305,6 +326,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             k = hit
         dt = total(k)
         batch_time += n_dec * dt
+        gap(dt / k, n_dec * k)
         now += dt
         it += k
         steps_run += k
@@ -322,6 +344,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         steps=steps_run,
         preemptions=preempted,
         mean_batch=batch_time / duration if duration > 0 else 0.0,
+        itl=gaps,
     )
 
 
@@ -335,6 +358,20 @@ def percentile(values: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(v) - 1)
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def weighted_percentile(pairs: list[tuple[float, float]], q: float) -> float:
+    """The q-th percentile of values given as (value, weight) pairs: the smallest value whose cumulative weight
+    reaches q % of the total; 0 for none."""
+    total = sum(w for _, w in pairs)
+    if total <= 0:
+        return 0.0
+    need, seen = total * q / 100, 0.0
+    for value, weight in sorted(pairs):
+        seen += weight
+        if seen >= need:
+            return value
+    return max(v for v, _ in pairs)
 
 
 # ------------------------------------------------------------------------------- lengths and results
