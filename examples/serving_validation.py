@@ -85,6 +85,7 @@ def replica_of(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any])
         hardware,
         stack.for_device(hardware.name, capacity(hardware)[0]),
         tensor=row["tp"],
+        dp_attention=bool(row.get("dp_attention", False)),  # the run's layout, where its source states it
         weights=row["weights"],
         group=row.get("group_size", 128),
         kv=row["kv_dtype"],
@@ -114,10 +115,11 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         return {"decode_tokens_per_s_per_user": 1 / step}
     prompt, output = _lengths(row["prompt"]), _lengths(row["output"])
     kv = kv_tokens(row, rep)
+    parts = rep.ranks  # independent schedulers (DP-attention ranks, PP micro-batches), each its share of requests
     if kind == "steady":
         rate = service_rate(rep, Workload(rate=1.0, prompt=prompt, output=output), kv)
-        return {"output_tokens_per_s": rate * output.mean()}
-    n = int(row.get("requests", 500))
+        return {"output_tokens_per_s": rate * output.mean() * parts}
+    n = max(1, int(row.get("requests", 500)) // parts)
     rng = random.Random(1)
     prompts, outputs = prompt.sample(rng, n), output.sample(rng, n)
     if kind == "burst":
@@ -126,7 +128,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         rng = random.Random(0)
         t, times = 0.0, []
         for _ in range(n):
-            t += rng.expovariate(row["rate"])
+            t += rng.expovariate(row["rate"] / parts)
             times.append(t)
     sched = Scheduler(
         token_budget=rep.stack.max_num_batched_tokens,
@@ -150,7 +152,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
     }
     tpot_mean = sum(o.tpot) / len(o.tpot) if o.tpot else math.nan
     return {
-        "output_tokens_per_s": o.output_tokens / o.duration,
+        "output_tokens_per_s": o.output_tokens / o.duration * parts,
         "mean_ttft_ms": sum(o.ttft) / len(o.ttft) * 1e3,
         "median_ttft_ms": percentile(o.ttft, 50) * 1e3,
         "mean_tpot_ms": tpot_mean * 1e3,
