@@ -1,0 +1,251 @@
+"""Inputs every serving question shares, each checked and named when wrong: the engine and formats
+(``ServingOptions``, one declaration for every signature), the model, the TP group and its links, the replica."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from napkin import units
+from napkin.api.inputs import (
+    build_model,
+    choice,
+    fabric_of,
+    optional,
+    parse,
+    reserve_of,
+    usable_capacity,
+)
+from napkin.errors import UsageError
+
+if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
+    from napkin.domain.model import Model
+    from napkin.systems.profiles import HardwareProfile
+
+from napkin.api.inputs import Number
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """The engine and formats every serving question takes, declared once: ``inference`` and ``traffic`` list
+    them in their signatures (``serving_keywords``) and hand them to ``serving_settings`` whole."""
+
+    stack: str | None = None
+    stack_file: str | Path | None = None
+    weights: str = "bf16"
+    group_size: Number | None = None
+    kv_dtype: str = "bf16"
+    efficiency: Number | None = None
+    bandwidth: str | None = None
+    reserve: Number | None = None
+    chunk: Number | None = None
+    price: Number | None = None
+
+    @classmethod
+    def given(cls, options: dict[str, Any]) -> ServingOptions:
+        """The options among a question's keywords (None: the default)."""
+        return cls(**{k: options[k] for k in SERVING_FIELDS if options.get(k) is not None})
+
+
+SERVING_FIELDS = tuple(f.name for f in fields(ServingOptions))
+
+
+def serving_keywords(func: Callable[..., T]) -> Callable[..., T]:
+    """Give a ``def f(..., **options)`` question ServingOptions' keywords, typed and with their defaults, in its
+    signature (``help()``, completion, and ``keywords``' check of misspelt names)."""
+    sig = inspect.signature(func)
+    own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    rest = [p for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD]
+    extra = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+        for f in fields(ServingOptions)
+    ]
+    func.__signature__ = sig.replace(parameters=[*own, *extra, *rest])  # type: ignore[attr-defined]
+    return func
+
+
+def serving_model(
+    model: str | Model | None, model_config: str | Path | None, shape: dict[str, Any]
+) -> tuple[str, Model, tuple[str, ...]]:
+    chosen = build_model(model, model_config, **shape)
+    arch = chosen.model
+    if arch is None:
+        raise UsageError(
+            "model is required (a preset, model_config, or layers and hidden)", field="model", also=("model_config",)
+        )
+    return chosen.name or "model", arch, chosen.notes + chosen.warnings
+
+
+def block_of(block_size: Number | None, paged: bool) -> int | None:
+    from napkin.engines.serving import VLLM_BLOCK
+
+    size = optional(units.parse_int, block_size, "block_size")
+    if size is not None and size < 1:
+        raise UsageError(f"block_size: {block_size!r} must be at least 1 token", field="block_size")
+    return size if size is not None else VLLM_BLOCK if paged else None
+
+
+def tensor_of(gpus: Number, tensor_parallel: Number | None, arch: Model) -> tuple[int, int]:
+    g = parse(units.parse_int, gpus, "gpus")
+    t = g if tensor_parallel is None else parse(units.parse_int, tensor_parallel, "tensor_parallel")
+    if g < 1 or t < 1:
+        raise UsageError("gpus and tensor_parallel must be at least 1", field="gpus", also=("tensor_parallel",))
+    if g % t:
+        raise UsageError(
+            f"gpus ({g}) is not a multiple of tensor_parallel ({t})", field="gpus", also=("tensor_parallel",)
+        )
+    if arch.heads is not None and arch.heads % t:
+        raise UsageError(f"tensor_parallel ({t}) must divide the model's heads ({arch.heads})", field="tensor_parallel")
+    return g, t
+
+
+def positive(value: Number, field: str) -> int:
+    n = parse(units.parse_int, value, field)
+    if n < 1:
+        raise UsageError(f"{field}: {value!r} must be at least 1", field=field)
+    return n
+
+
+def context_of(context: Number | None, arch: Model) -> int:
+    length = optional(units.parse_length, context, "context") or arch.context
+    if length is None:
+        raise UsageError("context is required (this model has no default context length)", field="context")
+    if length < 1:
+        raise UsageError(f"context: {context!r} must be at least 1 token", field="context")
+    return length
+
+
+def serving_fabric(profile: HardwareProfile, tensor: int) -> Any:
+    """The TP links: the device's built-in cluster, else its own interconnect figure (PCIe cards)."""
+    from napkin.engines.replica import link_fabric
+
+    found = fabric_of(profile, tensor)
+    return found if found is not None or tensor == 1 else link_fabric(profile, tensor)
+
+
+def serving_settings(profile: HardwareProfile, options: ServingOptions, *, block: int | None = None) -> Any:
+    """The serving settings every serving question shares, each input checked and named when wrong; ``block``:
+    round the KV cache to pages of that many tokens (``inference``)."""
+    from napkin.engines.serving import GROUP_SIZE, KvDtype, Serving, WeightFormat, compute_dtype
+    from napkin.systems.serving_stack import get_stack, serving_of
+
+    o = options
+    chosen = get_stack(o.stack, o.stack_file)
+    fmt = choice(WeightFormat, o.weights, "weights")
+    dtype = compute_dtype(fmt, profile)
+    if profile.peak_if_known(dtype) is None:
+        raise UsageError(
+            f"weights: {profile.name} has no {dtype} peak for {fmt} weights; it has {', '.join(profile.peak_flops)}",
+            field="weights",
+        )
+    eff = optional(units.parse_fraction, o.efficiency, "efficiency")
+    group = positive(o.group_size, "group_size") if o.group_size is not None else GROUP_SIZE
+    price_value = optional(units.parse_number, o.price, "price")
+    if price_value is not None and price_value <= 0:
+        raise UsageError(f"price: {o.price!r} must be a positive USD per GPU-hour", field="price")
+    measured, source = bandwidth_of(profile, o.bandwidth)
+    from napkin.engines.training_memory import capacity
+
+    return Serving(
+        stack_name=chosen.name,
+        stack=serving_of(chosen).for_device(profile.name, capacity(profile)[0]),
+        weights_format=fmt,
+        group_size=group,
+        kv_dtype=choice(KvDtype, o.kv_dtype, "kv_dtype"),
+        block_size=block,
+        efficiency=eff,
+        reserve_bytes=None if o.reserve is None else reserve_of(o.reserve, usable_capacity(profile)),
+        chunk_tokens=None if o.chunk is None else positive(o.chunk, "chunk"),
+        bandwidth=measured,
+        bandwidth_source=source,
+        rates_source=f"{chosen.name}: {chosen.cited('decode')}",
+        memory_source=f"{chosen.name}: {chosen.cited('memory_rule')}",
+        price_per_hour=price_value if price_value is not None else profile.price_per_hour,
+    )
+
+
+def bandwidth_of(profile: HardwareProfile, bandwidth: str | None) -> tuple[float | None, str]:
+    """``datasheet`` (None), ``measured`` (the saved ``napkin bench memory --save``) or a bandwidth (3.2TB/s)."""
+    if bandwidth is None or str(bandwidth).strip().lower() == "datasheet":
+        return None, "datasheet"
+    if str(bandwidth).strip().lower() == "measured":
+        from napkin.systems.measurements import memory_measurement
+
+        found = memory_measurement(profile.name)
+        if found is None:
+            raise UsageError(
+                f"bandwidth: no saved memory-bandwidth measurement for {profile.name}; run "
+                f"'napkin bench memory --hardware {profile.name} --save' first",
+                field="bandwidth",
+            )
+        return found.bytes_per_second, f"measured {found.date} on {found.device}"
+    value = parse(units.parse_bandwidth, bandwidth, "bandwidth")
+    return value, "given"
+
+
+def fraction_or_zero(value: Number | None, field: str) -> float:
+    if value is None or str(value).strip() in ("0", "0%", "0.0"):
+        return 0.0
+    f = parse(units.parse_fraction, value, field)
+    if f >= 1:
+        raise UsageError(f"{field}: {value!r} must be below 1", field=field)
+    return f
+
+
+def build_replica(
+    arch: Model,
+    profile: HardwareProfile,
+    settings: Any,
+    *,
+    tensor: int,
+    pipeline: int = 1,
+    expert_parallel: bool = False,
+    dp_attention: bool = False,
+) -> Any:
+    """The replica a serving question runs on (stack overrides applied, measured bandwidth if asked)."""
+    from napkin.engines.replica import Replica
+    from napkin.engines.training_memory import capacity
+
+    device = (
+        profile if settings.bandwidth is None else profile.model_copy(update={"memory_bandwidth": settings.bandwidth})
+    )
+    stack = settings.resolved()
+    if settings.reserve_bytes is not None:  # the user's reserve replaces the stack's rule
+        cap = capacity(profile)[0]
+        stack = stack.model_copy(
+            update={"memory_rule": "total-fraction", "memory_fraction": 1 - settings.reserve_bytes / cap}
+        )
+    return Replica(
+        arch,
+        device,
+        stack,
+        tensor=tensor,
+        pipeline=pipeline,
+        expert=expert_parallel,
+        dp_attention=dp_attention,
+        weights=settings.weights_format.value,
+        group=settings.group_size,
+        kv=settings.kv_dtype.value,
+        fabric=serving_fabric(profile, tensor),
+    )
+
+
+def seed_of(value: Number) -> int:
+    try:
+        seed = int(str(value).strip())
+    except ValueError:
+        raise UsageError(f"seed: {value!r} is not a whole number", field="seed") from None
+    if seed < 0:
+        raise UsageError(f"seed: {value!r} must be 0 or more", field="seed")
+    return seed
+
+
+def with_stack(replica: Any, **update: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(replica, stack=replica.stack.model_copy(update=update))
