@@ -40,8 +40,8 @@ from napkin.systems.serving_stack import ServingStack, get_serving
 
 RUNS = Path(__file__).with_name("serving_runs.yaml")
 ENGINES = ("vllm", "sglang", "tensorrt-llm", "gpt-fast")
-# Every row simulates the number of requests its benchmark sent (1 to 5000): a burst of 3000 queues three
-# times as long as one of 1000, so capping it understated TTFT by the same factor (SGLang offline rows).
+# Every row simulates the number of requests its benchmark sent (1 to 6,000): a burst of 3,000 queues three
+# times as long as one of 1,000, so capping it understated TTFT by the same factor (SGLang offline rows).
 
 
 @dataclass(frozen=True)
