@@ -245,7 +245,7 @@ def serve(
         return read, flops, read / datasheet_bw, flops / rate
 
     read, flops, t_mem, t_comp = step_time(batch)
-    decode_comm = tp_comm_seconds(model, tensor, batch, fabric)
+    decode_comm = tp_comm_seconds(model, tensor, batch, fabric) / stack.collective_efficiency
     decode = cost.seconds(batch, 0, batch * mean * window_share(model, mean), 0)
     _, _, floor_mem, floor_comp = step_time(1)
     floor = max(floor_mem, floor_comp)  # the roofline floor at datasheet rates (no engine, no communication)
@@ -312,9 +312,9 @@ def serve(
         steps.append(
             step(
                 "TP all-reduce per decode step",
-                "2·L all-reduces of b·d·2 B over the TP group (α–β)",
+                "2·L all-reduces of b·d·2 B over the TP group (α–β) / the engine's share of that speed",
                 f"2 × {model.layers} × all-reduce({format_bytes_si(batch * model.hidden * 2)}, "
-                f"n = {tensor}) on {fabric.name}",
+                f"n = {tensor}) on {fabric.name} / {stack.collective_efficiency:g}",
                 format_duration(decode_comm),
                 f"{sources.MEGATRON_TP}; napkin.comm ring/NVLS model",
             )
