@@ -217,3 +217,18 @@ def test_kv_cache_cli_and_explain() -> None:
     assert "85.9 GB (80 GiB)" in result.stdout
     assert "replicated 2×" in result.stdout
     assert "2 × 80 × 8 × 128" in result.stdout
+
+
+def test_a_tensor_parallel_degree_alone_is_one_replica_on_that_many_gpus() -> None:
+    # vLLM's --tensor-parallel-size 4 runs on 4 GPUs; napkin's --tensor-parallel 4 without --gpus does too
+    runner = CliRunner()
+    for command in (
+        ["inference"],
+        ["traffic", "--rate", "1/s", "--prompt", "512", "--output", "64", "--requests", "50"],
+    ):
+        result = runner.invoke(app, [*command, "--model", "llama3-70b", "--tensor-parallel", "4", "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["gpus"] == 4
+    assert napkin.inference(model="llama3-8b").gpus == 1
+    refused = runner.invoke(app, ["inference", "--model", "llama3-70b", "--gpus", "6", "--tensor-parallel", "4"])
+    assert refused.exit_code == 2

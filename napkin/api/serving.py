@@ -96,7 +96,7 @@ def inference(
     *,
     model: str | Model | None = None,
     model_config: str | Path | None = None,
-    gpus: Number = 1,
+    gpus: Number | None = None,
     tensor_parallel: Number | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
@@ -167,7 +167,7 @@ def traffic(
     rate: Number | None = None,
     prompt: Number | None = None,
     output: Number | None = None,
-    gpus: Number = 1,
+    gpus: Number | None = None,
     tensor_parallel: Number | None = None,
     pipeline_parallel: Number = 1,
     expert_parallel: bool = False,
@@ -217,8 +217,9 @@ def traffic(
     if workload.draft_params and not workload.speculative_tokens:
         raise UsageError("draft_params needs speculative_tokens (draft tokens per step, e.g. 4)", field="draft_params")
     quantiles = parse_percentiles(percentiles)
-    g = parse(units.parse_int, gpus, "gpus")
     p = positive(pipeline_parallel, "pipeline_parallel")
+    t_given = optional(units.parse_int, tensor_parallel, "tensor_parallel")
+    g = parse(units.parse_int, gpus, "gpus") if gpus is not None else (t_given or 1) * p  # one replica
     if g % p:
         raise UsageError(
             f"gpus ({g}) is not a multiple of pipeline_parallel ({p})", field="gpus", also=("pipeline_parallel",)

@@ -90,9 +90,13 @@ def block_of(block_size: Number | None, paged: bool) -> int | None:
     return size if size is not None else VLLM_BLOCK if paged else None
 
 
-def tensor_of(gpus: Number, tensor_parallel: Number | None, arch: Model) -> tuple[int, int]:
-    g = parse(units.parse_int, gpus, "gpus")
-    t = g if tensor_parallel is None else parse(units.parse_int, tensor_parallel, "tensor_parallel")
+def tensor_of(gpus: Number | None, tensor_parallel: Number | None, arch: Model) -> tuple[int, int]:
+    """GPUs and TP degree: TP defaults to every GPU, and GPUs to one TP group (as vLLM's
+    ``--tensor-parallel-size 4`` runs on 4 GPUs), else 1."""
+    t_given = optional(units.parse_int, tensor_parallel, "tensor_parallel")
+    g = optional(units.parse_int, gpus, "gpus")
+    g = g if g is not None else t_given if t_given is not None else 1
+    t = g if t_given is None else t_given
     if g < 1 or t < 1:
         raise UsageError("gpus and tensor_parallel must be at least 1", field="gpus", also=("tensor_parallel",))
     if g % t:

@@ -50,7 +50,7 @@ STACK = [
     _text("chunk", "Token budget of one engine step (default: the stack's max_num_batched_tokens).", "INT"),
 ]
 SERVE = [
-    _text("gpus", "G: number of GPUs.", "COUNT", "--gpus", "-G", default="1"),
+    _text("gpus", "G: number of GPUs (default one TP group: --tensor-parallel, else 1).", "COUNT", "--gpus", "-G"),
     _text("tensor_parallel", "TP degree of one replica (default all GPUs).", "INT", "--tensor-parallel", "-t"),
     _text("prompt", "Prompt tokens (default context − output).", "LENGTH"),
     _text("output", "Generated tokens (default 512, or what context leaves).", "LENGTH"),
@@ -107,7 +107,7 @@ LOAD = [
     _text("percentiles", "Latency percentiles to print, each in (0, 100).", "LIST", default="50,90,99"),
 ]
 LAYOUT = [
-    _text("gpus", "G: number of GPUs (replicas = G / (TP × PP)).", "COUNT", "--gpus", "-G", default="1"),
+    _text("gpus", "G: GPUs, replicas = G / (TP × PP) (default one replica: TP × PP).", "COUNT", "--gpus", "-G"),
     _text("tensor_parallel", "TP degree of one replica (default: G / PP).", "INT", "--tensor-parallel", "-t"),
     _text(
         "pipeline_parallel",
