@@ -242,7 +242,14 @@ def layer_ms(run: LayerRun) -> tuple[float, float]:
     way ``evaluate`` counts a layer's collectives: two in the forward, two in the backward and two in a
     recomputed forward — none hidden under a weight-gradient GEMM."""
     sm = StepModel(gpt(48, 6144, 64), SEQ, 4, selene(), stack=software("megatron-2022"))
-    knobs = Knobs(8, 1, 1, 1, 1, 1, 4, run.sequence_parallel, run.recompute, Sharding.none)
+    knobs = Knobs(
+        tensor_parallel=8,
+        data_parallel=1,
+        micro_batch=4,
+        sequence_parallel=run.sequence_parallel,
+        recompute=run.recompute,
+        sharding=Sharding.none,
+    )
     forward, extra, collective, _, _ = sm.layer_passes(knobs)
     backward = 2 * forward + 2 * collective + (extra + 2 * collective if run.recompute is Recompute.full else extra)
     return (forward + 2 * collective) * 1e3, backward * 1e3
@@ -307,21 +314,27 @@ def table_1_terms(row: Row, fused: bool | None = None) -> Terms:
     )
     data = row.gpus // (row.tensor * row.pipeline)
     knobs = Knobs(
-        row.tensor, row.pipeline, data, 1, 1, row.interleave, row.micro_batch, False, Recompute.full, Sharding.none
+        tensor_parallel=row.tensor,
+        pipeline_parallel=row.pipeline,
+        data_parallel=data,
+        interleave=row.interleave,
+        micro_batch=row.micro_batch,
+        recompute=Recompute.full,
+        sharding=Sharding.none,
     )
     return sm.evaluate(knobs)
 
 
 def predict(row: Row) -> float:
     """napkin's teraFLOP/s per GPU for a Table 1 row: eq. (3) FLOPs / (GPUs × predicted step time)."""
-    return eq3_flops(row) / (row.gpus * table_1_terms(row)[0]) / 1e12
+    return eq3_flops(row) / (row.gpus * table_1_terms(row).step_seconds) / 1e12
 
 
 def predict_zero3(row: ZeroRow) -> float:
     """napkin's teraFLOP/s per GPU for a ZeRO-3 row of Table 2 (full recomputation, plain data parallelism)."""
     sm = StepModel(gpt(row.layers, row.hidden, row.heads), SEQ, row.batch, selene(), stack=software("deepspeed"))
-    knobs = Knobs(1, 1, row.gpus, 1, 1, 1, row.micro_batch, False, Recompute.full, Sharding.zero3)
-    return eq3_flops(row) / (row.gpus * sm.evaluate(knobs)[0]) / 1e12
+    knobs = Knobs(data_parallel=row.gpus, micro_batch=row.micro_batch, recompute=Recompute.full)
+    return eq3_flops(row) / (row.gpus * sm.evaluate(knobs).step_seconds) / 1e12
 
 
 #: Korthikanti §6.3: the 530B run with SP + selective recomputation at 8-way data parallelism, seconds per
@@ -344,9 +357,16 @@ def predict_seconds(run: Run, selective: bool, data: int = 1, fp16: bool = False
     )
     recompute = Recompute.selective if selective else Recompute.full
     knobs = Knobs(
-        run.tensor, run.pipeline, data, 1, 1, run.interleave, run.micro_batch, selective, recompute, Sharding.none
+        tensor_parallel=run.tensor,
+        pipeline_parallel=run.pipeline,
+        data_parallel=data,
+        interleave=run.interleave,
+        micro_batch=run.micro_batch,
+        sequence_parallel=selective,
+        recompute=recompute,
+        sharding=Sharding.none,
     )
-    return sm.evaluate(knobs)[0]
+    return sm.evaluate(knobs).step_seconds
 
 
 def table_1_errors() -> list[float]:

@@ -213,8 +213,8 @@ def test_the_readme_compares_the_same_1t_layout_in_2021_and_2022() -> None:
     assert f"over-predicted, by {min(errors):+.1%} to {max(errors):+.1%}".replace("%", " %") in text
     assert f"would run from {min(if_fp16):.1%} to {max(if_fp16):+.1%} instead".replace("%", " %") in text
     assert (
-        f"napkin gives {predicted_2022:.1f} s for the 2022 run and {unfused[0]:.1f} s for the 2021 one: "
-        f"{unfused[0] - fused[0]:.1f} s of unfused gradient accumulation and {unfused[4]:.1f} s of "
+        f"napkin gives {predicted_2022:.1f} s for the 2022 run and {unfused.step_seconds:.1f} s for the 2021 one: "
+        f"{unfused.step_seconds - fused.step_seconds:.1f} s of unfused gradient accumulation and {unfused.data_parallel:.1f} s of "
         "data-parallel all-reduce"
     ) in text
 
@@ -301,13 +301,32 @@ def test_utilisation_is_bounded_and_recomputation_is_what_separates_hfu_from_mfu
 
 def test_bubble_is_p_minus_1_over_v_m_of_the_compute() -> None:
     sm = _llama()
-    one = sm.evaluate(Knobs(8, 4, 16, 1, 1, 1, 1, True, Recompute.selective, Sharding.zero1))
-    two = sm.evaluate(Knobs(8, 4, 16, 1, 1, 2, 1, True, Recompute.selective, Sharding.zero1))
+    one = sm.evaluate(
+        Knobs(
+            tensor_parallel=8,
+            pipeline_parallel=4,
+            data_parallel=16,
+            sequence_parallel=True,
+            recompute=Recompute.selective,
+            sharding=Sharding.zero1,
+        )
+    )
+    two = sm.evaluate(
+        Knobs(
+            tensor_parallel=8,
+            pipeline_parallel=4,
+            data_parallel=16,
+            interleave=2,
+            sequence_parallel=True,
+            recompute=Recompute.selective,
+            sharding=Sharding.zero1,
+        )
+    )
     m = 512 // 16
     # (p − 1)/m of a stage's time with its TP collectives and sends; the last stage's logits stay out of it
-    busy = one[1] + one[2] + one[6]
-    assert 0.95 * 3 / m * busy <= one[3] < 3 / m * busy
-    assert two[3] == pytest.approx(one[3] / 2, rel=0.02)  # v = 2 halves it (its sends double)
+    busy = one.compute + one.tensor_parallel + one.other
+    assert 0.95 * 3 / m * busy <= one.bubble < 3 / m * busy
+    assert two.bubble == pytest.approx(one.bubble / 2, rel=0.02)  # v = 2 halves it (its sends double)
 
 
 def test_zero3_gathers_and_reduces_layer_by_layer() -> None:
@@ -318,19 +337,19 @@ def test_zero3_gathers_and_reduces_layer_by_layer() -> None:
     cluster = find("dgx-a100").cluster
     hw = machine(cluster, resolve(cluster.device).profile)
     model = get_preset("gpt3-175b").model
-    k = Knobs(2, 1, 512, 1, 1, 1, 1, False, Recompute.selective, Sharding.zero3)
+    k = Knobs(tensor_parallel=2, data_parallel=512, recompute=Recompute.selective)
     m = 1536 // 512
 
     def exposed(prefetch: int = 1, scale_out: float = 1.0, slowdown: float = 0.0) -> float:
         knobs = StackKnobs(prefetch=prefetch, scale_out=scale_out, slowdown=slowdown)
-        return StepModel(model, 2048, 1536, hw, stack=knobs).evaluate(k)[4]
+        return StepModel(model, 2048, 1536, hw, stack=knobs).evaluate(k).data_parallel
 
     sm = StepModel(model, 2048, 1536, hw)
     layer_params = sm.params / 2 / 96
     gather = sm.collective("all-gather", layer_params * 2, 512, 4)  # 4 ranks of the group per node
     reduce = sm.collective("reduce-scatter", layer_params * 2, 512, 4)
     # without prefetch the traffic recurs every micro-batch: twice the batch, twice the exposed time
-    twice = StepModel(model, 2048, 2 * 1536, hw, stack=StackKnobs(prefetch=0)).evaluate(k)[4]
+    twice = StepModel(model, 2048, 2 * 1536, hw, stack=StackKnobs(prefetch=0)).evaluate(k).data_parallel
     assert twice == pytest.approx(2 * exposed(prefetch=0), rel=1e-9)
     overlapped = exposed(prefetch=1)
     assert m * (gather + reduce) <= overlapped < exposed(prefetch=0)
@@ -345,8 +364,8 @@ def test_compute_grows_with_the_sequence_even_for_tiny_matmuls() -> None:
     cluster = find("dgx-h100").cluster
     hw = machine(cluster, resolve(cluster.device).profile)
     model = get_preset("llama3-70b").model
-    k = Knobs(4, 1, 128, 1, 1, 1, 1, False, Recompute.none, Sharding.zero1)
-    computes = [StepModel(model, seq, 512, hw).evaluate(k)[1] for seq in (1, 2, 16, 64, 128, 1024, 8192)]
+    k = Knobs(tensor_parallel=4, data_parallel=128, sharding=Sharding.zero1)
+    computes = [StepModel(model, seq, 512, hw).evaluate(k).compute for seq in (1, 2, 16, 64, 128, 1024, 8192)]
     assert computes == sorted(computes)
     assert computes[0] == pytest.approx(computes[1], rel=0.01)  # both padded to 16-row tiles
 
@@ -361,17 +380,38 @@ def test_routed_experts_sync_over_their_own_data_parallel_group() -> None:
     )
     experts = float(preset.model.expert_params())
     assert 0.9 < experts / sm.params < 1  # nearly all of Mixtral is experts
-    k = Knobs(1, 1, 64, 1, 8, 1, 1, False, Recompute.full, Sharding.none)
+    k = Knobs(data_parallel=64, expert_parallel=8, recompute=Recompute.full, sharding=Sharding.none)
     dense = sm.collective("all-reduce", (sm.params - experts) * sm.grad_bytes, 64, 8)
     routed = sm.collective("all-reduce", experts / 8 * sm.grad_bytes, 8, 1)  # EP ranks fill the node
-    assert sm.evaluate(k)[4] == pytest.approx(dense + routed, rel=1e-9)
+    assert sm.evaluate(k).data_parallel == pytest.approx(dense + routed, rel=1e-9)
 
 
 def test_tensor_parallel_comm_is_zero_without_tp_and_grows_across_nodes() -> None:
     sm = _llama()
-    assert sm.evaluate(Knobs(1, 8, 64, 1, 1, 1, 1, False, Recompute.full, Sharding.zero1))[2] == 0
-    inside = sm.evaluate(Knobs(8, 1, 64, 1, 1, 1, 1, True, Recompute.full, Sharding.zero1))[2]
-    across = sm.evaluate(Knobs(16, 1, 32, 1, 1, 1, 1, True, Recompute.full, Sharding.zero1))[2]
+    assert (
+        sm.evaluate(
+            Knobs(pipeline_parallel=8, data_parallel=64, recompute=Recompute.full, sharding=Sharding.zero1)
+        ).tensor_parallel
+        == 0
+    )
+    inside = sm.evaluate(
+        Knobs(
+            tensor_parallel=8,
+            data_parallel=64,
+            sequence_parallel=True,
+            recompute=Recompute.full,
+            sharding=Sharding.zero1,
+        )
+    ).tensor_parallel
+    across = sm.evaluate(
+        Knobs(
+            tensor_parallel=16,
+            data_parallel=32,
+            sequence_parallel=True,
+            recompute=Recompute.full,
+            sharding=Sharding.zero1,
+        )
+    ).tensor_parallel
     assert across > inside > 0
 
 
@@ -849,7 +889,17 @@ def test_an_uneven_pipeline_runs_between_its_lighter_and_heavier_even_neighbours
     def seconds(n: int) -> float:
         model = Model(layers=n, hidden=2048, heads=16, vocab=32000)
         sm = StepModel(model, 2048, 8 * p * 4, hw)
-        return sm.evaluate(Knobs(2, p, 4, 1, 1, v, 1, True, recompute, Sharding.zero1))[0]
+        return sm.evaluate(
+            Knobs(
+                tensor_parallel=2,
+                pipeline_parallel=p,
+                data_parallel=4,
+                interleave=v,
+                sequence_parallel=True,
+                recompute=recompute,
+                sharding=Sharding.zero1,
+            )
+        ).step_seconds
 
     assert seconds(q * p) <= seconds(layers) <= seconds((q + 1) * p)
 
@@ -928,7 +978,17 @@ def test_llama_405b_on_eight_stages_splits_126_layers_and_says_so(napkin: Run) -
         flash_attention=True,
         causal=True,
     )
-    logits = sm.layer_passes(Knobs(8, 8, 8, 2, 1, 8, 1, True, Recompute.none, Sharding.zero1))[4]
+    logits = sm.layer_passes(
+        Knobs(
+            tensor_parallel=8,
+            pipeline_parallel=8,
+            data_parallel=8,
+            context_parallel=2,
+            interleave=8,
+            sequence_parallel=True,
+            sharding=Sharding.zero1,
+        )
+    ).logits
     assert full["breakdown"]["compute"] - uneven["breakdown"]["compute"] == pytest.approx(64 * logits, rel=1e-6)
     assert uneven["breakdown"]["tensor_parallel"] == pytest.approx(full["breakdown"]["tensor_parallel"], rel=1e-9)
 
@@ -940,11 +1000,13 @@ def test_expert_all_to_all_moves_each_tp_ranks_share_then_gathers_over_tp() -> N
     cluster = find("dgx-h100").cluster
     model = get_preset("deepseek-v3").model
     sm = StepModel(model, 4096, 64, machine(cluster, resolve(cluster.device).profile), flash_attention=True)
-    knobs = Knobs(2, 1, 32, 1, 32, 1, 1, True, Recompute.none, Sharding.zero1)
+    knobs = Knobs(
+        tensor_parallel=2, data_parallel=32, expert_parallel=32, sequence_parallel=True, sharding=Sharding.zero1
+    )
     routed = 4096 * model.top_k * model.hidden * 2.0
     per = sm.collective("all-to-all", routed / 2, 32, 4) + sm.collective("all-gather", routed, 2, 2)
     m = 64 // 32
-    assert sm.evaluate(knobs)[6] == pytest.approx(m * 4 * per * model.moe_layers, rel=1e-9)
+    assert sm.evaluate(knobs).other == pytest.approx(m * 4 * per * model.moe_layers, rel=1e-9)
     whole = sm.collective("all-to-all", routed, 32, 4)  # without the SP split: twice the bytes on the network
     assert whole > 1.8 * sm.collective("all-to-all", routed / 2, 32, 4)
 

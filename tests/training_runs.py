@@ -497,7 +497,17 @@ def _setup(run: Run) -> tuple[StepModel, Knobs]:
     data = run.gpus // (run.tp * run.pp * run.cp)
     sharding = Sharding(run.sharding) if data * run.cp > 1 else Sharding.none
     sp = run.tp > 1 and loaded.trains().parallelism.sequence  # sequence parallelism where the stack has it
-    knobs = Knobs(run.tp, run.pp, data, run.cp, 1, run.vp, run.micro_batch, sp, Recompute(run.recompute), sharding)
+    knobs = Knobs(
+        tensor_parallel=run.tp,
+        pipeline_parallel=run.pp,
+        data_parallel=data,
+        context_parallel=run.cp,
+        interleave=run.vp,
+        micro_batch=run.micro_batch,
+        sequence_parallel=sp,
+        recompute=Recompute(run.recompute),
+        sharding=sharding,
+    )
     return sm, knobs
 
 
@@ -509,7 +519,7 @@ def _zero3_runs() -> list[tuple[str, str, StepModel, Knobs, float]]:
     knobs = stack("deepspeed").profile.knobs("a100-sxm-80gb")
     for row in TABLE_2_ZERO3:
         sm = StepModel(gpt(row.layers, row.hidden, row.heads), 2048, row.batch, selene(), stack=knobs)
-        k = Knobs(1, 1, row.gpus, 1, 1, 1, row.micro_batch, False, Recompute.full, Sharding.zero3)
+        k = Knobs(data_parallel=row.gpus, micro_batch=row.micro_batch, recompute=Recompute.full)
         role = "calibration" if row.billions < 200 else "validation"
         seconds = eq3_flops(row) / (row.gpus * row.teraflops * 1e12)
         out.append((f"narayanan-t2-zero3-{row.billions:g}b-g{row.gpus}", role, sm, k, seconds))
@@ -569,7 +579,9 @@ def cases() -> tuple[Case, ...]:
 
 
 def _observation(case: Case) -> fit.Observation:
-    return fit.Observation(case.id, lambda kn: case.model.with_stack(kn).evaluate(case.knobs)[0], case.seconds)
+    return fit.Observation(
+        case.id, lambda kn: case.model.with_stack(kn).evaluate(case.knobs).step_seconds, case.seconds
+    )
 
 
 def _base(name: str, device_of: Case) -> StackKnobs:
@@ -596,7 +608,7 @@ def knobs_of(case: Case) -> StackKnobs:
 
 def error(case: Case) -> float:
     """Predicted / measured tokens per second − 1 (measured / predicted seconds − 1)."""
-    return case.seconds / case.model.evaluate(case.knobs)[0] - 1
+    return case.seconds / case.model.evaluate(case.knobs).step_seconds - 1
 
 
 def errors() -> dict[tuple[str, str], list[tuple[Case, float]]]:
@@ -677,12 +689,12 @@ def plan_rank(case: Case) -> tuple[int, int, float, str]:
     from napkin.engines.planner import candidates
 
     sm = case.model
-    published = sm.evaluate(case.knobs)[0]
+    published = sm.evaluate(case.knobs).step_seconds
     capacity = sm.hw.capacity - sm.reserve
     times = []
     for k in candidates(sm, case.knobs.layout().gpus):
         if sm.memory_bytes(k) <= capacity:
-            times.append((sm.evaluate(k)[0], k))
+            times.append((sm.evaluate(k).step_seconds, k))
     times.sort(key=lambda x: x[0])
     rank = 1 + sum(1 for t, _ in times if t < published * (1 - 1e-9))
     if not times:

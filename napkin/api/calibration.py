@@ -331,7 +331,7 @@ def _predictor(sm: Any, knobs: Any) -> engine.Predict:
     """A run's predicted step seconds under other stack values."""
 
     def predict(values: Any) -> float:
-        return float(sm.with_stack(values).evaluate(knobs)[0])
+        return float(sm.with_stack(values).evaluate(knobs).step_seconds)
 
     return predict
 

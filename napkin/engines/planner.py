@@ -158,7 +158,20 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                         for v in vs:
                             for r in recomputes:
                                 for z in shardings if d * c > 1 else (Sharding.none,):
-                                    out.append(Knobs(t, p, d, c, e, v, b, t > 1 and offers.sequence, r, z))
+                                    out.append(
+                                        Knobs(
+                                            tensor_parallel=t,
+                                            pipeline_parallel=p,
+                                            data_parallel=d,
+                                            context_parallel=c,
+                                            expert_parallel=e,
+                                            interleave=v,
+                                            micro_batch=b,
+                                            sequence_parallel=t > 1 and offers.sequence,
+                                            recompute=r,
+                                            sharding=z,
+                                        )
+                                    )
                 if len(out) > MAX_CANDIDATES:
                     raise UsageError(
                         f"gpus: {gpus:,} GPUs and {model.layers:,} layers allow more than {MAX_CANDIDATES:,} layouts; "
@@ -261,9 +274,9 @@ class PlanResult(TableResult):
 
 
 def _worst(terms: Terms) -> tuple[str, float]:
-    named = dict(zip(BREAKDOWN, terms[1:7], strict=True))
+    named = terms.breakdown()
     name = max((n for n in named if n != "compute"), key=lambda n: named[n])
-    return TERM_NAMES[name], named[name] / terms[0]
+    return TERM_NAMES[name], named[name] / terms.step_seconds
 
 
 def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[str, list[Knobs]]]:
@@ -295,7 +308,14 @@ def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[s
             (
                 f"TP {t2} across nodes",
                 [
-                    Knobs(t2, 1, d, 1, 1, 1, b, True, r, z)
+                    Knobs(
+                        tensor_parallel=t2,
+                        data_parallel=d,
+                        micro_batch=b,
+                        sequence_parallel=True,
+                        recompute=r,
+                        sharding=z,
+                    )
                     for b in MICRO_BATCHES
                     if sm.batch % (b * d) == 0
                     for r in RECOMPUTE
@@ -308,12 +328,13 @@ def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[s
 
 
 def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms]) -> str:
-    grew = {n: o - b for n, b, o in zip(BREAKDOWN, best[1][1:7], other[1][1:7], strict=True)}
-    name = max(grew, key=lambda n: grew[n])
+    (best_knobs, best_terms), (other_knobs, other_terms) = best, other
+    was, now = best_terms.breakdown(), other_terms.breakdown()
+    name = max(BREAKDOWN, key=lambda n: now[n] - was[n])
     why = TERM_NAMES[name]
-    if name == "compute" and other[0].recompute is not best[0].recompute:
-        why += f": {other[0].recompute} recompute, micro-batch {other[0].micro_batch}"
-    change = other[1][0] / best[1][0] - 1
+    if name == "compute" and other_knobs.recompute is not best_knobs.recompute:
+        why += f": {other_knobs.recompute} recompute, micro-batch {other_knobs.micro_batch}"
+    change = other_terms.step_seconds / best_terms.step_seconds - 1
     if change < -0.005:  # only a family the ranking leaves out (TP across nodes) can beat the winner
         return f"{-change:.0%} faster by this model, but napkin keeps TP inside the scale-up domain"
     if change < 0.005:
@@ -354,7 +375,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
         if memory > capacity:
             continue
         terms = sm.evaluate(k, memory)
-        scored.append((terms[0], k, terms))
+        scored.append((terms.step_seconds, k, terms))
     scored.sort(key=lambda x: x[0])
     results = []
     for _, k, terms in scored:
@@ -389,7 +410,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
         notes=results[0].notes if results else [],
         steps=results[0].steps if results else [],
         memory_limit=capacity,
-        points=[(terms[7], terms[0]) for _, _, terms in scored],
+        points=[(terms.per_gpu_bytes, terms.step_seconds) for _, _, terms in scored],
     )
 
 
@@ -413,7 +434,7 @@ def _explain(
             least = min(sm.memory_bytes(k) for k in family)
             lines.append(f"{label}: doesn't fit (at least {format_bytes_si(least)} per GPU).")
             continue
-        rival = min(((k, sm.evaluate(k)) for k in fitting), key=lambda x: x[1][0])
+        rival = min(((k, sm.evaluate(k)) for k in fitting), key=lambda x: x[1].step_seconds)
         lines.append(f"{label}: {_versus(best, rival)}.")
     return " ".join(lines)
 

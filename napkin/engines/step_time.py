@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NamedTuple
 
 from pydantic import Field, computed_field
 
@@ -52,6 +52,7 @@ from napkin.domain.choices import Optimizer, Precision, Recompute, Sharding
 from napkin.domain.layout import MAX_LISTED_STAGES, Layout, stage_layers, stage_size, uneven_note
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
+from napkin.engines.activations import in_flight
 from napkin.engines.comm import collective_seconds
 from napkin.engines.finetune import (
     Adapters,
@@ -65,10 +66,16 @@ from napkin.engines.training_memory import (
     COMPONENTS,
     SHARDED,
     ActivationInputs,
+    ActivationParts,
     activation_element_bytes,
+    activation_parts,
     bytes_per_param,
     capacity,
+    gather_buffers,
     memory,
+    stage_activations,
+    stage_indices,
+    stage_states,
 )
 from napkin.errors import UsageError
 from napkin.results.explain import Step, step
@@ -224,39 +231,86 @@ def _passes_collectives(recompute: Recompute) -> int:
     return 4 + (2 if recompute is Recompute.full else 0)
 
 
-#: (total, compute, tp, bubble, dp, optimizer, other, per-GPU bytes)
-Terms = tuple[float, float, float, float, float, float, float, float]
+class Terms(NamedTuple):
+    """One step of one layout: seconds by term (``BREAKDOWN``), their sum, and the most loaded GPU's bytes."""
+
+    step_seconds: float
+    compute: float
+    tensor_parallel: float  # exposed TP collectives
+    bubble: float
+    data_parallel: float  # exposed DP collectives
+    optimizer: float
+    other: float  # pipeline sends, EP all-to-all, CP
+    per_gpu_bytes: float
+
+    def breakdown(self) -> dict[str, float]:
+        """Seconds per term, by name, in ``BREAKDOWN``'s order."""
+        return {name: getattr(self, name) for name in BREAKDOWN}
 
 
-@dataclass(frozen=True, slots=True)
+class LayerTimes(NamedTuple):
+    """Forward seconds of one layer for one micro-batch on one GPU."""
+
+    dense: float  # a dense layer's matmuls
+    moe: float  # an MoE layer's matmuls
+    scores: float  # attention scores (QKᵀ, A·V, softmax; or FlashAttention's kernel)
+    elementwise: float  # norms, residuals, activation function (dense layer)
+    moe_elementwise: float  # the same for an MoE layer
+
+
+class LayerPasses(NamedTuple):
+    """One layer for one micro-batch on one GPU, MoE and dense layers in the model's proportion."""
+
+    forward: float  # seconds of its forward
+    recompute: float  # of its recomputation (full: a forward; selective: the attention scores)
+    collective: float  # one tensor-parallel collective
+    tensor_parallel: float  # all its tensor-parallel collectives (2 forward, 2 backward, 2 per recomputation)
+    logits: float  # the last stage's output layer and loss
+
+
+class Pace(NamedTuple):
+    """The pipeline stage the step waits for."""
+
+    heaviest: int  # layers of the heaviest stage
+    layers: int  # layers of the pacing stage
+    last_stage: bool  # whether it is the last stage, with the logits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Knobs:
-    """One layout and micro-batch as plain numbers."""
+    """One resolved layout and micro-batch as plain numbers for the hot path: ``Layout``'s field names (DP
+    resolved), built by keyword (``Knobs.of(layout, micro_batch)`` from a ``Layout``); only ``data`` is required,
+    the rest default as ``Layout``'s do."""
 
-    tensor_parallel: int
-    pipeline_parallel: int
     data_parallel: int
-    context_parallel: int
-    expert_parallel: int
-    interleave: int
-    micro_batch: int
-    sequence_parallel: bool
-    recompute: Recompute
-    sharding: Sharding
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    context_parallel: int = 1
+    expert_parallel: int = 1
+    interleave: int = 1
+    micro_batch: int = 1
+    sequence_parallel: bool = False
+    recompute: Recompute = Recompute.none
+    sharding: Sharding = Sharding.zero3
 
     @classmethod
     def of(cls, layout: Layout, micro_batch: int) -> Knobs:
         return cls(
-            layout.tensor_parallel,
-            layout.pipeline_parallel,
-            layout.dp,
-            layout.context_parallel,
-            layout.expert_parallel,
-            layout.interleave,
-            micro_batch,
-            layout.sequence_parallel,
-            layout.recompute,
-            layout.sharding,
+            tensor_parallel=layout.tensor_parallel,
+            pipeline_parallel=layout.pipeline_parallel,
+            data_parallel=layout.dp,
+            context_parallel=layout.context_parallel,
+            expert_parallel=layout.expert_parallel,
+            interleave=layout.interleave,
+            micro_batch=micro_batch,
+            sequence_parallel=layout.sequence_parallel,
+            recompute=layout.recompute,
+            sharding=layout.sharding,
         )
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel * self.data_parallel
 
     def layout(self) -> Layout:
         return Layout(
@@ -349,9 +403,15 @@ class StepModel:
         #: precision) and writes the sum
         self.accumulate_bytes = 2 * self.grad_bytes + activation_element_bytes(precision)
         self.param_bytes = self.bpp.breakdown["params"]
-        self._layer: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
+        self._layer: dict[tuple[Any, ...], LayerTimes] = {}
         self._collectives: dict[tuple[str, float, int, int | None], float] = {}
-        self._passes: dict[tuple[Any, ...], tuple[float, float, float, float, float]] = {}
+        self._passes: dict[tuple[Any, ...], LayerPasses] = {}
+        # memory_bytes' parts, memoised as the layer times are
+        self.element_bytes = activation_element_bytes(precision)
+        self.framework = st.framework()
+        self._parts: dict[tuple[Any, ...], ActivationParts] = {}
+        self._states: dict[tuple[Any, ...], tuple[float, float]] = {}
+        self._held: dict[tuple[int, int, int, int], float] = {}
 
     def with_stack(self, stack: StackKnobs) -> StepModel:
         """This model with other stack values (``napkin calibrate`` tries many); the switches stay as resolved."""
@@ -404,7 +464,7 @@ class StepModel:
         move ``elementwise_traffic`` times the bytes (each op re-reads its input)."""
         return self.stream(nbytes, count * self.stack.elementwise_traffic)
 
-    def layer(self, t: int, c: int, b: int, e: int, sp: bool) -> tuple[float, float, float, float, float]:
+    def layer(self, t: int, c: int, b: int, e: int, sp: bool) -> LayerTimes:
         """Forward seconds of one layer for one micro-batch on one GPU:
         (dense-layer matmuls, MoE-layer matmuls, attention scores, elementwise (dense), elementwise (MoE))."""
         key = (t, c, b, e, sp)
@@ -448,7 +508,7 @@ class StepModel:
         unsplit = tokens * d * (2 * 2 * ACT_BYTES + 2 * (3 * ACT_BYTES + (1.0 if m.dropout else 0.0)))
         unsplit_s = self.elementwise(unsplit / (t if sp else 1))
         act_fn = self.elementwise(tokens * ffn / t * ACT_BYTES * self.act_passes)
-        result = (dense, moe, scores + score_stream, unsplit_s + act_fn, unsplit_s + moe_stream)
+        result = LayerTimes(dense, moe, scores + score_stream, unsplit_s + act_fn, unsplit_s + moe_stream)
         self._layer[key] = result
         return result
 
@@ -464,48 +524,62 @@ class StepModel:
             )
         return found
 
-    def activation_inputs(self, k: Knobs) -> ActivationInputs:
-        """What the activation formula needs for one layout: the model, the workload and the stack's attention,
-        selective recomputation and loss."""
+    def activation_inputs(self, k: Knobs, layout: Layout | None = None) -> ActivationInputs:
+        """What the activation formula needs for one layout (``k``'s, as ``layout`` when the caller has it): the
+        model, the workload and the stack's attention, selective recomputation and loss."""
         return ActivationInputs(
             model=self.model,
             workload=Workload(seq=self.seq, micro_batch=k.micro_batch, global_batch=self.batch),
-            layout=k.layout(),
+            layout=layout or k.layout(),
             flash_attention=self.flash,
             selective_keeps=self.stack.selective_keeps,
             logit_bytes=self.stack.logit_bytes,
         )
 
     def memory_bytes(self, k: Knobs) -> float:
-        """Per-GPU bytes of the most loaded pipeline stage: ``napkin.engines.training_memory``'s own fast path
-        (pipeline stages, in-flight micro-batches, logits), so the planner and ``napkin memory`` agree; with
-        adapters, ``napkin.engines.finetune``'s."""
-        from napkin.engines.training_memory import per_gpu_bytes
-
-        layout = k.layout()
+        """Per-GPU bytes of the most loaded pipeline stage, by ``napkin.engines.training_memory``'s own stage
+        functions (so the planner and ``napkin memory`` agree), their parts memoised as the layer times are: the
+        activations per shape (t, c, b, SP, recompute), the model states and gather buffers per split (stage, t, p,
+        EP, ZeRO, DP·CP) and the micro-batches in flight per schedule (stage, p, v, m). With adapters,
+        ``napkin.engines.finetune``'s."""
         if self.adapters is not None:
-            parts = finetune_bytes(
+            parts_ = finetune_bytes(
                 self.model,
                 self.adapters,
                 Workload(seq=self.seq, micro_batch=k.micro_batch),
                 recompute=k.recompute,
                 flash_attention=self.flash,
-                gpus=layout.gpus,
+                gpus=k.gpus,
                 sharding=k.sharding,
             )
-            return sum(parts.values())
-        acts = self.activation_inputs(k)
-        return per_gpu_bytes(
-            self.params,
-            optimizer=self.optimizer,
-            precision=self.precision,
-            gpus=layout.gpus,
-            layout=layout,
-            activations=acts,
-            framework=self.stack.framework(),
-        )
+            return sum(parts_.values())
+        layout: Layout | None = None
+        key = (k.tensor_parallel, k.context_parallel, k.micro_batch, k.sequence_parallel, k.recompute)
+        parts = self._parts.get(key)
+        if parts is None:
+            layout = k.layout()
+            parts = self._parts[key] = activation_parts(self.activation_inputs(k, layout), layout, self.element_bytes)
+        micro = self.batch // (k.micro_batch * k.data_parallel)
+        layers, p, fw = self.model.layers, k.pipeline_parallel, self.framework
+        worst = 0.0
+        for i in stage_indices(layers, p, ends_only=True):
+            n = stage_size(layers, p, i)
+            skey = (i, k.tensor_parallel, p, k.expert_parallel, k.sharding, k.data_parallel * k.context_parallel)
+            states = self._states.get(skey)
+            if states is None:
+                layout = layout or k.layout()
+                own = stage_states(i, n, self.model, self.params, layout, self.bpp)
+                buffers = gather_buffers(n, own.dense_params, self.bpp, layout, fw)
+                states = self._states[skey] = (sum(own.states.values()), buffers)
+            hkey = (i, p, k.interleave, micro)
+            held = self._held.get(hkey)
+            if held is None:
+                held = self._held[hkey] = in_flight(i, layout or k.layout(), micro)
+            total = states[0] + sum(stage_activations(i, p, n, held, parts).values())
+            worst = max(worst, total + fw.fixed + states[1] + fw.fragmentation * (total + states[1]))
+        return worst
 
-    def layer_passes(self, k: Knobs) -> tuple[float, float, float, float, float]:
+    def layer_passes(self, k: Knobs) -> LayerPasses:
         """For one micro-batch on one GPU (MoE and dense layers in the model's proportion): one layer's forward
         seconds, its recomputation (full: a forward; selective: the attention scores), one tensor-parallel
         collective (an all-reduce of T·d activations, which sequence parallelism splits into a reduce-scatter and
@@ -548,16 +622,16 @@ class StepModel:
         # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
         vocab = self.model.vocab / t
         logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
-        found = self._passes[key] = (fwd_layer, extra_layer, collective, tp_layer, logits)
+        found = self._passes[key] = LayerPasses(fwd_layer, extra_layer, collective, tp_layer, logits)
         return found
 
-    def pace(self, k: Knobs, per_layer: float, logits: float) -> tuple[int, int, bool]:
+    def pace(self, k: Knobs, per_layer: float, logits: float) -> Pace:
         """The stage the pipeline waits for: (the heaviest stage's layers, the pacing stage's layers, whether it
         is the last stage with the logits) — the heaviest of an uneven split, or the last (the same stage when
         the layers divide evenly). ``per_layer``: one layer's seconds for a micro-batch, comm included."""
         layers, p = self.model.layers, k.pipeline_parallel
         heavy, last = -(-layers // p), stage_size(layers, p, p - 1)
-        return (heavy, heavy, False) if heavy * per_layer > last * per_layer + logits else (heavy, last, True)
+        return Pace(heavy, heavy, False) if heavy * per_layer > last * per_layer + logits else Pace(heavy, last, True)
 
     def frozen_bytes(self) -> float:
         """Bytes of the frozen base as stored (the quantized linear weights, and the rest)."""
@@ -663,7 +737,7 @@ class StepModel:
             near = _near(c, dom, t)
             cp = self.collective("all-gather", kv, c, near) * (2 if k.recompute is Recompute.full else 1)
             cp += self.collective("reduce-scatter", kv, c, near)
-            scores = self.layer(t, c, b, e, k.sequence_parallel)[2]
+            scores = self.layer(t, c, b, e, k.sequence_parallel).scores
             other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
         dp = 0.0
         # FSDP-QLoRA: the frozen base is sharded too, and gathered per layer, never reduced
@@ -698,7 +772,7 @@ class StepModel:
         optimizer += self.stack.step_overhead
         total = compute + tp + bubble + dp + optimizer + other
         memory = self.memory_bytes(k) if per_gpu_bytes is None else per_gpu_bytes
-        return total, compute, tp, bubble, dp, optimizer, other, memory
+        return Terms(total, compute, tp, bubble, dp, optimizer, other, memory)
 
     def fsdp_exposed(
         self, groups: list[tuple[float, int, int]], layers: float, forward: float, backward: float, frozen: float = 0.0
@@ -865,10 +939,10 @@ class StepResult(Result):
 
 def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     hw = sm.hw
-    total, compute, tp, bubble, dp, opt, other, _ = terms
     m = sm.batch // (k.micro_batch * k.data_parallel)
-    fwd_layer, extra_layer, _, tp_layer, logits = sm.layer_passes(k)
-    _, paced, last_stage = sm.pace(k, 3 * fwd_layer + extra_layer + tp_layer, logits)
+    passes = sm.layer_passes(k)
+    pace = sm.pace(k, 3 * passes.forward + passes.recompute + passes.tensor_parallel, passes.logits)
+    paced, last_stage = pace.layers, pace.last_stage
     layers = sm.model.layers
     split_text = (
         "–".join(str(n) for n in stage_layers(layers, k.pipeline_parallel))
@@ -932,7 +1006,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
                 if sm.gradient_accumulation_fusion
                 else f"; unfused accumulation, {sm.accumulate_bytes:g} B per local parameter"
             ),
-            format_duration(compute),
+            format_duration(terms.compute),
             f"{sources.NARAYANAN_RECOMPUTE}; {sources.NO_OVERLAP}; {sources.GRADIENT_ACCUMULATION}",
         ),
         step(
@@ -940,7 +1014,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "m × the stage's layers × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
             f"t = {k.tensor_parallel}"
             + (", SP: reduce-scatter + all-gather, timed as that all-reduce" if k.sequence_parallel else ""),
-            format_duration(tp),
+            format_duration(terms.tensor_parallel),
             f"{sources.TP_COMM}; {sources.THAKUR_ALPHA_BETA}",
         ),
         step(
@@ -949,7 +1023,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "accumulation + sends)",
             f"p = {k.pipeline_parallel}, v = {k.interleave}, m = {m}: "
             f"(p−1)/(v·m) = {(k.pipeline_parallel - 1) / (k.interleave * m):.3f}",
-            format_duration(bubble),
+            format_duration(terms.bubble),
             sources.PIPELINE_BUBBLE,
         ),
         step(
@@ -958,14 +1032,14 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             if sm.overlap_grad_reduce
             else "sync, after the last backward (no overlap)",
             f"DP = {k.data_parallel}, {k.sharding}",
-            format_duration(dp),
+            format_duration(terms.data_parallel),
             f"{sources.DP_OVERLAP}; {sources.NCCL_TESTS_BUSBW}",
         ),
         step(
             "optimizer step",
             "2 × local state bytes / (BW_HBM·η_mem)",
             f"{sm.bpp.total:g} B per parameter",
-            format_duration(opt),
+            format_duration(terms.optimizer),
             sources.HBM_EFFICIENCY,
         ),
         step(
@@ -973,10 +1047,10 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "2v × (send b·s·d·2 B / t + all-gather over t) per micro-batch; all-to-all of b·s·k·d·2 B / t (SP) "
             "+ all-gather over t, 4 per MoE layer (+2 recomputed); CP",
             f"p = {k.pipeline_parallel}, EP = {k.expert_parallel}, CP = {k.context_parallel}",
-            format_duration(other),
+            format_duration(terms.other),
             f"{sources.SCATTER_GATHER}; {sources.CALCULON_NETWORK}; {sources.MOE_DISPATCH}",
         ),
-        step("step time", "sum of the terms", "", format_duration(total), "napkin step model"),
+        step("step time", "sum of the terms", "", format_duration(terms.step_seconds), "napkin step model"),
     ]
 
 
@@ -995,7 +1069,7 @@ def _spans_nodes(k: Knobs, hw: Machine) -> bool:
 def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None) -> StepResult:
     """A ``StepResult`` for one layout; memory from ``napkin.engines.training_memory.memory`` itself."""
     terms = terms or sm.evaluate(k)
-    total, compute, tp, bubble, dp, opt, other, _ = terms
+    total = terms.step_seconds
     layout = k.layout()
     gpus = layout.gpus
     mem: Any
@@ -1055,7 +1129,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         gradient_accumulation_fusion=sm.gradient_accumulation_fusion,
         seq=sm.seq,
         step_seconds=total,
-        breakdown=dict(zip(BREAKDOWN, (compute, tp, bubble, dp, opt, other), strict=True)),
+        breakdown=terms.breakdown(),
         tokens_per_second=tokens / total,
         mfu=tokens * fpt / peak_total,
         hfu=tokens * hfpt / peak_total,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from pydantic import ConfigDict, Field
 
@@ -297,6 +297,84 @@ class StageMemory:
         return sum(self.states.values()) + sum(self.activations.values())
 
 
+class ActivationParts(NamedTuple):
+    """One micro-batch's activation bytes on one GPU: a layer's (as the recomputation keeps it), the first stage's
+    embedding, the last stage's output layer and loss."""
+
+    per_layer: float
+    embedding: float
+    output: float
+
+
+def activation_parts(activations: ActivationInputs, layout: Layout, element_bytes: float) -> ActivationParts:
+    """What every stage's activations are made of, under ``layout`` (resolved)."""
+    m, work = activations.model, activations.workload
+    per_layer = acts.layer_bytes(
+        m,
+        work,
+        layout,
+        element_bytes=element_bytes,
+        flash_attention=activations.flash_attention,
+        capacity_factor=activations.capacity_factor,
+    ).total
+    kept = activations.model_copy(update={"layout": layout}).kept()
+    emb = acts.embedding_bytes(m, work, layout)
+    out = acts.output_bytes(m, work, layout, element_bytes, activations.logit_bytes)
+    return ActivationParts(per_layer * kept, emb, out)
+
+
+def stage_activations(stage: int, pipeline: int, layers: int, held: float, parts: ActivationParts) -> dict[str, float]:
+    """A stage's activation bytes: its layers' × the micro-batches in flight, the embedding on the first stage,
+    the output layer and fp32 logits on the last."""
+    return {
+        "activations": parts.per_layer * layers * held,
+        "embedding": parts.embedding * held if stage == 0 else 0.0,
+        "logits": parts.output if stage == pipeline - 1 else 0.0,
+    }
+
+
+class StageStates(NamedTuple):
+    """One stage's model states on one GPU."""
+
+    dense_params: float  # parameters held, before ZeRO sharding (the routed experts' excluded)
+    expert_params: float  # routed experts' (sharded over their own data-parallel group)
+    states: dict[str, float]  # bytes on the GPU by component
+    host_bytes: float  # offloaded to CPU memory
+
+
+def stage_states(
+    stage: int, layers: int, model: Model, params: float, layout: Layout, bpp: BytesPerParam
+) -> StageStates:
+    """The model states of one stage of ``model`` (``params`` of them in all) under ``layout`` (resolved): stage 0
+    also holds the input embedding and the last stage the final norm and the output layer (a copy of the tied
+    embedding when p > 1, as Megatron-LM keeps); routed-expert weights divide by t·EP and shard over DP·CP/EP,
+    the rest over DP·CP."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    dp = shard_ranks(layout)
+    dense_pp = per_gpu_bytes_per_param(bpp, layout.sharding, dp)
+    expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert_parallel))
+    total_params, per_layer_dense, per_layer_expert, embed, final_norm = _param_split(model)
+    scale = params / total_params
+    dense = layers * per_layer_dense + (embed if stage == 0 else 0)
+    if stage == p - 1:
+        dense += final_norm + (model.vocab * model.hidden if (not model.tied_embeddings or p > 1) else 0)
+    dense_local = dense * scale / t
+    expert_local = layers * per_layer_expert * scale / (t * layout.expert_parallel)
+    states = {c: dense_local * dense_pp[c] + expert_local * expert_pp[c] for c in dense_pp}
+    moved = OFFLOADED[layout.offload]
+    host = sum(v for c, v in states.items() if c in moved)
+    return StageStates(dense_local, expert_local, {c: 0.0 if c in moved else v for c, v in states.items()}, host)
+
+
+def stage_indices(layers: int, pipeline: int, ends_only: bool) -> list[int]:
+    """Every stage, or only those that can be the most loaded: the first and the last stage and the first of the
+    heaviest (``stage_layers``: an uneven split puts its extra layers in the middle). Any other stage holds no more
+    layers than one of those, with no more micro-batches in flight (1F1B and interleaved both hold fewer the later
+    the stage), and no embedding or output layer."""
+    p = pipeline
+    return sorted({0, p - 1, first_heaviest(layers, p)}) if ends_only else list(range(p))
+
+
 def stage_memory(
     params: float,
     bpp: BytesPerParam,
@@ -305,67 +383,36 @@ def stage_memory(
     element_bytes: float | None = None,
     ends_only: bool = False,
 ) -> list[StageMemory]:
-    """Per-GPU bytes of every pipeline stage (``layout`` resolved). Plain floats: fast enough for a planner.
+    """Per-GPU bytes of every pipeline stage (``layout`` resolved), or with ``ends_only`` of those that can be the
+    most loaded (``stage_indices``). Plain floats: fast enough for a planner.
 
-    ``ends_only`` computes the first and the last stage and the first of the heaviest (``stage_layers``: an
-    uneven split puts its extra layers in the middle) alone: the most loaded GPU is always one of them, since
-    any other stage holds no more layers than one of those, with no more micro-batches in flight (1F1B and
-    interleaved both hold fewer the later the stage), and no embedding or output layer.
-
-    Without a model the parameters split evenly over t·p. With one, stage 0 also holds the input embedding
-    and the last stage the final norm and the output layer (a copy of the tied embedding when p > 1, as
-    Megatron-LM keeps), routed-expert weights divide by t·EP and shard over DP·CP/EP, the rest over DP·CP.
+    Without a model the parameters split evenly over t·p; with one, by ``stage_states`` and
+    ``stage_activations``.
     """
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    dp = shard_ranks(layout)
-    dense_pp = per_gpu_bytes_per_param(bpp, layout.sharding, dp)
-    moved = OFFLOADED[layout.offload]
     if activations is None:
+        dense_pp = per_gpu_bytes_per_param(bpp, layout.sharding, shard_ranks(layout))
+        moved = OFFLOADED[layout.offload]
         local = params / (t * p)
         states = {c: b * local for c, b in dense_pp.items()}
         host = sum(v for c, v in states.items() if c in moved)
         states = {c: 0.0 if c in moved else v for c, v in states.items()}
         return [StageMemory(i, 0, local, states, host, 0.0, {}) for i in ((0,) if ends_only else range(p))]
     m, work = activations.model, activations.workload
-    total_params, per_layer_dense, per_layer_expert, embed, final_norm = _param_split(m)
-    scale = params / total_params
-    expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert_parallel))
     e = activations.element_bytes if element_bytes is None else element_bytes
-    per_layer = (
-        acts.layer_bytes(
-            m,
-            work,
-            layout,
-            element_bytes=e,
-            flash_attention=activations.flash_attention,
-            capacity_factor=activations.capacity_factor,
-        ).total
-        * activations.model_copy(update={"layout": layout}).kept()
-    )
-    emb, out = acts.embedding_bytes(m, work, layout), acts.output_bytes(m, work, layout, e, activations.logit_bytes)
+    parts = activation_parts(activations, layout, e)
     try:
         micro = work.microbatches(layout.dp) if work.global_batch is not None else None
     except ValueError as exc:
         raise UsageError(str(exc), field="global_batch", also=("micro_batch",)) from None
     stages = []
-    heaviest = first_heaviest(m.layers, p)
-    for i in sorted({0, p - 1, heaviest}) if ends_only else range(p):
+    for i in stage_indices(m.layers, p, ends_only):
         layers = stage_size(m.layers, p, i)
-        dense = layers * per_layer_dense + (embed if i == 0 else 0)
-        if i == p - 1:
-            dense += final_norm + (m.vocab * m.hidden if (not m.tied_embeddings or p > 1) else 0)
-        dense_local = dense * scale / t
-        expert_local = layers * per_layer_expert * scale / (t * layout.expert_parallel)
-        states = {c: dense_local * dense_pp[c] + expert_local * expert_pp[c] for c in dense_pp}
-        host = sum(v for c, v in states.items() if c in moved)
-        states = {c: 0.0 if c in moved else v for c, v in states.items()}
+        own = stage_states(i, layers, m, params, layout, bpp)
         held = acts.in_flight(i, layout, micro)
-        act = {
-            "activations": per_layer * layers * held,
-            "embedding": emb * held if i == 0 else 0.0,
-            "logits": out if i == p - 1 else 0.0,
-        }
-        stages.append(StageMemory(i, layers, dense_local + expert_local, states, host, held, act, expert_local))
+        act = stage_activations(i, p, layers, held, parts)
+        params_i = own.dense_params + own.expert_params
+        stages.append(StageMemory(i, layers, params_i, own.states, own.host_bytes, held, act, own.expert_params))
     return stages
 
 
@@ -413,12 +460,18 @@ def _stage_name(stage: int, pipeline: int) -> str:
 # ---------------------------------------------------------------------------------- framework memory
 
 
+def gather_buffers(layers: int, dense_params: float, bpp: BytesPerParam, layout: Layout, fw: Framework) -> float:
+    """The stack's ZeRO-3/FSDP gather buffers on one GPU of a stage of ``layers`` layers holding ``dense_params``
+    parameters (before sharding, the routed experts' excluded)."""
+    if fw.gathered_layers and layout.sharding in GATHERED and layers:
+        layer = dense_params / layers  # this GPU's (1/t) share of one layer
+        return layer * (fw.gathered_layers * bpp.breakdown["params"] + bpp.breakdown["gradients"])
+    return 0.0
+
+
 def framework_bytes(stage: StageMemory, bpp: BytesPerParam, layout: Layout, fw: Framework) -> float:
     """The stack's own bytes on one GPU of ``stage`` (``Framework``)."""
-    buffers = 0.0
-    if fw.gathered_layers and layout.sharding in GATHERED and stage.layers:
-        layer = (stage.params - stage.expert_params) / stage.layers  # this GPU's (1/t) share of one layer
-        buffers = layer * (fw.gathered_layers * bpp.breakdown["params"] + bpp.breakdown["gradients"])
+    buffers = gather_buffers(stage.layers, stage.params - stage.expert_params, bpp, layout, fw)
     return fw.fixed + buffers + fw.fragmentation * (stage.total + buffers)
 
 
