@@ -84,24 +84,10 @@ def test_output_does_not_grow_with_the_numbers_typed(napkin: Run, argv: list[str
 def test_plan_enumerates_only_what_the_gpus_allow() -> None:
     """Pipeline degrees must divide the GPUs left after TP and CP: a billion layers on 8 GPUs is a few dozen
     layouts, not a loop to a billion."""
-    from napkin.api.planning import _step_model
+    from napkin.api.planning import StepOptions, step_model
 
-    sm, _, _ = _step_model(
-        "llama3-8b",
-        None,
-        None,
-        64,
-        None,
-        None,
-        None,
-        None,
-        "bf16",
-        "adamw",
-        "mixed",
-        0,
-        False,
-        False,
-        {"layers": "1e9"},
+    sm, _, _ = step_model(
+        StepOptions(model="llama3-8b", global_batch=64, flash_attention=False, causal=False), {"layers": "1e9"}
     )
     assert len(candidates(sm, 8)) < 5_000
 
@@ -130,25 +116,12 @@ def test_plan_and_step_agree_on_fit(
 ) -> None:
     """Every layout the planner enumerates is kept or dropped by the same capacity and reserve that step and
     memory report: the planner's filter and the memory engine's 'fits' are one rule."""
-    from napkin.api.planning import _step_model
+    from napkin.api.planning import StepOptions, step_model
 
-    sm, _, _ = _step_model(
-        None,
-        None,
-        shape["seq"],
-        64,
-        None,
-        None,
-        hardware,
-        None,
-        "bf16",
-        "adamw",
-        "mixed",
-        reserve,
-        False,
-        False,
-        {k: v for k, v in shape.items() if k != "seq"},
+    options = StepOptions(
+        seq=shape["seq"], global_batch=64, hardware=hardware, reserve=reserve, flash_attention=False, causal=False
     )
+    sm, _, _ = step_model(options, {k: v for k, v in shape.items() if k != "seq"})
     every = candidates(sm, gpus)
     for index in pick:
         if not every:
@@ -167,11 +140,9 @@ def test_plan_and_step_agree_on_fit(
 def test_the_planners_pruning_drops_no_fitting_layout(model: str, gpus: int, pick: list[int]) -> None:
     """The planner skips a split whose leanest layout (micro-batch 1, full recompute, ZeRO-3) does not fit: exact
     only if no layout of the split takes less memory."""
-    from napkin.api.planning import _step_model
+    from napkin.api.planning import StepOptions, step_model
 
-    sm, _, _ = _step_model(
-        model, None, None, 512, None, None, None, None, "bf16", "adamw", "mixed", 0, False, False, {}
-    )
+    sm, _, _ = step_model(StepOptions(model=model, global_batch=512, flash_attention=False, causal=False), {})
     every = candidates(sm, gpus)
     for index in pick:
         k = every[index % len(every)]

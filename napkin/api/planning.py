@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from napkin import units
 from napkin.api.inputs import (
@@ -30,12 +33,15 @@ from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
+    from napkin.engines.finetune import Adapters
     from napkin.engines.planner import PlanResult
     from napkin.engines.step_time import Knobs, StepModel, StepResult
     from napkin.systems.cluster import Cluster
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number
+
+T = TypeVar("T")
 
 
 def _global_batch(
@@ -74,33 +80,63 @@ def _notes(sm: StepModel, batch_tokens: int | None) -> list[str]:
     return notes
 
 
-def _step_model(
-    model: str | Model | None,
-    model_config: str | Path | None,
-    seq: Number | None,
-    global_batch: Number | None,
-    global_batch_tokens: Number | None,
-    cluster: str | Cluster | None,
-    hardware: str | HardwareProfile | None,
-    hardware_file: str | Path | None,
-    dtype: str | Dtype,
-    optimizer: str | Optimizer,
-    precision: str | Precision,
-    reserve: Number,
-    flash_attention: bool | None,
-    causal: bool | None,
-    shape: dict[str, Any],
-    overlap_grad_reduce: bool | None = None,
-    gradient_accumulation_fusion: bool | None = None,
-    adapters: Any = None,
-    stack: str | Any | None = None,
-    stack_file: str | Path | None = None,
-    gpus: int | None = None,
+@dataclass(frozen=True)
+class StepOptions:
+    """What every step-time question takes besides the layout and the model's shape: the model, the batch, the
+    cluster, the number formats and the software stack, declared once. ``step_setup`` and ``plan`` list these in
+    their signatures (``step_keywords``) and hand them to ``step_model`` whole."""
+
+    model: str | Model | None = None
+    model_config: str | Path | None = None
+    seq: Number | None = None
+    global_batch: Number | None = None
+    global_batch_tokens: Number | None = None
+    cluster: str | Cluster | None = None
+    hardware: str | HardwareProfile | None = None
+    hardware_file: str | Path | None = None
+    dtype: str | Dtype = Dtype.bf16
+    optimizer: str | Optimizer = Optimizer.adamw
+    precision: str | Precision = Precision.mixed
+    reserve: Number = 0
+    flash_attention: bool | None = None
+    causal: bool | None = None
+    overlap_grad_reduce: bool | None = None
+    gradient_accumulation_fusion: bool | None = None
+    stack: str | Any | None = None
+    stack_file: str | Path | None = None
+
+    @classmethod
+    def take(cls, options: dict[str, Any]) -> StepOptions:
+        """These options, taken out of a question's keywords (the shape and layout keywords stay)."""
+        return cls(**{name: options.pop(name) for name in STEP_FIELDS if name in options})
+
+
+STEP_FIELDS: Final = tuple(f.name for f in fields(StepOptions))
+
+
+def step_keywords(func: Callable[..., T]) -> Callable[..., T]:
+    """Give a ``def f(*, ..., **options)`` question ``StepOptions``' keywords, typed and with their defaults, in
+    its signature (``help()``, completion, and ``keywords``' check of misspelt names)."""
+    sig = inspect.signature(func)
+    own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    rest = [p for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD]
+    extra = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+        for f in fields(StepOptions)
+    ]
+    func.__signature__ = sig.replace(parameters=[*own, *extra, *rest])  # type: ignore[attr-defined]
+    return func
+
+
+def step_model(
+    o: StepOptions, shape: dict[str, Any], *, adapters: Adapters | None = None, gpus: int | None = None
 ) -> tuple[StepModel, Chosen, int | None]:
+    """The step model of ``o`` and the model's ``shape`` keywords, the model chosen, and the batch in tokens if
+    it was given so; ``gpus``: the GPUs a cluster must hold."""
     from napkin.engines.step_time import StepModel, machine
     from napkin.results.stack_views import explain_steps
 
-    chosen = build_model(model, model_config, **shape)
+    chosen = build_model(o.model, o.model_config, **shape)
     arch = chosen.model
     if arch is None:
         raise UsageError(
@@ -108,36 +144,36 @@ def _step_model(
             field="model",
             also=("model_config", "layers", "hidden", "heads"),
         )
-    length, _ = resolve_seq(seq, chosen, needed_for="the step time")
+    length, _ = resolve_seq(o.seq, chosen, needed_for="the step time")
     assert length is not None
-    batch, batch_tokens = _global_batch(global_batch, global_batch_tokens, length)
+    batch, batch_tokens = _global_batch(o.global_batch, o.global_batch_tokens, length)
     if batch is None:
         raise UsageError(
             "global_batch (sequences) or global_batch_tokens (e.g. 4M) is required",
             field="global_batch",
             also=("global_batch_tokens",),
         )
-    found, profile = get_cluster(cluster, hardware, hardware_file, gpus=gpus)
-    hw = machine(found, profile, str(choice(Dtype, dtype, "dtype")))
-    software = get_stack(stack, stack_file)
+    found, profile = get_cluster(o.cluster, o.hardware, o.hardware_file, gpus=gpus)
+    hw = machine(found, profile, str(choice(Dtype, o.dtype, "dtype")))
+    software = get_stack(o.stack, o.stack_file)
     switches = {
-        "attention.kernel": flash_attention,
-        "attention.causal": causal,
-        "overlap.grad_reduce": overlap_grad_reduce,
-        "gradient_accumulation_fusion": gradient_accumulation_fusion,
+        "attention.kernel": o.flash_attention,
+        "attention.causal": o.causal,
+        "overlap.grad_reduce": o.overlap_grad_reduce,
+        "gradient_accumulation_fusion": o.gradient_accumulation_fusion,
     }
     sm = StepModel(
         arch,
         length,
         batch,
         hw,
-        optimizer=choice(Optimizer, optimizer, "optimizer"),
-        precision=choice(Precision, precision, "precision"),
-        flash_attention=flash_attention,
-        causal=causal,
-        reserve_bytes=reserve_of(reserve, usable_capacity(profile)),
-        overlap_grad_reduce=overlap_grad_reduce,
-        gradient_accumulation_fusion=gradient_accumulation_fusion,
+        optimizer=choice(Optimizer, o.optimizer, "optimizer"),
+        precision=choice(Precision, o.precision, "precision"),
+        flash_attention=o.flash_attention,
+        causal=o.causal,
+        reserve_bytes=reserve_of(o.reserve, usable_capacity(profile)),
+        overlap_grad_reduce=o.overlap_grad_reduce,
+        gradient_accumulation_fusion=o.gradient_accumulation_fusion,
         adapters=adapters,
         stack=software.knobs(profile.name),
         stack_steps=explain_steps(software, profile.name, {k: v for k, v in switches.items() if v is not None}),
@@ -148,28 +184,11 @@ def _step_model(
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
+@step_keywords
 def step_setup(
     *,
     gpus: Number,
-    model: str | Model | None = None,
-    model_config: str | Path | None = None,
-    seq: Number | None = None,
     micro_batch: Number = 1,
-    global_batch: Number | None = None,
-    global_batch_tokens: Number | None = None,
-    flash_attention: bool | None = None,
-    cluster: str | Cluster | None = None,
-    hardware: str | HardwareProfile | None = None,
-    hardware_file: str | Path | None = None,
-    dtype: str | Dtype = Dtype.bf16,
-    optimizer: str | Optimizer = Optimizer.adamw,
-    precision: str | Precision = Precision.mixed,
-    reserve: Number = 0,
-    causal: bool | None = None,
-    overlap_grad_reduce: bool | None = None,
-    gradient_accumulation_fusion: bool | None = None,
-    stack: str | Any | None = None,
-    stack_file: str | Path | None = None,
     finetune: str | Finetune = Finetune.full,
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
@@ -178,12 +197,14 @@ def step_setup(
     paged_optimizer: bool = False,
     adapter_dtype: str | TrainDtype | None = None,
     embedding_dtype: str | TrainDtype | None = None,
-    **shape: Any,
+    **options: Any,
 ) -> tuple[StepModel, Knobs, Chosen, int | None]:
     """(step model, layout knobs, the model chosen, batch tokens) of one ``step`` question, checked: what ``step``
     and ``calibrate`` share. The layout's sharding, when not given, is the stack's default."""
     from napkin.engines.step_time import check_knobs
 
+    o = StepOptions.take(options)
+    shape = options  # what is left: the model's shape and the layout
     method = choice(Finetune, finetune, "finetune")
     adapters = None
     if method is not Finetune.full:
@@ -193,11 +214,11 @@ def step_setup(
             lora_targets,
             base_format,
             double_quant,
-            optimizer,
+            o.optimizer,
             paged_optimizer,
             adapter_dtype=adapter_dtype,
             embedding_dtype=embedding_dtype,
-            precision=precision,
+            precision=o.precision,
             precision_default=Precision.mixed,
         )
         if shape.get("recompute") is None and method is Finetune.qlora:
@@ -209,29 +230,7 @@ def step_setup(
         data_parallel_only(lay)
     g = parse(units.parse_int, gpus, "gpus")
     b = parse(units.parse_int, micro_batch, "micro_batch")
-    sm, chosen, batch_tokens = _step_model(
-        model,
-        model_config,
-        seq,
-        global_batch,
-        global_batch_tokens,
-        cluster,
-        hardware,
-        hardware_file,
-        dtype,
-        optimizer,
-        precision,
-        reserve,
-        flash_attention,
-        causal,
-        shape,
-        overlap_grad_reduce=overlap_grad_reduce,
-        gradient_accumulation_fusion=gradient_accumulation_fusion,
-        adapters=adapters,
-        stack=stack,
-        stack_file=stack_file,
-        gpus=g,
-    )
+    sm, chosen, batch_tokens = step_model(o, shape, adapters=adapters, gpus=g)
     if "sharding" not in lay.model_fields_set and sm.offers is not None and adapters is None:
         lay = lay.model_copy(update={"sharding": sm.offers.sharding[0]})  # the stack's own default
     return sm, check_knobs(sm, lay, b, g, batch_tokens), chosen, batch_tokens
@@ -261,57 +260,16 @@ def step(**options: Any) -> StepResult:
 
 
 @keywords(SHAPE_FIELDS)
-def plan(
-    *,
-    gpus: Number,
-    model: str | Model | None = None,
-    model_config: str | Path | None = None,
-    seq: Number | None = None,
-    global_batch: Number | None = None,
-    global_batch_tokens: Number | None = None,
-    flash_attention: bool | None = None,
-    cluster: str | Cluster | None = None,
-    hardware: str | HardwareProfile | None = None,
-    hardware_file: str | Path | None = None,
-    dtype: str | Dtype = Dtype.bf16,
-    optimizer: str | Optimizer = Optimizer.adamw,
-    precision: str | Precision = Precision.mixed,
-    reserve: Number = 0,
-    causal: bool | None = None,
-    top: Number = 5,
-    overlap_grad_reduce: bool | None = None,
-    gradient_accumulation_fusion: bool | None = None,
-    stack: str | Any | None = None,
-    stack_file: str | Path | None = None,
-    **shape: Any,
-) -> PlanResult:
+@step_keywords
+def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
     """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU. Only what
     ``stack`` offers is searched (its sharding, pipeline schedules, TP/PP/CP/EP)."""
     from napkin.engines.planner import plan as engine
 
     g = parse(units.parse_int, gpus, "gpus")
     n = parse(units.parse_int, top, "top")
-    sm, chosen, batch_tokens = _step_model(
-        model,
-        model_config,
-        seq,
-        global_batch,
-        global_batch_tokens,
-        cluster,
-        hardware,
-        hardware_file,
-        dtype,
-        optimizer,
-        precision,
-        reserve,
-        flash_attention,
-        causal,
-        shape,
-        overlap_grad_reduce=overlap_grad_reduce,
-        gradient_accumulation_fusion=gradient_accumulation_fusion,
-        stack=stack,
-        stack_file=stack_file,
-    )
+    o = StepOptions.take(options)
+    sm, chosen, batch_tokens = step_model(o, options)
     result = engine(sm, g, chosen.name or "custom", n)
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     result.warnings[:0] = list(chosen.warnings)
