@@ -119,6 +119,17 @@ TP_COMM: Final = (
     "Narayanan et al. 2021, arXiv:2104.04473 §3.2 (2 all-reduces per layer forward, 2 backward); Korthikanti et al. "
     "2022 §4.2.2 (sequence parallelism: reduce-scatter + all-gather, same bytes)"
 )
+TP_OVERLAP: Final = (
+    "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/comm_overlap.py @ 0685ff5d (H100 presets such as "
+    "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192 overlap every TP collective of a layer, forward, dgrad and "
+    "wgrad, with a GEMM: ring exchange, pipelined or bulk; tp_comm_overlap is turned off for TP < 2 or without "
+    "sequence parallelism); NVIDIA/TransformerEngine transformer_engine/common/userbuffers/comm_gemm_overlap.h "
+    "@ 939f9b6f (the overlap algorithms)"
+)
+P2P_OVERLAP: Final = (
+    "NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/comm_overlap.py @ 0685ff5d: overlap_p2p_comm with the "
+    "interleaved schedule (virtual pipeline > 1), batch_p2p_comm (in line) otherwise"
+)
 PIPELINE_BUBBLE: Final = "Narayanan et al. 2021 §2.2.1-2.2.2: bubble (p−1)/m for 1F1B, (p−1)/(v·m) interleaved"
 SCATTER_GATHER: Final = (
     "Narayanan et al. 2021 §4.1 (scatter/gather: each TP rank sends 1/t of the activation across nodes, the "

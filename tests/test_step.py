@@ -7,6 +7,7 @@ import itertools
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -1057,3 +1058,28 @@ def test_plan_and_step_fit_against_the_same_capacity() -> None:
     plan = api.plan(model="llama3-70b", gpus=512, global_batch_tokens="4M", cluster="dgx-h100", top=10)
     assert plan.memory_limit == 85_520_809_984
     assert any(r.per_gpu_bytes > 80e9 for r in plan.layouts)  # fits in 85.5 GB only
+
+
+def test_megatron_overlaps_tp_only_with_sequence_parallelism_and_sends_only_interleaved() -> None:
+    """Megatron-Bridge's comm_overlap.py (@ 0685ff5d): tp_comm_overlap is turned off without sequence
+    parallelism, and overlap_p2p_comm is on only with a virtual pipeline (batch_p2p_comm, in line, with 1F1B).
+    Llama 3 70B on 64 DGX H100s: with every TP collective under the GEMMs, a TP 4 layout with SP exposes none of
+    them (the GEMMs take longer); without SP it exposes them all, as with no overlap; and the pipeline sends of a
+    1F1B layout stay exposed while an interleaved one's are hidden."""
+    cluster = find("dgx-h100").cluster
+    hw = machine(cluster, resolve(cluster.device).profile)
+    model = get_preset("llama3-70b").model
+
+    def terms(overlap: float, **layout: Any) -> Any:
+        stack = StackKnobs(tp_overlap=overlap, p2p_overlap=overlap)
+        return StepModel(model, 8192, 128, hw, stack=stack).evaluate(
+            Knobs(tensor_parallel=4, sharding=Sharding.zero1, **layout)
+        )
+
+    sp = {"pipeline_parallel": 4, "data_parallel": 4, "sequence_parallel": True}
+    assert terms(0.0, **sp).tensor_parallel > 0 and terms(1.0, **sp).tensor_parallel == 0
+    plain = {"pipeline_parallel": 4, "data_parallel": 4}
+    assert terms(1.0, **plain).tensor_parallel == terms(0.0, **plain).tensor_parallel > 0
+    assert terms(1.0, **sp).other == terms(0.0, **sp).other > 0  # 1F1B: sends in line
+    interleaved = {**sp, "interleave": 5}
+    assert terms(1.0, **interleaved).other == 0 < terms(0.0, **interleaved).other

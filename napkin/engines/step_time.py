@@ -640,17 +640,19 @@ class StepModel:
             self.model, self.adapters, Workload(seq=self.seq), recompute=Recompute.none, flash_attention=True
         )["frozen base"]
 
+    def layer_matmuls(self, k: Knobs) -> float:
+        """Forward seconds of one layer's matmuls for one micro-batch on one GPU, MoE and dense layers in the
+        model's proportion."""
+        times = self.layer(k.tensor_parallel, k.context_parallel, k.micro_batch, k.expert_parallel, k.sequence_parallel)
+        return (self.dense_layers * times.dense + self.moe_layers * times.moe) / (self.dense_layers + self.moe_layers)
+
     def frozen_layer(self, k: Knobs) -> float:
         """Seconds a frozen base changes in one layer's forward + backward for one micro-batch: no weight-gradient
         GEMMs (−1 forward's matmuls), and a quantized base dequantizes each weight to 16 bits before each of its
         matmuls (forward, input gradient, and the recomputed forward): read the packed weight, write 2 B."""
         if self.adapters is None:
             return 0.0
-        dense, moe, *_ = self.layer(
-            k.tensor_parallel, k.context_parallel, k.micro_batch, k.expert_parallel, k.sequence_parallel
-        )
-        total_layers = self.dense_layers + self.moe_layers
-        matmuls = (self.dense_layers * dense + self.moe_layers * moe) / total_layers
+        matmuls = self.layer_matmuls(k)
         dequantize = 0.0
         if self.adapters.quantized:
             per_weight = base_bytes(self.adapters.format, self.adapters.dq, self.model.hidden) + ACT_BYTES
@@ -708,8 +710,12 @@ class StepModel:
         compute = m * stage_mb + adds * accumulate_mb
         tp_mb = n_layers * tp_layer
         slow = self.stack.slowdown
-        hidden_tp = self.stack.tp_overlap * m * tp_mb  # under the GEMMs (userbuffers, async TP), at the slowdown
-        tp = m * tp_mb - hidden_tp + slow * hidden_tp
+        # under the GEMMs they feed (Transformer Engine's userbuffers, async TP), which run with sequence parallelism
+        # only (Megatron-Bridge turns tp_comm_overlap off without it): what the GEMMs cannot cover stays exposed,
+        # and what they cover slows them by the stack's slowdown
+        overlapped = self.stack.tp_overlap * m * tp_mb if k.sequence_parallel else 0.0
+        gemms = m * n_layers * self.layer_matmuls(k) * (4 if k.recompute is Recompute.full else 3)
+        tp = m * tp_mb - overlapped + _exposed(overlapped, gemms, slow)
         # pipeline p2p: per micro-batch each stage receives v activations and v gradients. Megatron's rank order
         # is tp-cp-dp-pp, so the next stage is t·c·d ranks away; scatter/gather: each TP rank sends 1/t of the
         # tensor and the receiving stage all-gathers it over its TP group.
@@ -720,7 +726,9 @@ class StepModel:
             if t > 1:
                 hop += self.collective("all-gather", activation, t, min(t, dom))
             p2p_mb = 2 * v * hop
-        other = m * p2p_mb * (1.0 - self.stack.p2p_overlap)
+        # sends overlap the other chunks' compute only under the interleaved schedule (Megatron-LM's
+        # overlap_p2p_comm; 1F1B batches them in line: sources.P2P_OVERLAP)
+        other = m * p2p_mb * (1.0 - (self.stack.p2p_overlap if v > 1 else 0.0))
         bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
         # expert parallel: dispatch + combine, forward and backward (+ recompute). Each TP rank dispatches its 1/t
         # of the tokens (sequence parallelism splits them) over EP, then all-gathers what it received over TP for
@@ -1011,11 +1019,18 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
         ),
         step(
             "tensor-parallel comm (exposed)",
-            "m × the stage's layers × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)",
+            "m × the stage's layers × (4 + 2 if full recompute) × all-reduce(b·s·d·2 B, t)"
+            + (", the overlapped share exposed beyond the layers' GEMMs" if sm.stack.tp_overlap else ""),
             f"t = {k.tensor_parallel}"
-            + (", SP: reduce-scatter + all-gather, timed as that all-reduce" if k.sequence_parallel else ""),
+            + (", SP: reduce-scatter + all-gather, timed as that all-reduce" if k.sequence_parallel else "")
+            + (
+                f"; {sm.stack.tp_overlap:g} of it under the GEMMs (with SP only)"
+                if sm.stack.tp_overlap and k.tensor_parallel > 1
+                else ""
+            ),
             format_duration(terms.tensor_parallel),
-            f"{sources.TP_COMM}; {sources.THAKUR_ALPHA_BETA}",
+            f"{sources.TP_COMM}; {sources.THAKUR_ALPHA_BETA}"
+            + (f"; {sources.TP_OVERLAP}" if sm.stack.tp_overlap else ""),
         ),
         step(
             "pipeline bubble",
