@@ -96,7 +96,7 @@ def main() -> None:
 
     from napkin.domain.model import Model
     from napkin.engines.planner import candidates, plan
-    from napkin.engines.step_time import StepModel, machine
+    from napkin.engines.step import StepModel, machine
     from napkin.systems.cluster import find
     from napkin.systems.presets import get_preset
     from napkin.systems.profiles import resolve

@@ -35,7 +35,7 @@ from typing import Any, Final, NamedTuple
 
 from napkin.domain.choices import Precision, Recompute, Sharding
 from napkin.domain.model import Model
-from napkin.engines.step_time import Knobs, Machine, StepModel, Terms, machine
+from napkin.engines.step import Knobs, Machine, StepModel, Terms, machine
 from napkin.systems.cluster import find
 from napkin.systems.profiles import resolve
 from napkin.systems.stack import StackKnobs

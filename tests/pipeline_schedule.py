@@ -1,4 +1,4 @@
-"""An event replay of Megatron-LM's pipeline schedules, to check ``napkin.engines.step_time.pipeline_bubble``.
+"""An event replay of Megatron-LM's pipeline schedules, to check ``napkin.engines.step.pipeline_bubble``.
 
 The rank programs follow ``forward_backward_pipelining_with_interleaving`` in megatron/schedules.py as
 published with the SC21 scripts (NVIDIA/Megatron-LM commit de7dc40f, 2021): warm-up forwards, then one

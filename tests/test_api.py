@@ -189,7 +189,7 @@ def test_every_question_declares_its_concrete_result_type() -> None:
         "engines.serving",
         "engines.serve_plan",
         "engines.traffic",
-        "engines.step_time",
+        "engines.step",
         "engines.training_memory",
         "results.cluster_views",
         "results.hardware_views",

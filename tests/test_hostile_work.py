@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import napkin
 from napkin.domain.layout import first_heaviest, heavy_stages, stage_size, uneven_note
-from napkin.engines.planner import _divisors, _leanest, candidates
-from napkin.engines.step_time import build_result
+from napkin.engines.divisors import divisors
+from napkin.engines.planner import _leanest, candidates
+from napkin.engines.step import build_result
 from tests.conftest import Run
 
 PLAN = ["--model", "llama3-8b", "--gpus", "8", "--global-batch", "64"]
@@ -22,12 +23,12 @@ PLAN = ["--model", "llama3-8b", "--gpus", "8", "--global-batch", "64"]
 
 @given(st.integers(min_value=1, max_value=5000))
 def test_divisors_by_factorisation_are_the_divisors(n: int) -> None:
-    assert _divisors(n) == [k for k in range(1, n + 1) if n % k == 0]
+    assert divisors(n) == [k for k in range(1, n + 1) if n % k == 0]
 
 
 @given(st.integers(min_value=2**40, max_value=2**53))
 def test_divisors_of_large_counts_divide_and_multiply_back(n: int) -> None:
-    found = _divisors(n)
+    found = divisors(n)
     assert all(n % d == 0 for d in found) and found[0] == 1 and found[-1] == n
     assert all(n // d in found for d in found)  # closed under the complement: none is missing
 

@@ -19,7 +19,7 @@ from napkin.domain.layout import stage_layers
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines.planner import candidates
-from napkin.engines.step_time import (
+from napkin.engines.step import (
     BREAKDOWN,
     Knobs,
     StepModel,

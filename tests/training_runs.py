@@ -33,7 +33,7 @@ from typing import Final, NamedTuple
 from napkin.domain.choices import Precision, Recompute, Sharding
 from napkin.domain.model import Model
 from napkin.engines import fit
-from napkin.engines.step_time import Knobs, StepModel, machine
+from napkin.engines.step import Knobs, StepModel, machine
 from napkin.systems.cluster import Cluster, find
 from napkin.systems.presets import get_preset
 from napkin.systems.profiles import HardwareProfile, resolve

@@ -19,7 +19,7 @@ from napkin.engines.number_formats import DtypeTable, TensorSize
 from napkin.engines.planner import PlanResult
 from napkin.engines.scaling import OptimalResult
 from napkin.engines.serving import InferenceResult, KvCacheResult
-from napkin.engines.step_time import StepResult
+from napkin.engines.step import StepResult
 from napkin.engines.training_memory import MaxModelResult, MemoryResult, OptimizerTable
 from napkin.results.cluster_views import ClusterList, ClusterSheet
 from napkin.results.hardware_views import HardwareComparison, HardwareList, HardwareSheet

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # imported where used: a command pays only for the objects it
     from napkin.domain.model import Model
     from napkin.engines.finetune import Adapters
     from napkin.engines.planner import PlanResult
-    from napkin.engines.step_time import Knobs, StepModel, StepResult
+    from napkin.engines.step import Knobs, StepModel, StepResult
     from napkin.systems.cluster import Cluster
     from napkin.systems.profiles import HardwareProfile
 
@@ -133,7 +133,7 @@ def step_model(
 ) -> tuple[StepModel, Chosen, int | None]:
     """The step model of ``o`` and the model's ``shape`` keywords, the model chosen, and the batch in tokens if
     it was given so; ``gpus``: the GPUs a cluster must hold."""
-    from napkin.engines.step_time import StepModel, machine
+    from napkin.engines.step import StepModel, machine
     from napkin.results.stack_views import explain_steps
 
     chosen = build_model(o.model, o.model_config, **shape)
@@ -201,7 +201,7 @@ def step_setup(
 ) -> tuple[StepModel, Knobs, Chosen, int | None]:
     """(step model, layout knobs, the model chosen, batch tokens) of one ``step`` question, checked: what ``step``
     and ``calibrate`` share. The layout's sharding, when not given, is the stack's default."""
-    from napkin.engines.step_time import check_knobs
+    from napkin.engines.step import check_knobs
 
     o = StepOptions.take(options)
     shape = options  # what is left: the model's shape and the layout
@@ -250,7 +250,7 @@ def step(**options: Any) -> StepResult:
     weight gradients into the stored ones in a kernel of its own (PyTorch autograd after the first micro-batch,
     Megatron-LM's fp32 gradient buffer every one; Megatron-LM before 2022 or with
     --no-gradient-accumulation-fusion)."""
-    from napkin.engines.step_time import build_result
+    from napkin.engines.step import build_result
 
     sm, knobs, chosen, batch_tokens = step_setup(**options)
     result = build_result(sm, knobs, chosen.name or "custom")

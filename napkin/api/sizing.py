@@ -131,7 +131,7 @@ def _sizing(
     recomputation, its loss, and the memory it keeps (FSDP/ZeRO-3 gather buffers, fixed, fragmentation); a
     sharding it does not offer is an error, and left out it is ZeRO-3 where the stack offers it, else its
     default."""
-    from napkin.engines.step_time import offered_sharding
+    from napkin.engines.step import offered_sharding
     from napkin.engines.training_memory import memory as engine
 
     method = choice(Finetune, finetune, "finetune")

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # imported where used: a command pays only for the objects it
     from napkin.domain.model import Model
     from napkin.engines.compute import MatmulResult, MfuResult, TrainFlopsResult, TrainTimeResult
     from napkin.engines.scaling import OptimalResult
-    from napkin.engines.step_time import StepResult
+    from napkin.engines.step import StepResult
     from napkin.systems.cluster import Cluster
     from napkin.systems.profiles import HardwareProfile
 

@@ -17,7 +17,8 @@ from pydantic import Field
 
 from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.layout import split_problem
-from napkin.engines.step_time import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result, offered_sharding
+from napkin.engines.divisors import divisors, powers_of_two
+from napkin.engines.step import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result, offered_sharding
 from napkin.errors import UsageError
 from napkin.results.result import TableResult
 from napkin.systems.stack import Offers
@@ -40,78 +41,6 @@ TERM_NAMES: Final = {
 
 #: The most layouts one plan enumerates: a bound on its time and memory whatever sizes are typed.
 MAX_CANDIDATES: Final = 2_000_000
-#: Miller-Rabin witnesses that decide primality of every n below 3.3e24, so of every count napkin reads (2^53):
-#: the first twelve primes (Sorenson & Webster, "Strong pseudoprimes to twelve prime bases", Math. Comp. 2017).
-_WITNESSES: Final = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
-
-
-def _is_prime(n: int) -> bool:
-    if n < 2:
-        return False
-    for p in _WITNESSES:
-        if n % p == 0:
-            return n == p
-    d, s = n - 1, 0
-    while d % 2 == 0:
-        d, s = d // 2, s + 1
-    for a in _WITNESSES:
-        x = pow(a, d, n)
-        if x in (1, n - 1):
-            continue
-        for _ in range(s - 1):
-            x = x * x % n
-            if x == n - 1:
-                break
-        else:
-            return False
-    return True
-
-
-def _factor(n: int) -> int:
-    """A non-trivial factor of the composite ``n`` (no factor below 17): Pollard's rho with Floyd's cycle finding,
-    about n^(1/4) steps (some ten thousand at 2^53)."""
-    c = 1
-    while True:
-        x = y = 2
-        d = 1
-        while d == 1:
-            x = (x * x + c) % n
-            y = (y * y + c) % n
-            y = (y * y + c) % n
-            d = math.gcd(abs(x - y), n)
-        if d != n:
-            return d
-        c += 1
-
-
-def _divisors(n: int, limit: int | None = None) -> list[int]:
-    """The divisors of ``n`` (at most ``limit``), ascending. ``n`` is a count of at most 2^53 (``units.parse_int``),
-    so it is factorised (trial division by small primes, then Miller-Rabin and Pollard's rho: milliseconds)
-    instead of trying every number up to it (minutes at 10^9, never ending at 2^53)."""
-    primes: dict[int, int] = {}
-    for p in (2, 3, 5, 7, 11, 13):
-        while n % p == 0:
-            primes[p], n = primes.get(p, 0) + 1, n // p
-    stack = [n] if n > 1 else []
-    while stack:
-        m = stack.pop()
-        if _is_prime(m):
-            primes[m] = primes.get(m, 0) + 1
-        else:
-            d = _factor(m)
-            stack += [d, m // d]
-    found = [1]
-    for p, e in primes.items():
-        found = [d * p**k for d in found for k in range(e + 1) if limit is None or d * p**k <= limit]
-    return sorted(found)
-
-
-def _powers(limit: int) -> list[int]:
-    out, k = [], 1
-    while k <= limit:
-        out.append(k)
-        k *= 2
-    return out
 
 
 def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
@@ -119,10 +48,10 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
     model, dom, batch = sm.model, sm.hw.fabric.domain_size, sm.batch
     offers = sm.offers or Offers()  # only what the stack can run
     out: list[Knobs] = []
-    tps = [t for t in _powers(dom) if (model.heads is None or model.heads % t == 0) and (t == 1 or offers.tensor)]
+    tps = [t for t in powers_of_two(dom) if (model.heads is None or model.heads % t == 0) and (t == 1 or offers.tensor)]
     cps = [
         c
-        for c in _powers(16)
+        for c in powers_of_two(16)
         if c == 1 or (offers.context and sm.seq % (2 * c) == 0 and sm.seq // c >= MIN_CONTEXT_CHUNK)
     ]
     shardings = [z for z in SHARDING if offered_sharding(offers, z)] or [offers.sharding[0]]
@@ -135,11 +64,11 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                 continue
             room = gpus // (t * c)  # PP divides it: only the divisors of the layers that do are enumerated
             # PP: the divisors of the layers and, split unevenly (napkin.domain.layout.stage_size), the powers of two
-            pps = set(_divisors(math.gcd(model.layers, room)))
-            pps |= {k for k in _powers(min(model.layers, room)) if room % k == 0}
+            pps = set(divisors(math.gcd(model.layers, room)))
+            pps |= {k for k in powers_of_two(min(model.layers, room)) if room % k == 0}
             for p in sorted(pps) if offers.pipeline else [1]:
                 d = room // p
-                eps = _divisors(math.gcd(model.experts, d * c)) if model.is_moe and offers.expert else [1]
+                eps = divisors(math.gcd(model.experts, d * c)) if model.is_moe and offers.expert else [1]
                 for b in MICRO_BATCHES:
                     if batch % (b * d):
                         continue
@@ -150,7 +79,7 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                         if p == 1 or not interleaved
                         else [
                             v
-                            for v in _divisors(heaviest, MAX_INTERLEAVE)
+                            for v in divisors(heaviest, MAX_INTERLEAVE)
                             if v == 1 or (m % p == 0 and split_problem(n, p, v) is None)
                         ]
                     )
@@ -293,7 +222,7 @@ def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[s
             ],
         )
     ]
-    t = max(k for k in _powers(dom) if heads % k == 0)
+    t = max(k for k in powers_of_two(dom) if heads % k == 0)
     if t > 1:
         out.append(
             (

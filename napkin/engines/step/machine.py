@@ -1,0 +1,131 @@
+"""The device and its fabric as plain floats (``Machine``), and the efficiency tables the step model reads."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    pass
+
+from napkin import sources
+from napkin.domain.choices import Sharding
+from napkin.engines.training_memory import (
+    capacity,
+)
+from napkin.systems.cluster import Cluster, Fabric
+from napkin.systems.profiles import HardwareProfile
+
+#: Maximum Achievable Matmul FLOPS (bf16, dense), measured by mamf-finder.py (stas00/ml-engineering,
+#: compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table", BF16 v2 table).
+MAMF_BF16: Final[dict[str, float]] = {
+    "a100-sxm-80gb": 271.2e12,
+    "a100-sxm-40gb": 271.2e12,
+    "a100-pcie-80gb": 252.9e12,
+    "h100-sxm": 794.5e12,
+    "mi300x": 668.4e12,
+    "mi325x": 784.9e12,
+}
+#: Devices without a measurement: the H100 SXM's MAMF efficiency (794.5 / 989 ≈ 0.80), same source.
+DEFAULT_MATMUL_EFFICIENCY: Final = 0.80
+#: Fraction of HBM bandwidth large memory-bound kernels reach: Calculon's A100/H100 system files
+#: (calculon-ai/calculon systems/a100_80g.json, mem1 MB_efficiency: 0.90 for ≥ 100 MB, 0.75 for ≥ 10 MB,
+#: 0.6 for ≥ 1 MB, 0.3 below), applied per kernel by its size.
+MEMORY_EFFICIENCY: Final = ((100e6, 0.90), (10e6, 0.75), (1e6, 0.60), (0.0, 0.30))
+#: Small matmuls reach less of R: Calculon's efficiency by the FLOPs of one matmul call (systems/a100_80g.json
+#: and h100_80g_nvl8.json matrix gflops_efficiency: 0.95 at ≥ 128 GFLOP, 0.9 at ≥ 16, 0.6 at ≥ 1, 0.1 below),
+#: divided by its top entry so that the largest matmuls run at R.
+SIZE_EFFICIENCY: Final = ((128e9, 0.95 / 0.95), (16e9, 0.9 / 0.95), (1e9, 0.6 / 0.95), (0.0, 0.1 / 0.95))
+#: Output tile of a tensor-core GEMM: cuBLAS pads m and n to whole tiles (NVIDIA Deep Learning Performance
+#: Guide, "Matrix Multiplication Background": tile quantization). 128×128 is its largest common tile; a smaller
+#: dimension gets the smallest tile that holds it, down to 16 (the m of a tensor-core MMA instruction).
+TILE: Final = 128
+#: The achievable rate Calculon's size table was measured at: A100 SXM bf16 (MAMF_BF16 above).
+SIZE_REFERENCE: Final = 271.2e12
+SMALLEST_TILE: Final = 16
+
+
+def padded(dim: float) -> float:
+    """``dim`` rounded up to whole tiles of the size cuBLAS would pick for it."""
+    tile = SMALLEST_TILE
+    while tile < dim and tile < TILE:
+        tile *= 2
+    return math.ceil(dim / tile) * tile
+
+
+ACT_BYTES: Final = 2.0  # activations, TP/PP/EP payloads: 16-bit
+#: FlashAttention's share of the 16-bit dense peak, forward and backward, and the backward's FLOPs over the
+#: forward's (sources.FLASH_EFFICIENCY).
+FLASH_FORWARD: Final = 0.75
+FLASH_BACKWARD: Final = 561 / 989.5
+FLASH_BACKWARD_FLOPS: Final = 2.5
+
+
+def by_size(table: tuple[tuple[float, float], ...], size: float) -> float:
+    for threshold, eff in table:
+        if size >= threshold:
+            return eff
+    return table[-1][1]
+
+
+def memory_efficiency(nbytes: float) -> float:
+    return by_size(MEMORY_EFFICIENCY, nbytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """A device and its fabric as plain floats: what the hot path needs."""
+
+    name: str
+    cluster: str
+    peak: float  # datasheet dense peak, FLOP/s (MFU's denominator)
+    rate: float  # achievable matmul FLOP/s (R)
+    rate_source: str
+    hbm: float  # bytes/s
+    capacity: float  # bytes a fit check may use: ``training_memory.capacity``, the one rule of every command
+    fabric: Fabric
+    rate16: float  # R of the work kept in 16 bits when ``rate`` is an 8-bit-or-less rate: attention, output layer
+    dtype: str  # the number format of ``peak`` and ``rate``
+    peak16: float  # 16-bit dense peak (FlashAttention's efficiency is quoted against it)
+    profile: HardwareProfile  # where all of this came from: results report its memory (never a lookup by name)
+
+
+#: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
+#: (sources.TE_FP8_SCOPE): the attention core and the output layer stay 16-bit.
+LOW_PRECISION: Final = frozenset({"fp8", "fp6", "fp4", "int8"})
+SHARDED_PARAMS: Final = frozenset({Sharding.zero3, Sharding.fsdp, Sharding.hsdp})
+#: One strategy under two names (napkin reads fsdp as ZeRO-3).
+FULL_SHARD: Final = frozenset({Sharding.zero3, Sharding.fsdp})
+
+
+def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") -> Machine:
+    """R from a saved ``bench matmul`` measurement, else the published MAMF, else 80 % of the peak; with an
+    8-bit-or-less ``dtype``, the attention core and the output layer at the bf16 R."""
+    peak = hardware.peak(dtype)
+    measured = hardware.measured_for(dtype)
+    if measured is not None:
+        rate, source = measured.flops_per_second, f"measured {measured.date} on {measured.device} (bench matmul)"
+    elif dtype == "bf16" and hardware.name in MAMF_BF16:
+        rate, source = MAMF_BF16[hardware.name], sources.MAMF
+    else:
+        rate, source = DEFAULT_MATMUL_EFFICIENCY * peak, f"{DEFAULT_MATMUL_EFFICIENCY:g} × peak ({sources.MAMF}, H100)"
+    rate = min(rate, peak)
+    rate16 = rate
+    if dtype in LOW_PRECISION and hardware.peak_if_known("bf16"):
+        rate16 = min(rate, machine(cluster, hardware, "bf16").rate)
+    peak16 = hardware.peak_if_known("bf16") or peak
+    return Machine(
+        hardware.name,
+        cluster.name,
+        peak,
+        rate,
+        source,
+        hardware.memory_bandwidth,
+        capacity(hardware)[0],
+        cluster.fabric(),
+        rate16,
+        dtype,
+        peak16,
+        hardware,
+    )

@@ -1,0 +1,216 @@
+"""The step-time model (``StepModel``): one layout scored in plain floats from the per-layer costs
+(``napkin.engines.step.layers``), so the planner can score thousands of layouts a second."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
+from napkin.domain.choices import Precision, Recompute, Sharding
+from napkin.domain.layout import stage_size
+from napkin.engines.step.knobs import (
+    Knobs,
+    Pace,
+    Terms,
+    collectives_per_layer,
+    exposed_seconds,
+    pipeline_bubble,
+    ranks_near,
+)
+from napkin.engines.step.layers import LayerModel
+from napkin.engines.step.machine import (
+    ACT_BYTES,
+    SHARDED_PARAMS,
+)
+from napkin.engines.training_memory import (
+    SHARDED,
+)
+from napkin.systems.stack import StackKnobs
+
+
+class StepModel(LayerModel):
+    """The step-time model for one model, sequence length, global batch and machine; ``evaluate`` scores a
+    layout in plain floats (the planner calls it thousands of times, so per-layer times are memoised)."""
+
+    def with_stack(self, stack: StackKnobs) -> StepModel:
+        """This model with other stack values (``napkin calibrate`` tries many); the switches stay as resolved."""
+        return StepModel(
+            self.model,
+            self.seq,
+            self.batch,
+            self.hw,
+            optimizer=self.optimizer,
+            precision=self.precision,
+            flash_attention=self.flash,
+            causal=self.causal,
+            reserve_bytes=self.reserve,
+            overlap_grad_reduce=self.overlap_grad_reduce,
+            gradient_accumulation_fusion=self.gradient_accumulation_fusion,
+            stack=stack,
+            stack_steps=self.stack_steps,
+            offers=self.offers,
+            validated=self.validated,
+        )
+
+    # --- pieces -------------------------------------------------------------------------------
+    def pace(self, k: Knobs, per_layer: float, logits: float) -> Pace:
+        """The stage the pipeline waits for: (the heaviest stage's layers, the pacing stage's layers, whether it
+        is the last stage with the logits) — the heaviest of an uneven split, or the last (the same stage when
+        the layers divide evenly). ``per_layer``: one layer's seconds for a micro-batch, comm included."""
+        layers, p = self.model.layers, k.pipeline_parallel
+        heavy, last = -(-layers // p), stage_size(layers, p, p - 1)
+        return Pace(heavy, heavy, False) if heavy * per_layer > last * per_layer + logits else Pace(heavy, last, True)
+
+    def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
+        """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
+        ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
+        t, p, d, c, e, v, b = (
+            k.tensor_parallel,
+            k.pipeline_parallel,
+            k.data_parallel,
+            k.context_parallel,
+            k.expert_parallel,
+            k.interleave,
+            k.micro_batch,
+        )
+        m = self.batch // (b * d)
+        dom = self.hw.fabric.domain_size
+        tokens = b * self.seq / c
+        fwd_layer, extra_layer, _, tp_layer, logits = self.layer_passes(k)
+        frozen = self.frozen_layer(k)
+        per_layer = 3 * fwd_layer + extra_layer + tp_layer + frozen
+        heavy, n_layers, last_stage = self.pace(k, per_layer, logits)
+        logits = logits if last_stage else 0.0
+        total_layers = self.model.layers
+        n_dense, n_moe = n_layers * self.dense_layers / total_layers, n_layers * self.moe_layers / total_layers
+        layers_mb = n_layers * (3 * fwd_layer + extra_layer + frozen)
+        # data parallel groups: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP
+        # ranks that hold the same experts (Megatron's expert data parallelism); the heaviest stage's share
+        share = heavy * p / total_layers
+        dense_local = (self.params - self.expert_params) / (t * p) * share
+        expert_local = self.expert_params / (t * p * e) * share
+        if self.adapters is not None:  # only the adapters have gradients to reduce and states to update
+            dense_local, expert_local = self.trainable / (t * p) * share, 0.0
+        # the dense weights' gradients reduce over DP × CP (Megatron-LM's dp-cp group; FSDP shards over both)
+        groups = [(dense_local, d * c, ranks_near(d * c, dom, t))]
+        if expert_local:
+            edp = max(1, d * c // e)
+            groups.append((expert_local, edp, ranks_near(edp, dom, t * e)))
+        # gradient accumulation without fusion: a micro-batch adds its new weight gradients into the stored ones
+        # (read both, write one) in a kernel of its own: every micro-batch into Megatron-LM's fp32 main_grad
+        # buffer, every one after the first under autograd (the first stores its .grad); sharded gradients
+        # (ZeRO-2/3, FSDP) accumulate on the shard each micro-batch's reduce-scatter leaves
+        adds = m if self.precision is Precision.mixed_fp32_grads else m - 1
+        accumulate_mb = 0.0
+        if not self.gradient_accumulation_fusion and adds > 0:
+            sharded = "gradients" in SHARDED[k.sharding]
+            grads = sum(params / n if sharded else params for params, n, _ in groups)
+            accumulate_mb = self.stream(grads * self.accumulate_bytes / heavy, heavy)
+        stage_mb = layers_mb + logits
+        compute = m * stage_mb + adds * accumulate_mb
+        tp_mb = n_layers * tp_layer
+        slow = self.stack.slowdown
+        # under the GEMMs they feed (Transformer Engine's userbuffers, async TP), which run with sequence parallelism
+        # only (Megatron-Bridge turns tp_comm_overlap off without it): what the GEMMs cannot cover stays exposed,
+        # and what they cover slows them by the stack's slowdown
+        overlapped = self.stack.tp_overlap * m * tp_mb if k.sequence_parallel else 0.0
+        gemms = m * n_layers * self.layer_matmuls(k) * (4 if k.recompute is Recompute.full else 3)
+        tp = m * tp_mb - overlapped + exposed_seconds(overlapped, gemms, slow)
+        # pipeline p2p: per micro-batch each stage receives v activations and v gradients. Megatron's rank order
+        # is tp-cp-dp-pp, so the next stage is t·c·d ranks away; scatter/gather: each TP rank sends 1/t of the
+        # tensor and the receiving stage all-gathers it over its TP group.
+        p2p_mb = 0.0
+        if p > 1:
+            activation = tokens * self.d * ACT_BYTES
+            hop = self.collective("send-recv", activation / t, 2, 1 if t * c * d >= dom else 2)
+            if t > 1:
+                hop += self.collective("all-gather", activation, t, min(t, dom))
+            p2p_mb = 2 * v * hop
+        # sends overlap the other chunks' compute only under the interleaved schedule (Megatron-LM's
+        # overlap_p2p_comm; 1F1B batches them in line: sources.P2P_OVERLAP)
+        other = m * p2p_mb * (1.0 - (self.stack.p2p_overlap if v > 1 else 0.0))
+        bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
+        # expert parallel: dispatch + combine, forward and backward (+ recompute). Each TP rank dispatches its 1/t
+        # of the tokens (sequence parallelism splits them) over EP, then all-gathers what it received over TP for
+        # its shard of the experts; the combine reverses both (Megatron-LM MoEAlltoAllTokenDispatcher)
+        if e > 1 and self.moe_layers:
+            routed = tokens * self.model.top_k * self.d * ACT_BYTES
+            per = self.collective("all-to-all", routed / (t if k.sequence_parallel else 1), e, ranks_near(e, dom, t))
+            if t > 1 and k.sequence_parallel:
+                per += self.collective("all-gather", routed, t, min(t, dom))
+            other += m * collectives_per_layer(k.recompute) * per * n_moe * (1.0 - self.stack.a2a_overlap)
+        # context parallel: all-gather K, V forward, reduce-scatter their gradients backward, hidden under attention
+        if c > 1:
+            kv = 2 * tokens * c * self.model.n_kv * self.model.d_head * ACT_BYTES / t
+            near = ranks_near(c, dom, t)
+            cp = self.collective("all-gather", kv, c, near) * (2 if k.recompute is Recompute.full else 1)
+            cp += self.collective("reduce-scatter", kv, c, near)
+            scores = self.layer(t, c, b, e, k.sequence_parallel).scores
+            other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
+        dp = 0.0
+        # FSDP-QLoRA: the frozen base is sharded too, and gathered per layer, never reduced
+        frozen = self.frozen_bytes() * share / (t * p) if self.adapters is not None else 0.0
+        if k.sharding is Sharding.hsdp:
+            # FSDP within the scale-up domain, each micro-batch; the shards' gradients all-reduced across the
+            # domains' replicas once a step, under the last backward
+            inside = [(params, near, near) for params, _, near in groups]
+            dp = m * self.fsdp_exposed(inside, n_dense + n_moe, fwd_layer, 2 * fwd_layer + extra_layer, frozen)
+            sync = sum(
+                self.collective("all-reduce", params * self.reduce_bytes / near, n // near, 1)
+                for params, n, near in groups
+            )
+            dp += exposed_seconds(sync, 2 * n_layers * fwd_layer, slow) if self.overlap_grad_reduce else sync
+        elif k.sharding in SHARDED_PARAMS:
+            dp = m * self.fsdp_exposed(groups, n_dense + n_moe, fwd_layer, 2 * fwd_layer + extra_layer, frozen)
+        else:
+            sync = 0.0
+            for params, n, near in groups:
+                if k.sharding is Sharding.none:
+                    sync += self.collective("all-reduce", params * self.reduce_bytes, n, near)
+                else:
+                    sync += self.collective("reduce-scatter", params * self.reduce_bytes, n, near)
+                    sync += self.collective("all-gather", params * self.param_bytes, n, near)
+            dp = exposed_seconds(sync, 2 * n_layers * fwd_layer, slow) if self.overlap_grad_reduce else sync
+        # optimizer: read and write every local state byte once (sharded states over their group)
+        optimizer = 0.0
+        for params, n, near in groups:
+            ranks = near if k.sharding is Sharding.hsdp else n
+            states = sum(v / ranks if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
+            optimizer += self.stream(2 * params * states)
+        optimizer += self.stack.step_overhead
+        total = compute + tp + bubble + dp + optimizer + other
+        memory = self.memory_bytes(k) if per_gpu_bytes is None else per_gpu_bytes
+        return Terms(total, compute, tp, bubble, dp, optimizer, other, memory)
+
+    def fsdp_exposed(
+        self, groups: list[tuple[float, int, int]], layers: float, forward: float, backward: float, frozen: float = 0.0
+    ) -> float:
+        """Exposed seconds of FSDP / ZeRO-3 for one micro-batch on one GPU, as it runs: each layer's parameters
+        all-gathered before its forward and again before its backward (resharded after the forward), its
+        gradients reduce-scattered after its backward. With a prefetch depth of at least one layer the next
+        layer's collectives overlap this layer's compute, so a layer exposes only what its compute cannot cover
+        (and slows that compute by the stack's slowdown); the first gather and the last reduce-scatter have
+        nothing to hide under. Without prefetch every collective is exposed. ``frozen``: bytes of a frozen base
+        (FSDP-QLoRA) gathered with the layers."""
+        units = max(1.0, layers)
+        gather = reduce = 0.0
+        for params, n, near in groups:
+            gather += self.collective("all-gather", params * self.param_bytes / units, n, near)
+            reduce += self.collective("reduce-scatter", params * self.reduce_bytes / units, n, near)
+        if frozen:  # a frozen base's bytes: gathered with the layer, never reduced
+            _, n, near = groups[0]
+            gather += self.collective("all-gather", frozen / units, n, near)
+        if self.stack.prefetch == 0:
+            return units * (2 * gather + reduce)
+        slow = self.stack.slowdown
+        ahead = units - 1
+        return (
+            gather
+            + ahead * exposed_seconds(gather, forward, slow)
+            + ahead * exposed_seconds(gather + reduce, backward, slow)
+            + reduce
+        )
+
+    # --- FLOPs --------------------------------------------------------------------------------
