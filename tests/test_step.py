@@ -395,24 +395,18 @@ def test_tensor_parallel_comm_is_zero_without_tp_and_grows_across_nodes() -> Non
         ).tensor_parallel
         == 0
     )
-    inside = sm.evaluate(
-        Knobs(
-            tensor_parallel=8,
-            data_parallel=64,
-            sequence_parallel=True,
-            recompute=Recompute.full,
-            sharding=Sharding.zero1,
-        )
-    ).tensor_parallel
-    across = sm.evaluate(
-        Knobs(
-            tensor_parallel=16,
-            data_parallel=32,
-            sequence_parallel=True,
-            recompute=Recompute.full,
-            sharding=Sharding.zero1,
-        )
-    ).tensor_parallel
+    inside, across = (
+        sm.evaluate(
+            Knobs(
+                tensor_parallel=t,
+                data_parallel=512 // t,
+                sequence_parallel=True,
+                recompute=Recompute.full,
+                sharding=Sharding.zero1,
+            )
+        ).tensor_parallel
+        for t in (8, 16)
+    )
     assert across > inside > 0
 
 

@@ -288,14 +288,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     all_knobs = candidates(sm, gpus)
     hopeless: dict[tuple[int, ...], bool] = {}
     for k in all_knobs:
-        split = (
-            k.tensor_parallel,
-            k.pipeline_parallel,
-            k.data_parallel,
-            k.context_parallel,
-            k.expert_parallel,
-            k.interleave,
-        )
+        split = k.split
         if split not in hopeless:  # the least memory this split can take: none of its layouts fits if that does not
             hopeless[split] = min(sm.memory_bytes(lean) for lean in _leanest(k)) > capacity
         if hopeless[split]:

@@ -123,6 +123,18 @@ class Knobs:
         )
 
     @property
+    def split(self) -> tuple[int, int, int, int, int, int]:
+        """(TP, PP, DP, CP, EP, interleave): how the GPUs and the layers are divided."""
+        return (
+            self.tensor_parallel,
+            self.pipeline_parallel,
+            self.data_parallel,
+            self.context_parallel,
+            self.expert_parallel,
+            self.interleave,
+        )
+
+    @property
     def gpus(self) -> int:
         return self.tensor_parallel * self.pipeline_parallel * self.context_parallel * self.data_parallel
 

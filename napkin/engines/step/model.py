@@ -66,15 +66,7 @@ class StepModel(LayerModel):
     def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
         """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
         ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
-        t, p, d, c, e, v, b = (
-            k.tensor_parallel,
-            k.pipeline_parallel,
-            k.data_parallel,
-            k.context_parallel,
-            k.expert_parallel,
-            k.interleave,
-            k.micro_batch,
-        )
+        (t, p, d, c, e, v), b = k.split, k.micro_batch
         m = self.batch // (b * d)
         dom = self.hw.fabric.domain_size
         tokens = b * self.seq / c
