@@ -257,9 +257,15 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "other (p2p, EP all-to-all, CP)",
             "2v × (send b·s·d·2 B / t + all-gather over t) per micro-batch; all-to-all of b·s·k·d·2 B / t (SP) "
             "+ all-gather over t, 4 per MoE layer (+2 recomputed); CP",
-            f"p = {k.pipeline_parallel}, EP = {k.expert_parallel}, CP = {k.context_parallel}",
+            f"p = {k.pipeline_parallel}, EP = {k.expert_parallel}, CP = {k.context_parallel}"
+            + (
+                f"; {sm.stack.p2p_overlap:g} of the sends under the other chunks' compute"
+                if sm.stack.p2p_overlap and k.interleave > 1
+                else ""
+            ),
             format_duration(terms.other),
-            f"{sources.SCATTER_GATHER}; {sources.CALCULON_NETWORK}; {sources.MOE_DISPATCH}",
+            f"{sources.SCATTER_GATHER}; {sources.CALCULON_NETWORK}; {sources.MOE_DISPATCH}"
+            + (f"; {sources.P2P_OVERLAP}" if sm.stack.p2p_overlap else ""),
         ),
         step("step time", "sum of the terms", "", format_duration(terms.step_seconds), "napkin step model"),
     ]
