@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -263,6 +264,25 @@ def resolve_seq(seq: Number | None, chosen: Chosen, *, needed_for: str | None = 
             field="seq",
         )
     return None, None
+
+
+def option_keywords(options: type[Any]) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Give a ``def f(*, ..., **options)`` question the fields of the dataclass ``options`` as keywords, typed and
+    with their defaults, in its signature (``help()``, completion, and ``keywords``' check of misspelt names): the
+    questions that share an options object declare its fields once, in it."""
+    extra = [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+        for f in dataclasses.fields(options)
+    ]
+
+    def decorate(func: Callable[..., T]) -> Callable[..., T]:
+        sig = inspect.signature(func)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        rest = [p for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD]
+        func.__signature__ = sig.replace(parameters=[*own, *extra, *rest])  # type: ignore[attr-defined]
+        return func
+
+    return decorate
 
 
 def keywords(*groups: tuple[str, ...]) -> Callable[[Callable[..., T]], Callable[..., T]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,6 +19,7 @@ from napkin.api.inputs import (
     get_cluster,
     get_stack,
     keywords,
+    option_keywords,
     optional,
     parse,
     reserve_of,
@@ -115,17 +115,8 @@ STEP_FIELDS: Final = tuple(f.name for f in fields(StepOptions))
 
 
 def step_keywords(func: Callable[..., T]) -> Callable[..., T]:
-    """Give a ``def f(*, ..., **options)`` question ``StepOptions``' keywords, typed and with their defaults, in
-    its signature (``help()``, completion, and ``keywords``' check of misspelt names)."""
-    sig = inspect.signature(func)
-    own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    rest = [p for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD]
-    extra = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
-        for f in fields(StepOptions)
-    ]
-    func.__signature__ = sig.replace(parameters=[*own, *extra, *rest])  # type: ignore[attr-defined]
-    return func
+    """Put StepOptions' keywords in a step-time question's signature (``option_keywords``)."""
+    return option_keywords(StepOptions)(func)
 
 
 def step_model(

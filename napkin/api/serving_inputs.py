@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -14,6 +13,7 @@ from napkin.api.inputs import (
     build_model,
     choice,
     fabric_of,
+    option_keywords,
     optional,
     parse,
     reserve_of,
@@ -56,17 +56,8 @@ SERVING_FIELDS = tuple(f.name for f in fields(ServingOptions))
 
 
 def serving_keywords(func: Callable[..., T]) -> Callable[..., T]:
-    """Give a ``def f(..., **options)`` question ServingOptions' keywords, typed and with their defaults, in its
-    signature (``help()``, completion, and ``keywords``' check of misspelt names)."""
-    sig = inspect.signature(func)
-    own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    rest = [p for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD]
-    extra = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
-        for f in fields(ServingOptions)
-    ]
-    func.__signature__ = sig.replace(parameters=[*own, *extra, *rest])  # type: ignore[attr-defined]
-    return func
+    """Put ServingOptions' keywords in a serving question's signature (``option_keywords``)."""
+    return option_keywords(ServingOptions)(func)
 
 
 def serving_model(
