@@ -22,20 +22,17 @@ class UsageError(NapkinError):
     """A bad value or combination of inputs (exit code 2, like a usage error).
 
     ``field`` names the input at fault as the library calls it (``gpus``, ``params``) and ``also`` any
-    other inputs the message names; the CLI writes each as its flag (``--gpus``).
+    other inputs the message names; the CLI writes each as its flag (``--gpus``): ``field`` where the message
+    first names it (the same word later is prose: "context is required (no default context length)"), every
+    mention of an ``also`` input.
     """
 
     exit_code = 2
 
-    def __init__(
-        self, message: str, field: str | None = None, also: tuple[str, ...] = (), cli_message: str | None = None
-    ) -> None:
+    def __init__(self, message: str, field: str | None = None, also: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.field = field
         self.fields = tuple(f for f in (field, *also) if f)
-        #: the message as the command line words it, where its words are not inputs with flags (a runs file's
-        #: fields, a stack profile's own error)
-        self.cli_message = cli_message
 
 
 class ProfileError(NapkinError):

@@ -277,6 +277,21 @@ def test_calibrate_reads_a_layout_by_its_old_field_names_and_says_so(
     assert not (isolated / "stacks" / "other.yaml").exists()
 
 
+def test_calibrate_names_a_flag_only_for_what_the_command_line_gave(napkin: Run, tmp_path: Path) -> None:
+    """The same bad value is the file's key when the runs file gives it and the flag when the command line does;
+    the word in prose ("napkin can fit") stays a word."""
+    runs = [{**RUN, "step_seconds": 2.5}, {**RUN, "step_seconds": 2.4}]
+    in_file = napkin("calibrate", str(_runs_file(tmp_path, runs, fit=["speed"])))
+    flagged = napkin("calibrate", str(_runs_file(tmp_path, runs)), "--fit", "speed")
+    assert in_file.exit_code == flagged.exit_code == 2
+    assert in_file.stderr.startswith("napkin: error: fit: 'speed' is not a value napkin can fit; use: matmul")
+    assert flagged.stderr.startswith("napkin: error: --fit: 'speed' is not a value napkin can fit; use: matmul")
+    unnamed = napkin("calibrate", str(_runs_file(tmp_path, runs, name=None)))
+    assert unnamed.stderr == (
+        "napkin: error: --name: which stack should the fit be written as? Give it here, or as name: in the runs file\n"
+    )
+
+
 def test_calibrate_that_cannot_fit_says_why_and_writes_nothing(napkin: Run, tmp_path: Path, isolated: Path) -> None:
     # measured ten times faster than the device can go: the matmul efficiency hits its bound of 1
     runs = [{**RUN, "step_seconds": 0.1}, {**RUN, "gpus": 16, "global_batch": 32, "step_seconds": 0.1}]

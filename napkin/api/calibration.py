@@ -140,10 +140,10 @@ class CalibrationResult(Result):
         return data
 
 
-def _bad(message: str, field: str) -> UsageError:
-    """An error about the runs file: its fields are the file's, so the command line shows them as they are
-    (never rewritten as flags)."""
-    return UsageError(message, field=field, cli_message=message)
+def _bad(message: str) -> UsageError:
+    """An error in the runs file: the input at fault is ``runs_file``, and the message names the place in it as
+    the file spells it (``runs[2].step_seconds``), which the command line shows as it is."""
+    return UsageError(message, field="runs_file")
 
 
 class _Spec(Record):
@@ -165,35 +165,34 @@ def read_runs(path: str | Path) -> tuple[_Spec, str]:
     try:
         text = read_text(Path(path).expanduser())
     except NapkinError as exc:
-        raise UsageError(f"RUNS: {exc}") from None
+        raise UsageError(f"runs_file: {exc}", field="runs_file") from None
     try:
         data, _ = parse(text, str(path))
     except ProfileError as exc:
-        raise UsageError(f"RUNS: {exc}") from None
+        raise UsageError(f"runs_file: {exc}", field="runs_file") from None
     if not isinstance(data, dict):
-        raise UsageError(f"RUNS: {path} must be a YAML mapping with 'runs:' (and 'stack', 'name', 'fit')")
+        raise UsageError(
+            f"runs_file: {path} must be a YAML mapping with 'runs:' (and 'stack', 'name', 'fit')", field="runs_file"
+        )
     try:
         return _Spec.model_validate(data), str(path)
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"]) or "(top level)"
         message = error["msg"] if error["type"] != "extra_forbidden" else "unknown field; use stack, name, fit, runs"
-        raise _bad(f"{where}: {message}", where) from None
+        raise _bad(f"{where}: {message}") from None
 
 
 def _measured(run: dict[str, Any], i: int, tokens: float, gpus: int) -> float:
     """Seconds per step from what the run gives; two that disagree are inconsistent."""
     given = {k: run[k] for k in MEASURES if k in run}
     if not given:
-        raise _bad(
-            f"runs[{i}]: give step_seconds, tokens_per_second or tokens_per_second_per_gpu",
-            f"runs[{i}].step_seconds",
-        )
+        raise _bad(f"runs[{i}]: give step_seconds, tokens_per_second or tokens_per_second_per_gpu")
     seconds = []
     for key, value in given.items():
         field = f"runs[{i}].{key}"
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-            raise _bad(f"{field}: {value!r} must be a positive finite number", field)
+            raise _bad(f"{field}: {value!r} must be a positive finite number")
         per_step = {
             "step_seconds": value,
             "tokens_per_second": tokens / value,
@@ -205,8 +204,7 @@ def _measured(run: dict[str, Any], i: int, tokens: float, gpus: int) -> float:
         if abs(value / first[1] - 1) > CONSISTENT:
             raise _bad(
                 f"runs[{i}].{key}: gives {value:.4g} s per step but {first[0]} gives {first[1]:.4g} s "
-                f"({tokens:,.0f} tokens per step); they disagree",
-                f"runs[{i}].{key}",
+                f"({tokens:,.0f} tokens per step); they disagree"
             )
     return first[1]
 
@@ -232,41 +230,50 @@ def calibrate(
     names = given or spec.fit or ["matmul_efficiency"]
     for n in names:
         if n not in engine.FREE:
-            raise _bad(f"fit: {n!r} is not a value napkin can fit; use: {', '.join(engine.FREE)}", "fit")
+            raise UsageError(
+                f"fit: {n!r} is not a value napkin can fit; use: {', '.join(engine.FREE)}",
+                field="fit" if given else "runs_file",  # the keyword's value, or the file's
+            )
     names = list(dict.fromkeys(names))
     new_name = name or spec.name
+    at_fault = "name" if name else "runs_file"
     if new_name is None:
-        raise _bad("name: which stack should the fit be written as? give name: in the file or --name", "name")
+        raise UsageError(
+            "name: which stack should the fit be written as? Give it here, or as name: in the runs file", field="name"
+        )
     if not is_slug(new_name):
-        raise _bad(f"name: {new_name!r}: {SLUG_RULE}", "name")
+        raise UsageError(f"name: {new_name!r}: {SLUG_RULE}", field=at_fault)
     builtin = is_builtin_name(new_name, STACKS)
     if builtin is not None and not force:
-        raise _bad(f"name: {new_name!r} is the built-in stack {builtin}'s name; pick another, or --force", "name")
+        raise UsageError(
+            f"name: {new_name!r} is the built-in stack {builtin}'s name; pick another, or force",
+            field=at_fault,
+            also=("force",),
+        )
     if len(spec.runs) <= len(names):
         raise _bad(
             f"runs: {len(spec.runs)} run(s) for {len(names)} value(s) to fit; give more runs than values "
-            "(a fit to as many runs as values has no residual to check it by)",
-            "runs",
+            "(a fit to as many runs as values has no residual to check it by)"
         )
     base = get_stack(stack or spec.stack)
     observations, setups = [], []
     notes: list[str] = []
     for i, raw in enumerate(spec.runs):
         if not isinstance(raw, dict):
-            raise _bad(f"runs[{i}]: each run is a mapping of napkin step's keywords", f"runs[{i}]")
+            raise _bad(f"runs[{i}]: each run is a mapping of napkin step's keywords")
         options = {k: v for k, v in raw.items() if k not in (*MEASURES, "name")}
         for reserved in ("stack", "stack_file"):
             if reserved in options:
-                raise _bad(f"runs[{i}].{reserved}: every run uses the file's stack", f"runs[{i}].{reserved}")
+                raise _bad(f"runs[{i}].{reserved}: every run uses the file's stack")
         if isinstance(options.get("layout"), dict):
             options["layout"] = _layout(options["layout"], f"runs[{i}].layout", notes)
         try:
             sm, knobs, _, _ = step_setup(**options, stack=base)
         except UsageError as exc:
             where = f"runs[{i}].{exc.field}" if exc.field else f"runs[{i}]"
-            raise _bad(f"{where}: {str(exc).removeprefix(f'{exc.field}: ')}", where) from None
+            raise _bad(f"{where}: {str(exc).removeprefix(f'{exc.field}: ')}") from None
         except TypeError as exc:
-            raise _bad(f"runs[{i}]: {exc}", f"runs[{i}]") from None
+            raise _bad(f"runs[{i}]: {exc}") from None
         seconds = _measured(raw, i, sm.batch * sm.seq, knobs.layout().gpus)
         label_i = str(raw.get("name", f"run {i + 1}"))
         observations.append(engine.Observation(label_i, _predictor(sm, knobs), seconds))
@@ -320,9 +327,9 @@ def _layout(given: dict[str, Any], where: str, notes: list[str]) -> Layout:
     except ValidationError as exc:
         error = exc.errors()[0]
         field = ".".join([where, *(str(p) for p in error["loc"])])
-        raise _bad(f"{field}: {error['msg'].removeprefix('Value error, ')}", field) from None
+        raise _bad(f"{field}: {error['msg'].removeprefix('Value error, ')}") from None
     except ValueError as exc:
-        raise _bad(f"{where}.{exc}", f"{where}.{str(exc).split(':')[0]}") from None
+        raise _bad(f"{where}.{exc}") from None
     notes.extend(f"{where}: {note}" for note in said)
     return layout
 

@@ -68,7 +68,7 @@ def stack_sheet(name: str | None = None, stack_file: str | Path | None = None) -
 
     if name is None and stack_file is None:
         raise UsageError("give a stack name or stack_file", field="name", also=("stack_file",))
-    return StackSheet(loaded=resolve(name, stack_file, what="NAME"))
+    return StackSheet(loaded=resolve(name, stack_file, what="name"))
 
 
 def cluster_list() -> ClusterList:

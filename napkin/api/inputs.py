@@ -106,13 +106,7 @@ def get_stack(name: str | Any | None = None, stack_file: str | Path | None = Non
         raise UsageError("give stack or stack_file, not both", field="stack", also=("stack_file",))
     if name is not None and not str(name).strip():
         raise UsageError("stack: an empty name; give a stack such as megatron-core", field="stack")
-    try:
-        return resolve(None if name is None else str(name), stack_file).profile
-    except UsageError as exc:  # profiles word their errors for the command line: name the keyword here
-        text = str(exc)
-        if text.startswith("--stack:"):
-            raise UsageError("stack:" + text.removeprefix("--stack:"), cli_message=text) from None
-        raise
+    return resolve(None if name is None else str(name), stack_file).profile
 
 
 def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str | Path | None = None) -> HardwareProfile:

@@ -100,7 +100,7 @@ def train_time(
         if peak != "datasheet":  # the plan's MFU is of the datasheet peak; its step time used the measured rate
             raise UsageError(
                 "peak: with mfu predicted the time is the plan's step time and its MFU is of the datasheet's dense "
-                "rate (the plan's matmuls already run at your measured rate when one is saved); leave peak at "
+                "rate (the plan's matmuls already run at your measured rate when one is saved); leave it at "
                 "datasheet",
                 field="peak",
                 also=("mfu",),

@@ -130,33 +130,60 @@ def dumps(data: Any, *, non_finite_ok: bool = False) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
 
 
-#: Library keywords whose command-line flag is not simply ``--`` + the keyword with dashes.
-FLAGS = {
-    "seconds": "--days/--hours",
-    "m": "M",
-    "k": "K",
-    "n": "N",
-    "shape": "SHAPE",
-    "name": "NAME",
-    "names": "NAMES",
-}
+#: Library keywords that no single parameter of a command takes, and how the command line gives them.
+FLAGS = {"seconds": "--days/--hours"}
+
+
+def _command_inputs() -> dict[str, str] | None:
+    """The running command's inputs by their library names (``tensor_parallel``) and as its command line writes
+    them (``--tensor-parallel``, an argument's ``SHAPE``); None outside a command."""
+    from typer._click import globals
+
+    ctx = globals.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    inputs = {}
+    for param in ctx.command.params:
+        if param.name is None:
+            continue
+        if isinstance(param, typer.core.TyperOption):
+            longs = [o for o in param.opts if o.startswith("--")]
+            inputs[param.name] = longs[0] if longs else param.opts[0]
+            for o in longs:  # a keyword the command's parameter names otherwise (``bytes``: ``nbytes``)
+                inputs.setdefault(o[2:].replace("-", "_"), o)
+        elif isinstance(param, typer.core.TyperArgument):
+            inputs[param.name] = param.metavar or param.name.upper()
+    return inputs
 
 
 def flag(field: str) -> str:
-    return FLAGS.get(field, "--" + field.replace("_", "-"))
+    """``field`` (a library keyword) as the command line gives it: the running command's own flag or argument,
+    else ``--`` and the keyword with dashes."""
+    inputs = _command_inputs() or {}
+    return inputs.get(field) or FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
 def _for_cli(exc: NapkinError) -> str:
-    """The library's message with the inputs it names (``exc.fields``) written as the flags a user typed: the one
-    place where keywords become flags. Quoted text is left alone ('napkin cluster list', a value the user gave)."""
+    """The library's message with the inputs it names written as the flags a user typed: the one place where
+    keywords become flags. The input at fault (``exc.field``, the first of ``exc.fields``) is written as its flag
+    where the message first names it (the leading ``field:``), never the same word later in prose ("no default
+    context length"); every mention of the other inputs the error names (``also``) is. Quoted text ('napkin
+    cluster list', a value the user gave), a word naming a kind of thing ("unknown hardware 'h10'") and a field
+    that is no input of the running command (a key of a file it read) are left alone."""
     import re
 
-    if getattr(exc, "cli_message", None):
-        return str(exc.cli_message)  # type: ignore[attr-defined]
+    inputs = _command_inputs()
     parts = re.split(r"('[^']*')", str(exc))  # odd indices: quoted spans
-    for field in exc.fields:  # a field word naming a kind of thing ("unknown hardware 'h10'") is not an input
-        pattern = re.compile(rf"(?<![\w\[$-])(?<!unknown ){re.escape(field)}(?![\w\]-])")
-        parts = [p if i % 2 else pattern.sub(flag(field), p) for i, p in enumerate(parts)]
+    for n, field in enumerate(dict.fromkeys(exc.fields)):
+        written = flag(field) if inputs is None else inputs.get(field) or FLAGS.get(field)
+        if written is None:
+            continue
+        pattern = re.compile(rf"(?<![\w\[$.-])(?<!unknown ){re.escape(field)}(?![\w\]-])")
+        once = n == 0 and field not in exc.fields[1:]
+        for i in range(0, len(parts), 2):
+            parts[i], found = pattern.subn(written.replace("\\", "\\\\"), parts[i], count=1 if once else 0)
+            if found and once:
+                break
     return "".join(parts)
 
 

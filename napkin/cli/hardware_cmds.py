@@ -162,7 +162,7 @@ def new_command(
     """Copy a profile into your user directory for editing (never overwrites without --force)."""
     from napkin.systems.profiles import HARDWARE, resolve
 
-    new_profile(HARDWARE, name, source, force, as_json, lambda n: resolve(n, what="--from"), None)
+    new_profile(HARDWARE, name, source, force, as_json, lambda n: resolve(n, what="source"), None)
 
 
 def new_profile(kind: Any, name: str, source: str | None, force: bool, as_json: bool, find: Any, schema: Any) -> None:
@@ -210,7 +210,7 @@ def edit_command(
     """Open your copy of a profile in $EDITOR (creating it if needed); keep it only if it validates."""
     from napkin.systems.profiles import HARDWARE, resolve
 
-    edit_profile(HARDWARE, name, discard, as_json, lambda n: resolve(n, what="NAME"), None)
+    edit_profile(HARDWARE, name, discard, as_json, lambda n: resolve(n, what="name"), None)
 
 
 def edit_profile(kind: Any, name: str, discard: bool, as_json: bool, find: Any, schema: Any) -> None:

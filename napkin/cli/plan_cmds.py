@@ -132,7 +132,9 @@ def plan_command(**options: Any) -> None:
 
 @app.command("calibrate")
 def calibrate_command(
-    runs: Annotated[Path, typer.Argument(help="YAML file of measured runs (see the README's example).")],
+    runs_file: Annotated[
+        Path, typer.Argument(metavar="RUNS", help="YAML file of measured runs (see the README's example).")
+    ],
     stack: Annotated[str | None, typer.Option("--stack", metavar="NAME", help="Stack to start from.")] = None,
     name: Annotated[str | None, typer.Option("--name", metavar="NAME", help="Stack to write.")] = None,
     fit: Annotated[
@@ -152,7 +154,7 @@ def calibrate_command(
     run(
         api.calibrate,
         {
-            "runs_file": runs,
+            "runs_file": runs_file,
             "stack": stack,
             "name": name,
             "fit": fit,

@@ -64,7 +64,7 @@ def new_command(
     """Copy a stack into your user directory for editing (never overwrites without --force)."""
     from napkin.systems.stack import STACKS, resolve, schema
 
-    new_profile(STACKS, name, source, force, as_json, lambda n: resolve(n, what="--from"), schema)
+    new_profile(STACKS, name, source, force, as_json, lambda n: resolve(n, what="source"), schema)
 
 
 @app.command("edit")
@@ -76,7 +76,7 @@ def edit_command(
     """Open your copy of a stack in $EDITOR (creating it if needed); keep it only if it validates."""
     from napkin.systems.stack import STACKS, resolve, schema
 
-    edit_profile(STACKS, name, discard, as_json, lambda n: resolve(n, what="NAME"), schema)
+    edit_profile(STACKS, name, discard, as_json, lambda n: resolve(n, what="name"), schema)
 
 
 @app.command("path")

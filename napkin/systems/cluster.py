@@ -223,7 +223,7 @@ def parse_cluster(text: str, label: str) -> Cluster:
 
 #: Clusters are a kind of profile of the one catalog (``profiles.Kind``): the same lookup order, shadowing rules,
 #: safe reader and notes as hardware and stacks.
-CLUSTERS: Final[Kind[Cluster]] = Kind("clusters", ENV_CLUSTER_PATH, "--cluster", "cluster", "dgx-h100", parse_cluster)
+CLUSTERS: Final[Kind[Cluster]] = Kind("clusters", ENV_CLUSTER_PATH, "cluster", "cluster", "dgx-h100", parse_cluster)
 
 
 def builtin_dir() -> Traversable:

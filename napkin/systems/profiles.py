@@ -262,7 +262,7 @@ class Kind(Generic[P]):
 
     folder: str  # the built-in folder (``hardware/``, ``stacks/``) and the user sub-directory
     env: str  # ``$NAPKIN_HARDWARE_PATH``-style variable of extra directories
-    flag: str  # the option a name comes from, in messages (``--hardware``)
+    field: str  # the keyword a name comes from, in messages (``hardware``; the CLI writes ``--hardware``)
     noun: str  # ``hardware``, ``stack``
     example: str  # a built-in to copy from, in the hint (``h100``)
     parse: Callable[[str, str], P]
@@ -283,7 +283,7 @@ class Kind(Generic[P]):
 
 
 HARDWARE: Final[Kind[HardwareProfile]] = Kind(
-    "hardware", ENV_HARDWARE_PATH, "--hardware", "hardware", "h100", parse_profile
+    "hardware", ENV_HARDWARE_PATH, "hardware", "hardware", "h100", parse_profile
 )
 
 
@@ -557,7 +557,7 @@ def find_in(
     name claimed twice is found and reported, never silently resolved by file order. A special file
     (FIFO, device) or unreadable file is skipped unless its file name is the name asked for.
     """
-    what = what or kind.flag
+    what = what or kind.field
     key = normalize(name)
     if not key:
         raise UsageError(

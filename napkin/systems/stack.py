@@ -414,17 +414,17 @@ def parse_stack(text: str, label: str) -> Stack:
 
 #: Stack profiles in the one catalog (``napkin.profiles``): ``$NAPKIN_STACK_PATH``, ``<config dir>/stacks``,
 #: the built-ins (``stacks/``, ``napkin/stacks`` in the wheel).
-STACKS: Final[Kind[Stack]] = Kind("stacks", ENV_STACK_PATH, "--stack", "stack", DEFAULT_STACK, parse_stack)
+STACKS: Final[Kind[Stack]] = Kind("stacks", ENV_STACK_PATH, "stack", "stack", DEFAULT_STACK, parse_stack)
 
 
-def resolve(name: str | None = None, stack_file: str | Path | None = None, what: str = "--stack") -> Loaded[Stack]:
+def resolve(name: str | None = None, stack_file: str | Path | None = None, what: str = "stack") -> Loaded[Stack]:
     """The stack a command should use: an explicit file, else a name, else ``$NAPKIN_STACK``, else
     megatron-core. A user file that replaces a built-in says so (its note is printed with the result)."""
     if name is not None and stack_file is not None:
         raise UsageError("give stack or stack_file, not both", field="stack", also=("stack_file",))
     try:  # a stack the command cannot use is bad input (exit 2), its line and field named
         if stack_file is not None:
-            loaded = file_of(STACKS, stack_file, "--stack-file")
+            loaded = file_of(STACKS, stack_file, "stack_file")
         elif name is not None:
             loaded = find_in(STACKS, name, what=what)
         elif os.environ.get(ENV_STACK):
@@ -432,7 +432,7 @@ def resolve(name: str | None = None, stack_file: str | Path | None = None, what:
         else:
             loaded = find_in(STACKS, DEFAULT_STACK, what=what)
     except ProfileError as exc:
-        raise UsageError(str(exc), cli_message=str(exc)) from None
+        raise UsageError(str(exc), field=next(iter(exc.fields), None)) from None
     add_notes(loaded.notes)
     return loaded
 
