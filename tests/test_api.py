@@ -209,3 +209,23 @@ def test_every_question_declares_its_concrete_result_type() -> None:
         returned = typing.get_type_hints(func, globalns={**vars(inspect.getmodule(func)), **names})["return"]
         kinds = typing.get_args(returned) or (returned,)  # memory: a full fine-tune's result or the adapters'
         assert all(isinstance(k, type) and issubclass(k, (Result, HardwareProfile)) for k in kinds), (name, returned)
+
+
+def test_a_profiles_origin_is_said_by_the_results_built_from_it(isolated: Path) -> None:
+    """A user profile that replaces a built-in says so in the notes of every result computed with it, in the
+    library as on the command line; nothing keeps notes between calls (a later question with another profile says
+    nothing of it)."""
+    (isolated / "hardware").mkdir(parents=True)
+    text = (Path(__file__).resolve().parent.parent / "hardware" / "h100-sxm.yaml").read_text(encoding="utf-8")
+    (isolated / "hardware" / "h100-sxm.yaml").write_text(text, encoding="utf-8")
+    for result in (
+        napkin.train_time(params="7B", tokens="1T", gpus=8),
+        napkin.memory(params="7B", gpus=8),
+        napkin.max_model(gpus=8),
+        napkin.matmul("4096x4096x4096"),
+        napkin.step(model="llama3-8b", gpus=8, global_batch=16, hardware="h100"),
+        napkin.hardware_sheet("h100"),
+    ):
+        assert sum("your profile at" in n for n in result.notes) == 1, (type(result).__name__, result.notes)
+    plain = napkin.train_time(params="7B", tokens="1T", gpus=8, hardware="a100")
+    assert not any("your profile" in n for n in plain.notes)

@@ -257,7 +257,7 @@ def calibrate(
         )
     base = get_stack(stack or spec.stack)
     observations, setups = [], []
-    notes: list[str] = []
+    notes: list[str] = list(base.origin_notes)
     for i, raw in enumerate(spec.runs):
         if not isinstance(raw, dict):
             raise _bad(f"runs[{i}]: each run is a mapping of napkin step's keywords")
@@ -268,12 +268,13 @@ def calibrate(
         if isinstance(options.get("layout"), dict):
             options["layout"] = _layout(options["layout"], f"runs[{i}].layout", notes)
         try:
-            sm, knobs, _, _ = step_setup(**options, stack=base)
+            sm, knobs, chosen, _ = step_setup(**options, stack=base)
         except UsageError as exc:
             where = f"runs[{i}].{exc.field}" if exc.field else f"runs[{i}]"
             raise _bad(f"{where}: {str(exc).removeprefix(f'{exc.field}: ')}") from None
         except TypeError as exc:
             raise _bad(f"runs[{i}]: {exc}") from None
+        notes.extend(n for n in chosen.notes if n not in notes)  # a replaced built-in, a config's assumptions
         seconds = _measured(raw, i, sm.batch * sm.seq, knobs.layout().gpus)
         label_i = str(raw.get("name", f"run {i + 1}"))
         observations.append(engine.Observation(label_i, _predictor(sm, knobs), seconds))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from napkin import units
-from napkin.api.inputs import choice, parse
+from napkin.api.inputs import choice, parse, said
 from napkin.domain.choices import Dtype
 from napkin.errors import UsageError
 
@@ -36,9 +36,8 @@ def hardware_sheet(name: str | None = None, hardware_file: str | Path | None = N
 
     if name is None and hardware_file is None:
         raise UsageError("give a profile name or hardware_file", field="name", also=("hardware_file",))
-    if hardware_file is not None:
-        return HardwareSheet(loaded=resolve(name, hardware_file))
-    return HardwareSheet(loaded=resolve(name, what="name"))
+    loaded = resolve(name, hardware_file) if hardware_file is not None else resolve(name, what="name")
+    return said(HardwareSheet(loaded=loaded), loaded.profile)
 
 
 def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> HardwareComparison:
@@ -49,7 +48,7 @@ def hardware_compare(names: list[str], *, dtype: str | Dtype = Dtype.bf16) -> Ha
     if len(names) < 2:
         raise UsageError("NAMES: give two or more profiles to compare (for one, use 'napkin hardware show')")
     profiles = [resolve(n, what="names").profile for n in names]
-    return HardwareComparison(profiles=profiles, dtype=choice(Dtype, dtype, "dtype"))
+    return said(HardwareComparison(profiles=profiles, dtype=choice(Dtype, dtype, "dtype")), *profiles)
 
 
 def stack_list() -> StackList:
@@ -68,7 +67,8 @@ def stack_sheet(name: str | None = None, stack_file: str | Path | None = None) -
 
     if name is None and stack_file is None:
         raise UsageError("give a stack name or stack_file", field="name", also=("stack_file",))
-    return StackSheet(loaded=resolve(name, stack_file, what="name"))
+    loaded = resolve(name, stack_file, what="name")
+    return said(StackSheet(loaded=loaded), loaded.profile)
 
 
 def cluster_list() -> ClusterList:
@@ -84,7 +84,8 @@ def cluster_sheet(name: str) -> ClusterSheet:
     from napkin.results.cluster_views import ClusterSheet
     from napkin.systems.cluster import find
 
-    return ClusterSheet(loaded=find(name))
+    loaded = find(name)
+    return said(ClusterSheet(loaded=loaded), loaded.cluster)
 
 
 def tensor(shape: str | tuple[int, ...], *, dtype: str = "bf16") -> TensorSize:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from napkin import units
-from napkin.api.inputs import choice, optional, parse, textual
+from napkin.api.inputs import choice, optional, parse, said, textual
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -53,7 +53,7 @@ def collective(
     busbw, label = None, "measured"
     if source is comm.BandwidthSource.measured:
         busbw, label = comm.measured_busbw(loaded.cluster.name, operation)
-    return comm.collective_time(
+    result = comm.collective_time(
         operation,
         size,
         n,
@@ -63,3 +63,4 @@ def collective(
         bus_bandwidth=busbw,
         bus_bandwidth_source=label,
     )
+    return said(result, loaded.cluster)

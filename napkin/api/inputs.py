@@ -19,8 +19,9 @@ from napkin.errors import UsageError
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.layout import Layout
     from napkin.domain.model import Model
+    from napkin.results.result import Result
     from napkin.systems.cluster import Cluster, Fabric
-    from napkin.systems.profiles import HardwareProfile
+    from napkin.systems.profiles import HardwareProfile, Profile
 
 
 T = TypeVar("T")
@@ -93,6 +94,18 @@ def choice(enum: type[T], value: Any, field: str) -> T:
     except ValueError:
         accepted = ", ".join(str(m) for m in enum)  # type: ignore[attr-defined]
         raise UsageError(f"{field}: {value!r} is not one of {accepted}", field=field) from None
+
+
+R = TypeVar("R", bound="Result")
+
+
+def said(result: R, *profiles: Profile | None) -> R:
+    """``result`` with what its profiles say about where they came from (``Profile.origin_notes``: a replaced
+    built-in, ignored measurements, a skipped file) first among its notes, each once: the notes travel with the
+    result, never through a module."""
+    told = [n for p in profiles if p is not None for n in p.origin_notes if n not in result.notes]
+    result.notes[:0] = list(dict.fromkeys(told))
+    return result
 
 
 def get_stack(name: str | Any | None = None, stack_file: str | Path | None = None) -> Any:
@@ -195,7 +208,9 @@ def _named_model(model: str | None, model_config: str | Path | None) -> Chosen:
         from napkin.systems.presets import get_preset
 
         preset = get_preset(model)
-        return Chosen(preset.model, preset.name, preset.seq, f"the {preset.name} preset's training length")
+        return Chosen(
+            preset.model, preset.name, preset.seq, f"the {preset.name} preset's training length", preset.origin_notes
+        )
     read = load(model, field="model") if model is not None else load(str(model_config), field="model_config")
     return Chosen(read.model, read.name, notes=tuple(read.notes), warnings=tuple(read.warnings))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -171,7 +171,8 @@ def step_model(
         offers=software.trains().offers(),
         validated=software.trains().validated,
     )
-    return sm, chosen, batch_tokens
+    told = tuple(n for p in (found, profile, software) for n in p.origin_notes)  # where they came from, said
+    return sm, replace(chosen, notes=tuple(dict.fromkeys((*told, *chosen.notes)))), batch_tokens
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)

@@ -26,6 +26,7 @@ from napkin.api.inputs import (
     reserve_of,
     resolve_params,
     resolve_seq,
+    said,
     same_keywords,
     split_layout,
     usable_capacity,
@@ -222,10 +223,10 @@ def _sizing(
         from napkin.engines.training_memory import max_model as solve
 
         solved = solve(got.gpus, profile, **common).model_copy(update={"stack": software.name})
-        return described(solved, got.chosen, got.seq, got.seq_source)
+        return said(described(solved, got.chosen, got.seq, got.seq_source), profile, software)
     assert got.params is not None
     result = engine(got.params, profile, gpus=got.gpus, **common).model_copy(update={"stack": software.name})
-    return described(result, got.chosen, got.seq, got.seq_source)
+    return said(described(result, got.chosen, got.seq, got.seq_source), profile, software)
 
 
 def _adapter_memory(
@@ -318,7 +319,7 @@ def _adapter_memory(
             shaped = evaluate(arch, work)
     if not solve_for_n:
         assert shaped is not None  # a model is required above
-        return described(shaped, chosen, length, source)
+        return said(described(shaped, chosen, length, source), profile)
     per_param = ft.bytes_per_param(adapters)
     room = max(0.0, cap[0] - reserve_bytes) * (g if sharding in (Sharding.zero3, Sharding.fsdp) else 1)
     deepest = None
@@ -344,7 +345,7 @@ def _adapter_memory(
         max_layers=deepest,
         max_layers_params=None if deepest is None or arch is None else ft.layer_scaled(arch, deepest).params(),
     )
-    return described(result, chosen, length, source)
+    return said(described(result, chosen, length, source), profile)
 
 
 def _max_steps(

@@ -21,6 +21,7 @@ from napkin.api.inputs import (
     parse,
     resolve_params,
     resolve_seq,
+    said,
     to_seconds,
 )
 from napkin.api.planning import plan
@@ -89,7 +90,7 @@ def train_time(
     arch = chosen.model
     n = resolve_params(params, arch, active=False, required=False, named=named_preset(model, model_config))
     length, length_source = resolve_seq(seq, chosen, needed_for="the attention FLOPs")
-    best = None
+    best, software = None, None
     if isinstance(mfu, str) and mfu.strip().lower() == "predicted":
         if achieved is not None:
             raise UsageError("achieved: give it or mfu predicted, not both", field="achieved", also=("mfu",))
@@ -123,18 +124,19 @@ def train_time(
             stack_file,
         )
         mfu, recompute = best.mfu, best.layout.recompute
+        software = get_stack(stack, stack_file)
         if causal is None:
-            causal = bool(get_stack(stack, stack_file).trains().attention.causal)
+            causal = bool(software.trains().attention.causal)
     elif any(v is not None for v in (global_batch, global_batch_tokens, flash_attention, stack, stack_file)):
         raise UsageError(
             "global_batch, global_batch_tokens, flash_attention, stack: used only with mfu predicted",
             field="global_batch",
             also=("global_batch_tokens", "flash_attention", "stack", "stack_file", "mfu"),
         )
-    profile = (
-        get_cluster(cluster, hardware, hardware_file)[1]
+    found, profile = (
+        get_cluster(cluster, hardware, hardware_file)
         if cluster is not None
-        else (get_hardware(hardware, hardware_file))
+        else (None, get_hardware(hardware, hardware_file))
     )
     kind = choice(Dtype, dtype, "dtype")
     if peak not in ("datasheet", "measured"):
@@ -170,7 +172,12 @@ def train_time(
         pue=pue_value,
         carbon_g_per_kwh=optional(units.parse_number, carbon, "carbon"),
     )
-    result = described(engine(query, profile, kind, throughput, money), chosen, length, length_source)
+    result = said(
+        described(engine(query, profile, kind, throughput, money), chosen, length, length_source),
+        found,
+        profile,
+        software,
+    )
     if best is not None:
         result.layout = (
             f"{best.layout_text} on {best.cluster} ({best.global_batch:,} × {best.seq:,} tokens, {best.stack})"
@@ -324,9 +331,10 @@ def mfu(
         per_gpu = _need(count) / (parse(units.parse_count, gpu_hours, "gpu_hours") * 3600)
     else:
         per_gpu = _need(count) / (_need(to_seconds(days=days, hours=hours)) * _need(g))
+    profile = get_hardware(hardware, hardware_file)
     result = engine(
         n,
-        get_hardware(hardware, hardware_file),
+        profile,
         choice(Dtype, dtype, "dtype"),
         per_gpu,
         gpus=g,
@@ -336,7 +344,7 @@ def mfu(
         causal=causal,
         recompute=choice(Recompute, recompute, "recompute"),
     )
-    return described(result, chosen, length, length_source)
+    return said(described(result, chosen, length, length_source), profile)
 
 
 def _need(value: T | None) -> T:
@@ -400,7 +408,8 @@ def matmul(
     if k is None or n is None:
         raise UsageError("give the shape MxKxN, or m, k and n", field="shape", also=("k", "n"))
     sizes = [parse(units.parse_length, v, name) for v, name in ((m, "m"), (k, "k"), (n, "n"))]
-    return engine(sizes[0], sizes[1], sizes[2], get_hardware(hardware, hardware_file), choice(Dtype, dtype, "dtype"))
+    profile = get_hardware(hardware, hardware_file)
+    return said(engine(sizes[0], sizes[1], sizes[2], profile, choice(Dtype, dtype, "dtype")), profile)
 
 
 def optimal(
@@ -439,4 +448,4 @@ def optimal(
         parse(units.parse_fraction, mfu, "mfu"),
         seconds,
     )
-    return engine(budget, choice(Fit, fit, "fit"), [budget_step])
+    return said(engine(budget, choice(Fit, fit, "fit"), [budget_step]), profile)

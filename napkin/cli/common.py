@@ -214,8 +214,6 @@ class NapkinGroup(typer.core.TyperGroup):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
-        if "napkin.systems.profiles" in sys.modules:  # notes belong to the command that resolved the profile
-            sys.modules["napkin.systems.profiles"].take_notes()
         try:
             rv = super().main(*args, **kwargs)
         except click_exceptions.NoArgsIsHelpError:
@@ -240,9 +238,7 @@ class NapkinGroup(typer.core.TyperGroup):
 
 def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:
     """The one output path: ``result`` as JSON (base units, strict) or as its own table; its warnings and
-    notes (and the resolved profiles' notes) on stderr; with ``explain`` the derivation after the table."""
-    if "napkin.systems.profiles" in sys.modules:
-        print_notes()
+    notes (its profiles' among them) on stderr; with ``explain`` the derivation after the table."""
     for message in result.warnings:
         warn(message)
     for message in result.notes:
@@ -375,16 +371,9 @@ def load_hardware(name: str | None, hardware_file: Path | None) -> LoadedProfile
     if name is not None and hardware_file is not None:
         raise UsageError("give hardware or hardware_file, not both", field="hardware", also=("hardware_file",))
     loaded = resolve(name, hardware_file)
-    print_notes()
-    return loaded
-
-
-def print_notes() -> None:
-    """Say what the resolved profiles' notes say ("h100-sxm → your profile at …"), once each."""
-    from napkin.systems.profiles import take_notes
-
-    for message in take_notes():
+    for message in loaded.notes:  # a live command's output is its own, not a result's: say them here
         note(message)
+    return loaded
 
 
 __all__ = [
@@ -396,7 +385,6 @@ __all__ = [
     "flag",
     "load_hardware",
     "note",
-    "print_notes",
     "progress",
     "run",
     "warn",

@@ -148,7 +148,7 @@ class ScaleOut(Record):
     efficiency: Efficiency = Field(default=1.0, description="fraction of the line rate a ring achieves")
 
 
-class Cluster(Record):
+class Cluster(profiles.Profile):
     """A homogeneous cluster: one device type, nodes of ``devices_per_node``, a scale-up and a scale-out fabric."""
 
     model_config = _STRICT
@@ -303,9 +303,7 @@ def load_file(path: str | Path) -> LoadedCluster:
 def find(name: str) -> LoadedCluster:
     """The cluster that answers to ``name``, by the catalog's rules (``profiles.find_in``); a replaced built-in is
     said with the result."""
-    loaded = profiles.find_in(CLUSTERS, name)
-    profiles.add_notes(loaded.notes)
-    return LoadedCluster.of(loaded)
+    return LoadedCluster.of(profiles.find_in(CLUSTERS, name))
 
 
 def is_builtin_name(name: str) -> str | None:

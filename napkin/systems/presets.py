@@ -23,17 +23,17 @@ from typing import Any, Final
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from napkin.domain.base import Record
 from napkin.domain.model import Model
 from napkin.errors import ProfileError, UsageError
 from napkin.io.files import config_dir, env_dirs
 from napkin.io.yamlio import clean, line_of, load_file, normalize, parse, validation_messages
+from napkin.systems.profiles import Profile
 
 ENV_MODELS_PATH: Final = "NAPKIN_MODELS_PATH"
 BUILTIN_LABEL: Final = "<built-in>/models.yaml"
 
 
-class ModelPreset(Record):
+class ModelPreset(Profile):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
@@ -150,11 +150,9 @@ def load_presets() -> dict[str, ModelPreset]:
 
 def get_preset(name: str) -> ModelPreset:
     """The preset ``name`` answers to; a name two files give is an error naming both, and any file skipped
-    on the way is said (``profiles.add_notes``), so a stray file is reported, never silently ignored."""
+    on the way is said (``Profile.origin_notes``, carried into results), so a stray file is reported, never
+    silently ignored."""
     catalog = load_catalog()
-    from napkin.systems.profiles import add_notes
-
-    add_notes(catalog.problems())
     presets = catalog.presets
     conflict = catalog.conflicts.get(normalize(name))
     if conflict is not None:
@@ -162,7 +160,7 @@ def get_preset(name: str) -> ModelPreset:
     by_key = {normalize(key): preset for key, preset in presets.items()}
     found = by_key.get(normalize(name))
     if found is not None:
-        return found
+        return found.told(catalog.problems())
     close = difflib.get_close_matches(name, list(presets), n=3, cutoff=0.3)
     hint = f"closest: {', '.join(close)}; " if close else ""
     raise UsageError(

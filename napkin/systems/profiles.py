@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Annotated, Any, Final, Generic, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Final, Generic, Literal, Protocol, Self, TypeVar
 
 import yaml
 from pydantic import (
@@ -43,6 +43,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     WithJsonSchema,
     model_validator,
 )
@@ -126,7 +127,29 @@ class Source(Record):
     covers: str | None = Field(default=None, description="which figures this source gives")
 
 
-class HardwareProfile(Record):
+class Profile(Record):
+    """A record the catalog serves (hardware, stacks, clusters, model presets), with what a command should say
+    about where it came from (``origin_notes``: a built-in it replaces, saved measurements it ignores, a file
+    skipped on the way). The notes travel with the profile into the results built from it (``api.inputs.said``),
+    never through a module; they are not a field of the file and never in its JSON."""
+
+    _origin_notes: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def origin_notes(self) -> tuple[str, ...]:
+        return self._origin_notes
+
+    def told(self, notes: Iterable[str]) -> Self:
+        """This profile, also saying ``notes`` about its origin (a copy: parsed profiles are shared)."""
+        said = tuple(dict.fromkeys((*self._origin_notes, *notes)))
+        if said == self._origin_notes:
+            return self
+        copy = self.model_copy()
+        copy._origin_notes = said
+        return copy
+
+
+class HardwareProfile(Profile):
     """One accelerator. Peaks are dense (no 2:4 sparsity), per device, in FLOP/s."""
 
     model_config = _STRICT
@@ -249,7 +272,12 @@ class Named(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def origin_notes(self) -> tuple[str, ...]: ...
+
     def lookup_keys(self) -> set[str]: ...
+
+    def told(self, notes: Iterable[str]) -> Self: ...
 
 
 P = TypeVar("P", bound=Named)
@@ -309,8 +337,11 @@ class Loaded(Generic[P]):
     origin: Origin
     path: str
     text: str = field(default="", repr=False)
-    #: Lines every command prints with its output (stderr): a replaced built-in, ignored measurements.
-    notes: tuple[str, ...] = ()
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What every result built from the profile says (stderr): a replaced built-in, ignored measurements."""
+        return self.profile.origin_notes
 
 
 LoadedProfile = Loaded[HardwareProfile]
@@ -576,7 +607,7 @@ def find_in(
                 raise ProfileError(bad.error, list(bad.problems))
         raise UsageError(unknown_name_message(name, catalog_of(kind, dirs).visible(), what, kind), field=_input(what))
     profile = kind.parse(entry.text, entry.label)
-    return Loaded(profile, entry.origin, entry.label, entry.text, (note,) if note else ())
+    return Loaded(profile.told((note,)) if note else profile, entry.origin, entry.label, entry.text)
 
 
 def find_by_device(device_name: str) -> LoadedProfile | None:
@@ -641,26 +672,9 @@ def is_builtin_name(name: str, kind: Kind[Any] = HARDWARE) -> str | None:
     return next((e.name for e in entries if key == e.key or key in e.alias_keys), None)
 
 
-#: Notes of profiles resolved since the last take_notes(): the CLI prints them with the result, whichever
-#: library function resolved the profile (``napkin.api`` returns the profile alone).
-_pending_notes: list[str] = []
-
-
-def add_notes(notes: Iterable[str]) -> None:
-    """Notes a resolved profile of any kind carries (a replaced built-in): printed with the next result."""
-    _pending_notes.extend(notes)
-    del _pending_notes[:-100]  # a notebook that never takes them keeps only the latest
-
-
-def take_notes() -> list[str]:
-    """The notes of the profiles resolved since the last call (each once), and forget them."""
-    notes = list(dict.fromkeys(_pending_notes))
-    _pending_notes.clear()
-    return notes
-
-
 def resolve(name: str | None = None, hardware_file: str | Path | None = None, what: str = "hardware") -> LoadedProfile:
-    """The profile a command should use, with any saved measurements attached (and notes about them).
+    """The profile a command should use, with any saved measurements attached, saying what a command should say
+    about it (``Profile.origin_notes``: a replaced built-in, ignored measurements).
 
     ``what`` names the input the name came from in error messages (``--hardware``, ``--from``, a
     positional); a name taken from ``$NAPKIN_HARDWARE`` is blamed on it.
@@ -674,11 +688,10 @@ def resolve(name: str | None = None, hardware_file: str | Path | None = None, wh
     else:
         loaded = find(DEFAULT_HARDWARE, what=what)
     measured, problems = for_profile(loaded.profile.name)
-    add_notes((*loaded.notes, *problems))
     if not measured and not problems:
         return loaded
     profile = loaded.profile.model_copy(update={"measured": {**loaded.profile.measured, **measured}})
-    return LoadedProfile(profile, loaded.origin, loaded.path, loaded.text, (*loaded.notes, *problems))
+    return LoadedProfile(profile.told(problems), loaded.origin, loaded.path, loaded.text)
 
 
 def schema() -> dict[str, Any]:
@@ -698,6 +711,7 @@ __all__ = [
     "Loaded",
     "LoadedProfile",
     "Measurement",
+    "Profile",
     "config_dir",
     "copy_text",
     "find",

@@ -30,7 +30,7 @@ from napkin.domain.base import Record
 from napkin.domain.choices import Sharding
 from napkin.errors import ProfileError, UsageError
 from napkin.io.yamlio import normalize
-from napkin.systems.profiles import BytesOrZero, Kind, Loaded, Slug, Source, add_notes, file_of, find_in, parse_as
+from napkin.systems.profiles import BytesOrZero, Kind, Loaded, Profile, Slug, Source, file_of, find_in, parse_as
 from napkin.systems.serving_stack import ServingStack
 
 ENV_STACK_PATH: Final = "NAPKIN_STACK_PATH"
@@ -271,7 +271,7 @@ def value_paths(section: Record, prefix: str = "") -> list[str]:
     return out
 
 
-class Stack(Record):
+class Stack(Profile):
     """One software stack: its name, version and sources, and what it does when it trains."""
 
     model_config = _STRICT
@@ -419,7 +419,7 @@ STACKS: Final[Kind[Stack]] = Kind("stacks", ENV_STACK_PATH, "stack", "stack", DE
 
 def resolve(name: str | None = None, stack_file: str | Path | None = None, what: str = "stack") -> Loaded[Stack]:
     """The stack a command should use: an explicit file, else a name, else ``$NAPKIN_STACK``, else
-    megatron-core. A user file that replaces a built-in says so (its note is printed with the result)."""
+    megatron-core. A user file that replaces a built-in says so (``Stack.origin_notes``, carried into results)."""
     if name is not None and stack_file is not None:
         raise UsageError("give stack or stack_file, not both", field="stack", also=("stack_file",))
     try:  # a stack the command cannot use is bad input (exit 2), its line and field named
@@ -433,7 +433,6 @@ def resolve(name: str | None = None, stack_file: str | Path | None = None, what:
             loaded = find_in(STACKS, DEFAULT_STACK, what=what)
     except ProfileError as exc:
         raise UsageError(str(exc), field=next(iter(exc.fields), None)) from None
-    add_notes(loaded.notes)
     return loaded
 
 
