@@ -13,7 +13,7 @@ wheel) naming a device profile (``hardware/``), how many devices share a node (a
   as bytes.
 
 ``efficiency`` is the fraction of the line rate NCCL reaches (protocol overhead), cited in each file;
-absent, the line rate is used. Lookup order and rules are the hardware catalog's (``napkin.systems.profiles.lookup``):
+absent, the line rate is used. Lookup order and rules are the hardware catalog's (``napkin.systems.profiles.find_in``):
 the directories in ``$NAPKIN_CLUSTER_PATH``, then ``<config dir>/clusters``, then the built-ins; a name or
 alias (case- and punctuation-insensitive) claimed by two files is an error naming both; your file replaces
 a built-in only under the built-in's own name, and every command that uses it says so. Files are read by
