@@ -80,3 +80,35 @@ def test_the_foundation_imports_no_room() -> None:
     for name, path in _modules():
         if _rank(name) == -1:
             assert [t for t in _imports(path) if (_rank(t) or -1) >= 0] == [], name
+
+
+#: Modules allowed past about 400 lines, each with its reason; any other module over the limit fails, and an entry
+#: whose module is no longer long fails too (drop it).
+LONG_MODULES = {
+    "napkin.engines.step_time": "being split by issue 23 work (the step model's hot path and its result)",
+    "napkin.engines.training_memory": "being split by issue 23 work (model states, stages, the largest model)",
+    "napkin.systems.stack": "being reworked by issue 23 work (stack profiles); one section per part of a step",
+    "napkin.engines.serving": "being split by issue 24 work (serving engines)",
+    "napkin.engines.traffic": "being reworked by issue 24 work (traffic and latency percentiles)",
+    "napkin.api.serving": "being split by issue 24 work (the serving questions)",
+    "napkin.engines.finetune": "being split by issue 22 work (LoRA/QLoRA memory and step terms)",
+    "napkin.domain.hf_config": "being split by issue 22 work (Hugging Face config families, one reader each)",
+    "napkin.api.inputs": "the input layer every question shares (numbers, models, layouts, profiles, clusters); "
+    "issues 22-24 add to it now, split after them",
+    "napkin.api.training": "the training questions (train_time with its predicted-MFU plan, mfu, flops, matmul, "
+    "optimal); issue 23 work adds to it now, split after it",
+    "napkin.engines.comm": "one α-β model of NCCL: algorithms, protocols and the two fabrics, each used by the others",
+    "napkin.units": "one grammar for every quantity napkin reads and writes (SI/IEC prefixes, rates, lengths)",
+    "napkin.live.bench": "one measurement protocol (budget planner, timing, checks, result) around torch",
+    "napkin.live.bench_comm": "one multi-process protocol (launcher, worker, result) around torch.distributed",
+    "napkin.live.verify": "a list of independent checks against torch, one per formula",
+}
+LINE_LIMIT = 430  # "about 400": a module a reader can hold in their head
+
+
+def test_no_module_is_long_without_a_stated_reason() -> None:
+    lines = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in _modules()}
+    over = {name: n for name, n in lines.items() if n > LINE_LIMIT and name not in LONG_MODULES}
+    assert over == {}, f"split these, or state why not in LONG_MODULES: {over}"
+    short = [name for name in LONG_MODULES if lines.get(name, 0) <= LINE_LIMIT]
+    assert short == [], f"no longer long (or gone): drop from LONG_MODULES: {short}"
