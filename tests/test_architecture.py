@@ -88,9 +88,7 @@ LONG_MODULES = {
     "napkin.engines.step_time": "being split by issue 23 work (the step model's hot path and its result)",
     "napkin.engines.training_memory": "being split by issue 23 work (model states, stages, the largest model)",
     "napkin.systems.stack": "being reworked by issue 23 work (stack profiles); one section per part of a step",
-    "napkin.engines.serving": "being split by issue 24 work (serving engines)",
     "napkin.engines.traffic": "being reworked by issue 24 work (traffic and latency percentiles)",
-    "napkin.api.serving": "being split by issue 24 work (the serving questions)",
     "napkin.engines.finetune": "being split by issue 22 work (LoRA/QLoRA memory and step terms)",
     "napkin.domain.hf_config": "being split by issue 22 work (Hugging Face config families, one reader each)",
     "napkin.api.inputs": "the input layer every question shares (numbers, models, layouts, profiles, clusters); "
