@@ -62,8 +62,8 @@ def test_a_layout_by_its_old_field_names_warns_and_both_names_are_refused() -> N
         old = napkin.Layout.model_validate({"tensor": 2, "expert": 4})
     assert (old.tensor_parallel, old.expert_parallel) == (2, 4)
     assert [str(w.message).split(" (")[0] for w in caught] == [
-        "'tensor' is deprecated, it is now 'tensor_parallel'",
-        "'expert' is deprecated, it is now 'expert_parallel'",
+        "Layout: 'tensor' is deprecated, it is now 'tensor_parallel'",
+        "Layout: 'expert' is deprecated, it is now 'expert_parallel'",
     ]
     with pytest.raises(ValidationError, match="tensor: give tensor_parallel, not both it and its old name tensor"):
         napkin.Layout.model_validate({"tensor": 2, "tensor_parallel": 2})

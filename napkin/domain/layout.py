@@ -55,7 +55,7 @@ class Layout(Record):
             return given
         given, notes = renamed(given)
         for note in notes:
-            warnings.warn(note, FutureWarning, stacklevel=2)
+            warnings.warn(f"Layout: {note}", FutureWarning, stacklevel=3)  # at the caller
         return given
 
     @model_validator(mode="after")
