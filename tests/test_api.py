@@ -225,6 +225,11 @@ def test_a_profiles_origin_is_said_by_the_results_built_from_it(isolated: Path) 
         napkin.matmul("4096x4096x4096"),
         napkin.step(model="llama3-8b", gpus=8, global_batch=16, hardware="h100"),
         napkin.hardware_sheet("h100"),
+        napkin.inference(model="llama3-8b", hardware="h100"),
+        napkin.traffic(model="llama3-8b", hardware="h100", rate="1/s", prompt=256, output=32, requests=20),
+        napkin.serve_plan(
+            model="llama3-8b", hardware="h100", rate="1/s", prompt=256, output=32, requests=50, ttft_p90="2s"
+        ),
     ):
         assert sum("your profile at" in n for n in result.notes) == 1, (type(result).__name__, result.notes)
     plain = napkin.train_time(params="7B", tokens="1T", gpus=8, hardware="a100")

@@ -7,8 +7,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napkin import units
-from napkin.api.inputs import SHAPE_FIELDS, choice, fabric_of, get_hardware, keywords, parse
-from napkin.api.serving_inputs import ServingOptions, build_replica, positive, seed_of, serving_model, serving_settings
+from napkin.api.inputs import SHAPE_FIELDS, choice, fabric_of, get_hardware, keywords, parse, said
+from napkin.api.serving_inputs import (
+    ServingOptions,
+    build_replica,
+    positive,
+    seed_of,
+    serving_model,
+    serving_settings,
+    stack_of,
+)
 from napkin.api.traffic_inputs import SLO_FIELDS, parse_lengths, parse_rate_per_second, parse_slo
 from napkin.errors import UsageError
 
@@ -128,7 +136,7 @@ def serve_plan(
     stack_name = serving_settings(profiles[0], ServingOptions(stack=stack, stack_file=stack_file)).stack_name
     result = engine(name, arch, workload, slo, candidates, stack_name=stack_name, top=positive(top, "top"))
     result.notes[:0] = list(notes)
-    return result
+    return said(result, *profiles, stack_of({"stack": stack, "stack_file": stack_file}))
 
 
 def _layouts(arch: Model, profile: HardwareProfile, limit: int) -> list[tuple[int, int, str]]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from napkin import units
 from napkin.api.deployment import serve_plan
-from napkin.api.inputs import SHAPE_FIELDS, choice, get_hardware, keywords, optional, parse
+from napkin.api.inputs import SHAPE_FIELDS, choice, get_hardware, keywords, optional, parse, said
 from napkin.api.serving_inputs import (
     SERVING_FIELDS,
     ServingOptions,
@@ -23,6 +23,7 @@ from napkin.api.serving_inputs import (
     serving_keywords,
     serving_model,
     serving_settings,
+    stack_of,
     tensor_of,
     with_stack,
 )
@@ -155,7 +156,7 @@ def inference(
         fabric=serving_fabric(profile, t),
     )
     result.notes[:0] = list(notes)
-    return result
+    return said(result, profile, stack_of(options))
 
 
 @keywords(SHAPE_FIELDS, SLO_FIELDS)
@@ -266,4 +267,4 @@ def traffic(
         price_per_gpu_hour=settings.price_per_hour,
     )
     result.notes[:0] = list(notes)
-    return result
+    return said(result, profile, stack_of(options))

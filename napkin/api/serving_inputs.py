@@ -23,7 +23,7 @@ from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
-    from napkin.systems.profiles import HardwareProfile
+    from napkin.systems.profiles import HardwareProfile, Profile
 
 from napkin.api.inputs import Number
 
@@ -121,6 +121,13 @@ def serving_fabric(profile: HardwareProfile, tensor: int) -> Any:
 
     found = fabric_of(profile, tensor)
     return found if found is not None or tensor == 1 else link_fabric(profile, tensor)
+
+
+def stack_of(options: dict[str, Any]) -> Profile:
+    """The serving stack the options name (vLLM by default), for what it says about where it came from."""
+    from napkin.systems.serving_stack import get_stack
+
+    return get_stack(options.get("stack"), options.get("stack_file"))
 
 
 def serving_settings(profile: HardwareProfile, options: ServingOptions, *, block: int | None = None) -> Any:
