@@ -77,7 +77,7 @@ def _lengths(value: int | list[int]) -> Lengths:
 
 
 def replica_of(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) -> Replica:
-    from napkin.engines.training_memory import capacity
+    from napkin.engines.memory import capacity
 
     hardware = get_hardware(row["hardware"])
     return Replica(

@@ -16,7 +16,7 @@ import napkin
 from napkin import api
 from napkin.cli import app
 from napkin.cli.options import DEPRECATED
-from napkin.engines.training_memory import MemoryResult
+from napkin.engines.memory import MemoryResult
 from napkin.errors import UsageError
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -190,7 +190,7 @@ def test_every_question_declares_its_concrete_result_type() -> None:
         "engines.serve_plan",
         "engines.traffic",
         "engines.step",
-        "engines.training_memory",
+        "engines.memory",
         "results.cluster_views",
         "results.hardware_views",
         "results.model_views",

@@ -10,7 +10,7 @@ from napkin.domain.choices import Optimizer, Precision, Recompute, Sharding
 from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
-from napkin.engines.training_memory import (
+from napkin.engines.memory import (
     OPTIMIZERS,
     PRECISIONS,
     ActivationInputs,

@@ -15,7 +15,7 @@ from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines.activations import in_flight, interleave_factor, layer_bytes
-from napkin.engines.training_memory import (
+from napkin.engines.memory import (
     ActivationInputs,
     MemoryResult,
     bytes_per_param,

@@ -12,7 +12,7 @@ import yaml
 
 from napkin import api
 from napkin.engines import fit
-from napkin.engines.training_memory import MaxModelResult, MemoryResult
+from napkin.engines.memory import MaxModelResult, MemoryResult
 from napkin.errors import UsageError
 from napkin.systems.stack import STACKS, schema
 from napkin.systems.stack import resolve as stack
@@ -25,6 +25,7 @@ RUNS = ROOT / "examples" / "calibrate_runs.yaml"
 BUILT_IN = (
     "megatron-core",
     "megatron-core-moe",
+    "hai-llm",
     "megatron-2021",
     "megatron-2022",
     "torchtitan",
@@ -180,13 +181,16 @@ def test_flash_attention_and_the_causal_mask_are_the_stack_s_defaults() -> None:
     assert modern.stack == "megatron-core" and modern.mfu > 1.5 * old.mfu
 
 
-def test_memory_counts_the_fsdp_gather_buffers_of_the_stack() -> None:
+def test_memory_counts_the_fsdp_gather_buffers_of_the_stack(tmp_path: Path) -> None:
     layout = {"model": "llama3-8b", "gpus": 8, "precision": "mixed", "sharding": "fsdp", "hardware": "h100"}
-    with_buffers = api.memory(**layout, stack="torchtitan")
-    layer = 8_030_261_248 / 32  # about a layer's parameters (the embeddings aside)
+    unfragmented = _copy(tmp_path, "torchtitan", **{"training.memory.fragmentation": 0.0})
+    with_buffers = api.memory(**layout, stack_file=str(unfragmented))
+    layer = 218_112_000  # a Llama 3 8B block: 4096² · (2 + 2/4) + 3 · 4096 · 14336 + 2 norms
+    ends = 2 * 128_256 * 4_096  # the input embedding and the output layer (untied)
     assert isinstance(with_buffers, MemoryResult) and with_buffers.stack == "torchtitan"
-    # two layers' bf16 parameters gathered (the running one and the prefetched) and one layer's gradients
-    assert with_buffers.breakdown["framework"] == pytest.approx(layer * (2 * 2 + 2), rel=0.1)
+    # two layers' bf16 parameters gathered (the running one and the prefetched), one layer's gradients, and
+    # the root module's bf16 embedding and output layer, gathered through the step
+    assert with_buffers.breakdown["framework"] == pytest.approx(layer * (2 * 2 + 2) + ends * 2, rel=0.01)
     largest = api.max_model(gpus=8, hardware="h100", stack="deepspeed")
     assert isinstance(largest, MaxModelResult) and largest.stack == "deepspeed"
 

@@ -18,6 +18,7 @@ from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.layout import stage_layers
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
+from napkin.engines.memory import ActivationInputs, memory
 from napkin.engines.planner import candidates
 from napkin.engines.step import (
     BREAKDOWN,
@@ -27,7 +28,6 @@ from napkin.engines.step import (
     machine,
     pipeline_bubble,
 )
-from napkin.engines.training_memory import ActivationInputs, memory
 from napkin.systems.cluster import find
 from napkin.systems.presets import get_preset
 from napkin.systems.profiles import resolve

@@ -753,3 +753,28 @@ def memory_markdown() -> str:
             f"| {case.id} | {case.role} | {measured / 2**30:.1f} | {got / 2**30:.1f} | {got / measured - 1:+.1%} |"
         )
     return "\n".join(lines) + "\n"
+
+
+#: The stacks whose allocator overhead (memory.fragmentation) is fitted to the measured peaks of their
+#: calibration runs: torchtitan's "Memory (GiB)" is the caching allocator's peak reserved bytes
+#: (torchtitan/metrics.py: max_reserved_gib, torch.cuda.memory_stats()["reserved_bytes.all.peak"]), which
+#: exceeds the peak allocated bytes napkin counts by the allocator's fragmentation and cached free blocks. It
+#: excludes the CUDA context and NCCL's own buffers (outside the allocator), so memory.fixed is not fitted.
+FRAGMENTATION_FITS: Final = ("torchtitan", "torchtitan-eager")
+
+
+def allocated(case: Case) -> float:
+    """napkin's peak allocated bytes of a case: its stack's memory without fragmentation and fixed bytes."""
+    knobs = case.model.stack.replace(fragmentation=0.0, fixed_bytes=0.0)
+    return case.model.with_stack(knobs).memory_bytes(case.knobs)
+
+
+@functools.cache
+def fitted_fragmentation(name: str) -> float:
+    """The mean measured reserved / napkin allocated − 1 over the stack's calibration runs with a measured peak."""
+    ratios = [
+        MEASURED_GIB[c.id] * 2**30 / allocated(c)
+        for c in cases()
+        if c.stack == name and c.role == "calibration" and c.id in MEASURED_GIB
+    ]
+    return sum(ratios) / len(ratios) - 1

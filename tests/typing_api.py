@@ -15,12 +15,12 @@ import napkin
 from napkin.engines.comm import CollectiveResult
 from napkin.engines.compute import MatmulResult, MfuResult, TrainFlopsResult, TrainTimeResult
 from napkin.engines.finetune import FinetuneMaxResult, FinetuneMemoryResult
+from napkin.engines.memory import MaxModelResult, MemoryResult, OptimizerTable
 from napkin.engines.number_formats import DtypeTable, TensorSize
 from napkin.engines.planner import PlanResult
 from napkin.engines.scaling import OptimalResult
 from napkin.engines.serving import InferenceResult, KvCacheResult
 from napkin.engines.step import StepResult
-from napkin.engines.training_memory import MaxModelResult, MemoryResult, OptimizerTable
 from napkin.results.cluster_views import ClusterList, ClusterSheet
 from napkin.results.hardware_views import HardwareComparison, HardwareList, HardwareSheet
 from napkin.results.model_views import ModelTable

@@ -11,8 +11,8 @@ from napkin.domain.choices import Dtype
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
+    from napkin.engines.memory import OptimizerTable
     from napkin.engines.number_formats import DtypeTable, TensorSize
-    from napkin.engines.training_memory import OptimizerTable
     from napkin.results.cluster_views import ClusterList, ClusterSheet
     from napkin.results.hardware_views import HardwareComparison, HardwareList, HardwareSheet
     from napkin.results.model_views import ModelTable
@@ -113,7 +113,7 @@ def dtypes(*, value: Number | None = None) -> DtypeTable:
 
 def optimizers() -> OptimizerTable:
     """Bytes per parameter for every optimizer × precision regime."""
-    from napkin.engines.training_memory import optimizers as engine
+    from napkin.engines.memory import optimizers as engine
 
     return engine()
 

@@ -460,13 +460,13 @@ def _device_of(cluster: Any, where: str) -> HardwareProfile:
 
 
 def usable_capacity(profile: HardwareProfile) -> float:
-    from napkin.engines.training_memory import capacity
+    from napkin.engines.memory import capacity
 
     return capacity(profile)[0]
 
 
 def reserve_of(reserve: Number, capacity: float) -> float:
-    from napkin.engines.training_memory import parse_reserve
+    from napkin.engines.memory import parse_reserve
 
     try:
         return parse_reserve(str(reserve), capacity)

@@ -151,7 +151,7 @@ def serving_settings(profile: HardwareProfile, options: ServingOptions, *, block
     if price_value is not None and price_value <= 0:
         raise UsageError(f"price: {o.price!r} must be a positive USD per GPU-hour", field="price")
     measured, source = bandwidth_of(profile, o.bandwidth)
-    from napkin.engines.training_memory import capacity
+    from napkin.engines.memory import capacity
 
     return Serving(
         stack_name=chosen.name,
@@ -210,8 +210,8 @@ def build_replica(
     dp_attention: bool = False,
 ) -> Any:
     """The replica a serving question runs on (stack overrides applied, measured bandwidth if asked)."""
+    from napkin.engines.memory import capacity
     from napkin.engines.replica import Replica
-    from napkin.engines.training_memory import capacity
 
     device = (
         profile if settings.bandwidth is None else profile.model_copy(update={"memory_bandwidth": settings.bandwidth})

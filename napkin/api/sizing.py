@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # imported where used: a command pays only for the objects it
     from napkin.domain.layout import Layout
     from napkin.domain.model import Model
     from napkin.engines.finetune import FinetuneMaxResult, FinetuneMemoryResult
-    from napkin.engines.training_memory import MaxModelResult, MemoryResult
+    from napkin.engines.memory import MaxModelResult, MemoryResult
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number
@@ -69,7 +69,7 @@ def _memory_inputs(
     shape: dict[str, Any],
 ) -> _Inputs:
     from napkin.domain.workload import Workload
-    from napkin.engines.training_memory import ActivationInputs
+    from napkin.engines.memory import ActivationInputs
 
     chosen = build_model(model, model_config, **shape)
     arch = chosen.model
@@ -132,8 +132,8 @@ def _sizing(
     recomputation, its loss, and the memory it keeps (FSDP/ZeRO-3 gather buffers, fixed, fragmentation); a
     sharding it does not offer is an error, and left out it is ZeRO-3 where the stack offers it, else its
     default."""
+    from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
-    from napkin.engines.training_memory import memory as engine
 
     method = choice(Finetune, finetune, "finetune")
     recompute_given = shape.get("recompute")
@@ -220,7 +220,7 @@ def _sizing(
             update={"selective_keeps": knobs.selective_keeps, "logit_bytes": knobs.logit_bytes}
         )
     if solve_for_n:  # max_model: the same inputs, solved for N
-        from napkin.engines.training_memory import max_model as solve
+        from napkin.engines.memory import max_model as solve
 
         solved = solve(got.gpus, profile, **common).model_copy(update={"stack": software.name})
         return said(described(solved, got.chosen, got.seq, got.seq_source), profile, software)
@@ -250,7 +250,7 @@ def _adapter_memory(
     """memory / max_model with LoRA or QLoRA adapters (data parallel only: each GPU runs the whole model)."""
     from napkin.domain.workload import Workload
     from napkin.engines import finetune as ft
-    from napkin.engines.training_memory import capacity
+    from napkin.engines.memory import capacity
     from napkin.systems.presets import get_preset
 
     data_parallel_only(lay)
@@ -380,7 +380,7 @@ def memory(**options: Any) -> MemoryResult | FinetuneMemoryResult:
     every linear layer of the blocks) over a frozen base (``base_format``: bf16, int8 or nf4; QLoRA's default
     nf4 with ``double_quant``); ``paged_optimizer``: bitsandbytes paged states, which spill to CPU memory."""
     from napkin.engines.finetune import FinetuneMemoryResult
-    from napkin.engines.training_memory import MemoryResult
+    from napkin.engines.memory import MemoryResult
 
     result = _sizing(**options)
     assert isinstance(result, MemoryResult | FinetuneMemoryResult)  # params or a model given: not solved for N
@@ -392,7 +392,7 @@ def max_model(**options: Any) -> MaxModelResult | FinetuneMaxResult:
     """The largest model whose training state fits: pooled memory / bytes per parameter (memory's inputs,
     solved for N)."""
     from napkin.engines.finetune import FinetuneMaxResult
-    from napkin.engines.training_memory import MaxModelResult
+    from napkin.engines.memory import MaxModelResult
 
     result = _sizing(params=_NO_PARAMS, **options)
     assert isinstance(result, MaxModelResult | FinetuneMaxResult)

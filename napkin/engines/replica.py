@@ -74,7 +74,7 @@ class Replica:
         return (self.tensor if self.dp_attention else 1) * self.pipeline
 
     def device(self) -> float:
-        from napkin.engines.training_memory import capacity
+        from napkin.engines.memory import capacity
 
         return self.device_bytes if self.device_bytes is not None else capacity(self.hardware)[0]
 

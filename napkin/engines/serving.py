@@ -122,8 +122,8 @@ def serve(
     With a ``fabric`` (the cluster's links), each layer's two tensor-parallel all-reduces of the
     activations (Shoeybi et al. 2019 §3: after attention and after the MLP) are timed by the α–β model
     of ``napkin.engines.comm`` and added to prefill and decode (not overlapped with compute)."""
+    from napkin.engines.memory import capacity
     from napkin.engines.replica import Replica
-    from napkin.engines.training_memory import capacity
 
     s = settings
     stack = s.resolved()

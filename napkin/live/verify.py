@@ -26,14 +26,14 @@ from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines.activations import layer_bytes, output_bytes
 from napkin.engines.compute import flops_per_token
-from napkin.engines.number_formats import FORMATS
-from napkin.engines.training_memory import (
+from napkin.engines.memory import (
     OPTIMIZERS,
     ActivationInputs,
     activation_bytes_per_layer,
     bytes_per_param,
     state_elements,
 )
+from napkin.engines.number_formats import FORMATS
 from napkin.live.bench import import_torch, pick_device
 from napkin.results.result import TableResult
 

@@ -182,6 +182,31 @@ class Validated(Record):
         return out
 
 
+class CachedActivations(Record):
+    """An activation policy that caches the inputs of the linear layers in a low-precision format and recomputes
+    cheap operators (DeepSeek-V3 §3.2.3, §3.3.3): it replaces Korthikanti's count for every layer."""
+
+    model_config = _STRICT
+    linear_input_bytes: float = Field(
+        ge=0.5, le=4, allow_inf_nan=False, description="bytes per cached linear-layer input element (scales included)"
+    )
+    attention_output_bytes: float = Field(
+        ge=0.5, le=4, allow_inf_nan=False, description="bytes per attention-output element (its projection's input)"
+    )
+    recompute_norms: bool = Field(description="norm outputs recomputed in the backward (their inputs kept)")
+    recompute_up_projections: bool = Field(
+        description="MLA up-projections recomputed (the compressed latents kept, not Q, K, V)"
+    )
+    recompute_swiglu: bool = Field(description="the SwiGLU output recomputed from its cached input")
+    dispatch_bytes: float = Field(
+        ge=0, le=4, allow_inf_nan=False, description="bytes per element of the MoE dispatch (0: no buffer)"
+    )
+    combine_bytes: float = Field(ge=0, le=4, allow_inf_nan=False, description="bytes per element of the MoE combine")
+    overlapped_microbatches: int = Field(
+        ge=1, le=4, description="micro-batches whose all-to-all buffers are live at once (2: DualPipe's overlap)"
+    )
+
+
 class Memory(Record):
     """Memory the stack keeps beyond napkin's formulas."""
 
@@ -190,6 +215,40 @@ class Memory(Record):
     fixed: Size = Field(description="per GPU: CUDA context, NCCL buffers, workspaces")
     logit_bytes: float = Field(
         default=4.0, ge=2, le=32, allow_inf_nan=False, description="bytes per logit the loss holds at its peak"
+    )
+    gradient_bytes: float | None = Field(
+        default=None, ge=1, le=4, allow_inf_nan=False, description="bytes per stored gradient (absent: --precision's)"
+    )
+    moment_bytes: float | None = Field(
+        default=None,
+        ge=1,
+        le=4,
+        allow_inf_nan=False,
+        description="bytes per optimizer-moment element (absent: --precision's)",
+    )
+    loss_parallel_logit_bytes: float | None = Field(
+        default=None,
+        ge=2,
+        le=32,
+        allow_inf_nan=False,
+        description="bytes per logit at the loss's peak when TP shards the vocabulary (loss parallel); absent: "
+        "logit_bytes",
+    )
+    output_input_gathered: bool = Field(
+        default=False,
+        description="with sequence parallelism the output layer keeps its input gathered (s·b·h, not ÷ t)",
+    )
+    pipeline_gathered: bool = Field(
+        default=False,
+        description="FSDP under pipeline parallelism keeps the whole stage's parameters gathered, 16-bit, "
+        "across its micro-batches (no reshard after forward)",
+    )
+    ends_gathered: bool = Field(
+        default=False,
+        description="FSDP: the embedding and output layer (the root module) stay gathered, 16-bit, through the step",
+    )
+    cached: CachedActivations | None = Field(
+        default=None, description="the stack's own activation policy (absent: Korthikanti's count)"
     )
 
 
@@ -260,12 +319,15 @@ class Training(Record):
 
 
 def value_paths(section: Record, prefix: str = "") -> list[str]:
-    """Dotted paths of every leaf value of a section (``overlap.grad_reduce``), ``sources`` excluded."""
+    """Dotted paths of every leaf value of a section (``overlap.grad_reduce``), ``sources`` and values left absent
+    (None: the stack states nothing there) excluded."""
     out = []
     for name in type(section).model_fields:
         if name == "sources":
             continue
         value = getattr(section, name)
+        if value is None:
+            continue
         path = f"{prefix}{name}"
         out += value_paths(value, path + ".") if isinstance(value, Record) else [path]
     return out
@@ -338,11 +400,37 @@ class Stack(Profile):
             fragmentation=t.memory.fragmentation,
             fixed_bytes=t.memory.fixed,
             step_overhead=t.step_overhead,
-            memory_source=t.source_of("memory.fixed") or "",
+            memory_source="; ".join(
+                dict.fromkeys(t.source_of(f"memory.{k}") or "" for k in ("fixed", "fragmentation"))
+            ),
             selective_keeps=t.recompute.selective_keeps,
             logit_bytes=t.memory.logit_bytes,
             selective_recomputes=t.recompute.selective_recomputes,
             own_memory=True,
+            rules=MemoryRules(
+                gradient_bytes=t.memory.gradient_bytes or 0.0,
+                moment_bytes=t.memory.moment_bytes or 0.0,
+                ends_gathered=t.memory.ends_gathered,
+                pipeline_gathered=t.memory.pipeline_gathered,
+                dualpipe=t.pipeline.schedules[0] is Schedule.dualpipe,
+                cached=t.memory.cached,
+                loss_parallel_logit_bytes=t.memory.loss_parallel_logit_bytes or 0.0,
+                output_input_gathered=t.memory.output_input_gathered,
+                states_source="; ".join(
+                    dict.fromkeys(
+                        t.source_of(f"memory.{k}") or ""
+                        for k in ("gradient_bytes", "moment_bytes")
+                        if getattr(t.memory, k) is not None
+                    )
+                ),
+                ends_source="; ".join(
+                    dict.fromkeys(t.source_of(f"memory.{k}") or "" for k in ("ends_gathered", "pipeline_gathered"))
+                ),
+                dualpipe_source=t.source_of("pipeline.schedules") or "",
+                cached_source="; ".join(
+                    dict.fromkeys(t.source_of(p) or "" for p in value_paths(t) if p.startswith("memory.cached."))
+                ),
+            ),
         )
 
 
@@ -357,6 +445,27 @@ class Framework:
     fragmentation: float = 0.0
     gathered_layers: int = 0
     source: str = ""
+    rules: MemoryRules | None = None  # what else the stack's memory section states (None: napkin's formulas)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRules:
+    """A stack's memory rules beyond fixed bytes and fragmentation, as plain values (``Memory``): the element
+    bytes of gradients and optimizer moments, whether FSDP's root stays gathered, whether the pipeline schedule
+    is DualPipe (two copies of the parameters, PP + 1 micro-batches in flight), and its activation policy."""
+
+    gradient_bytes: float = 0.0  # 0: the precision's
+    moment_bytes: float = 0.0  # 0: the precision's
+    ends_gathered: bool = False
+    pipeline_gathered: bool = False
+    dualpipe: bool = False
+    cached: CachedActivations | None = None
+    loss_parallel_logit_bytes: float = 0.0  # 0: logit_bytes
+    output_input_gathered: bool = False
+    states_source: str = ""  # the citations of the values above, for --explain
+    ends_source: str = ""
+    dualpipe_source: str = ""
+    cached_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,12 +500,17 @@ class StackKnobs:
     selective_keeps: float = 1.0
     selective_recomputes: float = 0.0
     logit_bytes: float = 4.0
+    rules: MemoryRules | None = None
 
     def framework(self) -> Framework:
-        """The stack's own memory for ``napkin.training_memory``: fixed, fragmentation, the layers FSDP holds
+        """The stack's own memory for ``napkin.engines.memory``: fixed, fragmentation, the layers FSDP holds
         gathered (the running one and those prefetched)."""
         return Framework(
-            self.fixed_bytes, self.fragmentation, 1 + self.prefetch if self.own_memory else 0, self.memory_source
+            self.fixed_bytes,
+            self.fragmentation,
+            1 + self.prefetch if self.own_memory else 0,
+            self.memory_source,
+            self.rules,
         )
 
     def replace(self, **changes: Any) -> StackKnobs:

@@ -40,12 +40,12 @@ path), ``result`` (``StepResult`` and its derivation), ``checks`` (a layout chec
 and the stack). The names below are re-exported here.
 """
 
+from napkin.engines.memory import COMPONENTS
 from napkin.engines.step.checks import check_knobs, offered_sharding
 from napkin.engines.step.knobs import BREAKDOWN, Knobs, LayerPasses, LayerTimes, Pace, Terms, pipeline_bubble
 from napkin.engines.step.machine import Machine, machine
 from napkin.engines.step.model import StepModel
 from napkin.engines.step.result import StepResult, build_result, outside_validation
-from napkin.engines.training_memory import COMPONENTS
 
 __all__ = [
     "BREAKDOWN",

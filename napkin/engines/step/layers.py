@@ -21,6 +21,11 @@ from napkin.engines.finetune import (
     lora_params,
     quantized_weights,
 )
+from napkin.engines.memory import (
+    ActivationInputs,
+    activation_element_bytes,
+    bytes_per_param,
+)
 from napkin.engines.step.knobs import (
     Knobs,
     LayerPasses,
@@ -39,11 +44,6 @@ from napkin.engines.step.machine import (
     padded,
 )
 from napkin.engines.step.memory import StepMemory
-from napkin.engines.training_memory import (
-    ActivationInputs,
-    activation_element_bytes,
-    bytes_per_param,
-)
 from napkin.results.explain import Step
 from napkin.systems.stack import Offers, StackKnobs, Validated
 

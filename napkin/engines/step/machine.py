@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 from napkin import sources
 from napkin.domain.choices import Sharding
-from napkin.engines.training_memory import (
+from napkin.engines.memory import (
     capacity,
 )
 from napkin.systems.cluster import Cluster, Fabric
@@ -83,7 +83,7 @@ class Machine:
     rate: float  # achievable matmul FLOP/s (R)
     rate_source: str
     hbm: float  # bytes/s
-    capacity: float  # bytes a fit check may use: ``training_memory.capacity``, the one rule of every command
+    capacity: float  # bytes a fit check may use: ``memory.capacity``, the one rule of every command
     fabric: Fabric
     rate16: float  # R of the work kept in 16 bits when ``rate`` is an 8-bit-or-less rate: attention, output layer
     dtype: str  # the number format of ``peak`` and ``rate``

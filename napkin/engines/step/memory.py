@@ -1,4 +1,4 @@
-"""Memory per GPU of a layout as the planner asks for it (``StepMemory``): ``napkin.engines.training_memory``'s own
+"""Memory per GPU of a layout as the planner asks for it (``StepMemory``): ``napkin.engines.memory``'s own
 stage functions, so the planner and ``napkin memory`` agree, their parts memoised as the layer times are."""
 
 from __future__ import annotations
@@ -6,23 +6,25 @@ from __future__ import annotations
 from typing import Any
 
 from napkin.domain.choices import Optimizer, Precision, Recompute
-from napkin.domain.layout import Layout, stage_size
+from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
-from napkin.engines.activations import in_flight
 from napkin.engines.finetune import Adapters, finetune_bytes
-from napkin.engines.step.knobs import Knobs
-from napkin.engines.training_memory import (
+from napkin.engines.memory import (
     ActivationInputs,
     ActivationParts,
     activation_element_bytes,
     activation_parts,
     bytes_per_param,
     gather_buffers,
+    rank_layers,
+    stack_bytes_per_param,
     stage_activations,
+    stage_in_flight,
     stage_indices,
     stage_states,
 )
+from napkin.engines.step.knobs import Knobs
 from napkin.systems.stack import StackKnobs
 
 
@@ -44,11 +46,12 @@ class StepMemory:
         self.model, self.seq, self.batch = model, seq, global_batch
         self.flash, self.stack, self.adapters = flash_attention, stack, adapters
         self.params = float(model.params())
-        self.bpp = bytes_per_param(optimizer, precision)
-        self.element_bytes = activation_element_bytes(precision)
         self.framework = stack.framework()
+        self.rules = self.framework.rules
+        self.bpp = stack_bytes_per_param(bytes_per_param(optimizer, precision), self.rules)
+        self.element_bytes = activation_element_bytes(precision)
         self._parts: dict[tuple[Any, ...], ActivationParts] = {}
-        self._states: dict[tuple[Any, ...], tuple[float, float]] = {}
+        self._states: dict[tuple[Any, ...], tuple[float, float, bool]] = {}
         self._held: dict[tuple[int, int, int, int], float] = {}
 
     def inputs(self, k: Knobs, layout: Layout | None = None) -> ActivationInputs:
@@ -83,24 +86,25 @@ class StepMemory:
         parts = self._parts.get(key)
         if parts is None:
             layout = k.layout()
-            parts = self._parts[key] = activation_parts(self.inputs(k, layout), layout, self.element_bytes)
+            parts = self._parts[key] = activation_parts(self.inputs(k, layout), layout, self.element_bytes, self.rules)
         micro = self.batch // (k.micro_batch * k.data_parallel)
         layers, p, fw = self.model.layers, k.pipeline_parallel, self.framework
         worst = 0.0
-        for i in stage_indices(layers, p, ends_only=True):
-            n = stage_size(layers, p, i)
+        for i in stage_indices(layers, p, ends_only=True, rules=self.rules):
+            n = rank_layers(layers, p, i, self.rules)
             skey = (i, k.tensor_parallel, p, k.expert_parallel, k.sharding, k.data_parallel * k.context_parallel)
             states = self._states.get(skey)
             if states is None:
                 layout = layout or k.layout()
-                own = stage_states(i, n, self.model, self.params, layout, self.bpp)
-                buffers = gather_buffers(n, own.dense_params, self.bpp, layout, fw)
-                states = self._states[skey] = (sum(own.states.values()), buffers)
+                own = stage_states(i, n, self.model, self.params, layout, self.bpp, self.rules)
+                buffers = gather_buffers(n, own.dense_params, self.bpp, layout, fw, own.end_params)
+                states = self._states[skey] = (sum(own.states.values()), buffers, own.expert_params > 0)
             hkey = (i, p, k.interleave, micro)
             held = self._held.get(hkey)
             if held is None:
-                held = self._held[hkey] = in_flight(i, layout or k.layout(), micro)
-            total = states[0] + sum(stage_activations(i, p, n, held, parts).values())
+                held = self._held[hkey] = stage_in_flight(i, layout or k.layout(), micro, self.rules)
+            acts = stage_activations(i, p, n, held, parts, self.rules, experts=states[2])
+            total = states[0] + sum(acts.values())
             worst = max(worst, total + fw.fixed + states[1] + fw.fragmentation * (total + states[1]))
         return worst
 

@@ -10,6 +10,9 @@ if TYPE_CHECKING:
 
 from napkin.domain.choices import Precision, Recompute, Sharding
 from napkin.domain.layout import stage_size
+from napkin.engines.memory import (
+    SHARDED,
+)
 from napkin.engines.step.knobs import (
     Knobs,
     Pace,
@@ -23,9 +26,6 @@ from napkin.engines.step.layers import LayerModel
 from napkin.engines.step.machine import (
     ACT_BYTES,
     SHARDED_PARAMS,
-)
-from napkin.engines.training_memory import (
-    SHARDED,
 )
 from napkin.systems.stack import StackKnobs
 

@@ -15,6 +15,10 @@ from napkin.domain.workload import Workload
 from napkin.engines.finetune import (
     finetune_memory,
 )
+from napkin.engines.memory import (
+    capacity,
+    memory,
+)
 from napkin.engines.step.knobs import BREAKDOWN, Knobs, Terms
 from napkin.engines.step.machine import (
     FLASH_BACKWARD,
@@ -26,10 +30,6 @@ from napkin.engines.step.machine import (
     Machine,
 )
 from napkin.engines.step.model import StepModel
-from napkin.engines.training_memory import (
-    capacity,
-    memory,
-)
 from napkin.results.explain import Step, step
 from napkin.results.result import Result
 from napkin.units import format_bandwidth, format_bytes, format_duration, format_percent, format_rate
@@ -284,7 +284,7 @@ def _spans_nodes(k: Knobs, hw: Machine) -> bool:
 
 
 def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None) -> StepResult:
-    """A ``StepResult`` for one layout; memory from ``napkin.engines.training_memory.memory`` itself."""
+    """A ``StepResult`` for one layout; memory from ``napkin.engines.memory.memory`` itself."""
     terms = terms or sm.evaluate(k)
     total = terms.step_seconds
     layout = k.layout()

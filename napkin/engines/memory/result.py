@@ -1,0 +1,374 @@
+"""``napkin memory``: the most loaded GPU's bytes by component, whether they fit the device, and the derivation
+(``MemoryResult``); ``capacity`` is the one fit rule of every command.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict, Field
+
+from napkin import sources
+from napkin.domain.base import Record
+from napkin.domain.choices import Optimizer, Precision, Sharding
+from napkin.domain.layout import MAX_LISTED_STAGES, Layout, uneven_note
+from napkin.engines.memory.stages import (
+    OFFLOADED,
+    ActivationInputs,
+    StageMemory,
+    activation_bytes_per_layer,
+    activation_source,
+    framework_bytes,
+    stage_memory,
+)
+from napkin.engines.memory.states import (
+    GATHERED,
+    GPUS_PER_NODE,
+    BytesPerParam,
+    activation_element_bytes,
+    bytes_per_param,
+    bytes_per_param_step,
+    per_gpu_bytes_per_param,
+    shard_ranks,
+    sharding_formula,
+    sharding_source,
+    stack_bytes_per_param,
+)
+from napkin.results.explain import step
+from napkin.results.result import ModelResult
+from napkin.systems.profiles import HardwareProfile
+from napkin.systems.stack import Framework
+from napkin.units import format_bytes, format_bytes_si, format_count, format_sci, parse_bytes_or_fraction
+
+# ----------------------------------------------------------------------------------------- memory
+
+
+class StageRow(Record):
+    """One pipeline stage in a ``MemoryResult`` (bytes per GPU)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: int = Field(description="0-based pipeline rank")
+    layers: int = Field(description="transformer layers on this stage (0 when the model's shape is not given)")
+    params: float = Field(description="parameters on this GPU before ZeRO sharding")
+    in_flight: float = Field(description="micro-batches' worth of this stage's layers held at once")
+    model_state_bytes: float
+    activation_bytes: float
+    per_gpu_bytes: float
+
+
+class MemoryResult(ModelResult):
+    title: ClassVar[str] = "Memory per GPU"
+    headline: ClassVar[tuple[str, ...]] = ("per_gpu_bytes", "fits", "hardware")
+
+    hardware: str
+    params: float
+    optimizer: Optimizer
+    precision: Precision
+    sharding: Sharding
+    layout: Layout
+    gpus: int
+    data_parallel: int
+    tensor_parallel: int
+    bytes_per_param: float = Field(description="unsharded model-state bytes per parameter")
+    bytes_per_param_breakdown: dict[str, float]
+    breakdown: dict[str, float] = Field(description="bytes per GPU by component on the most loaded stage")
+    per_gpu_bytes: float
+    stage: int = Field(description="the most loaded pipeline stage (0-based)")
+    stage_name: str
+    stages: list[StageRow] = Field(default_factory=list)
+    host_bytes_per_gpu: float = Field(default=0.0, description="offloaded model states in CPU memory, per GPU")
+    host_bytes_per_node: float = Field(default=0.0, description=f"× {GPUS_PER_NODE} GPUs per node (assumed)")
+    memory_bytes: float = Field(description="capacity of one device used for the fit check")
+    capacity_source: str = Field(description="which capacity figure the fit check used")
+    reserve_bytes: float
+    fits: bool
+    headroom_bytes: float
+    activation_bytes_per_layer: float | None = None
+    max_micro_batch: int | None = None
+    stack: str | None = Field(default=None, description="the software stack whose own memory is counted")
+
+    def heading(self) -> str:
+        stack = f", {self.stack}" if self.stack else ""
+        return f"Memory per GPU: {format_count(self.params)} params, {self.optimizer}, {self.precision}{stack}"
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [("layout", self.layout.describe())]
+        if self.layout.pipeline_parallel > 1:
+            rows.append(("most loaded", self.stage_name))
+        rows += [(k.replace("_", " "), format_bytes(v)) for k, v in self.breakdown.items() if v]
+        counted = "activations" in self.breakdown
+        if not counted:
+            rows.append(("activations", "not counted (give --model or a shape)"))
+        rows.append(("total per GPU", format_bytes(self.per_gpu_bytes)))
+        if self.host_bytes_per_gpu:
+            rows.append(
+                (
+                    "offloaded to CPU",
+                    f"{format_bytes_si(self.host_bytes_per_gpu)} per GPU, "
+                    f"{format_bytes_si(self.host_bytes_per_node)} per node ({GPUS_PER_NODE} GPUs)",
+                )
+            )
+        rows.append((f"{self.hardware} capacity", f"{format_bytes(self.memory_bytes)}, {self.capacity_source}"))
+        if self.reserve_bytes:
+            rows.append(("reserved", format_bytes(self.reserve_bytes)))
+        scope = "" if counted else " (model states only)"
+        if self.fits:
+            rows.append(("verdict", f"fits{scope}: headroom {format_bytes(self.headroom_bytes)}"))
+        else:
+            rows.append(("verdict", f"does NOT fit{scope}: short by {format_bytes(-self.headroom_bytes)}"))
+        if self.max_micro_batch is not None:
+            rows.append(("largest micro-batch", f"{self.max_micro_batch} sequences"))
+        return rows
+
+    def extras(self) -> list[Any]:
+        from napkin.results import render
+
+        parts = [(k.replace("_", " "), v) for k, v in self.breakdown.items() if v > 0]
+        out: list[Any] = [render.bar(parts, self.memory_bytes)]
+        if len(self.stages) > 1:
+            out.append(
+                render.grid(
+                    "Per pipeline stage (bytes per GPU)",
+                    ["stage", "layers", "in flight", "states", "activations", "total"],
+                    [
+                        [
+                            str(r.stage + 1),
+                            f"{r.layers:g}",
+                            f"{r.in_flight:.4g}",
+                            format_bytes_si(r.model_state_bytes),
+                            format_bytes_si(r.activation_bytes),
+                            format_bytes_si(r.per_gpu_bytes),
+                        ]
+                        for r in self.stages
+                    ],
+                    caption="in flight: micro-batches held (1F1B: p − i; interleaved: chunks / v)",
+                )
+            )
+        return out
+
+
+#: A profile's reported capacity is used only while it is within 10 % of its datasheet figure, so a user who
+#: edits ``memory`` in a copy is not silently overruled by a stale ``memory_usable``.
+USABLE_BAND = 0.10
+
+
+def capacity(hardware: HardwareProfile) -> tuple[float, str]:
+    """Bytes a fit check may use: what the device reports to torch when the profile knows it, else the datasheet."""
+    usable = hardware.memory_usable
+    if usable and abs(usable / hardware.memory - 1) <= USABLE_BAND:
+        return float(usable), "as reported to torch"
+    return hardware.memory, "datasheet" if not usable else "datasheet (memory_usable is not within 10 %: ignored)"
+
+
+def memory(
+    params: float,
+    hardware: HardwareProfile,
+    *,
+    optimizer: Optimizer = Optimizer.adamw,
+    precision: Precision = Precision.fp32,
+    gpus: int = 1,
+    layout: Layout | None = None,
+    activations: ActivationInputs | None = None,
+    reserve_bytes: float = 0.0,
+    framework: Framework | None = None,
+) -> MemoryResult:
+    """Per-GPU memory of the most loaded pipeline stage: model states under the layout + activations + what the
+    software stack keeps (``framework``)."""
+    layout = (layout or (activations.layout if activations is not None else Layout())).resolve(gpus)
+    sharding, tp, dp = layout.sharding, layout.tensor_parallel, layout.dp
+    split = layout.tensor_parallel * layout.pipeline_parallel
+    fw = framework or Framework()
+    dualpipe = bool(fw.rules and fw.rules.dualpipe and layout.pipeline_parallel > 1)
+    bpp = stack_bytes_per_param(bytes_per_param(optimizer, precision), fw.rules)
+    if activations is not None:
+        e = activation_element_bytes(precision)
+        activations = activations.model_copy(update={"element_bytes": e, "layout": layout})
+    # a long pipeline: its extreme stages only (the most loaded GPU is one of them), so work and output stay
+    # bounded whatever --pipeline-parallel is typed
+    stages = stage_memory(
+        params, bpp, layout, activations, ends_only=layout.pipeline_parallel > MAX_LISTED_STAGES, rules=fw.rules
+    )
+    own = [framework_bytes(s, bpp, layout, fw) for s in stages]
+    worst_i = max(range(len(stages)), key=lambda i: stages[i].total + own[i])
+    worst, extra = stages[worst_i], own[worst_i]
+    breakdown = {**worst.states, **worst.activations, **({"framework": extra} if extra else {})}
+    steps = [
+        bytes_per_param_step(bpp),
+        step(
+            f"model states per GPU ({sharding})",
+            sharding_formula(sharding) + (" / (t·p)" if split > 1 else ""),
+            _states_numbers(worst, bpp, layout, 2 if dualpipe else 1),
+            format_bytes(sum(worst.states.values()) + worst.host_bytes),
+            sharding_source(sharding)
+            + (
+                "; DualPipe: two copies of the parameters, each stage's optimizer states over both "
+                f"({fw.rules.dualpipe_source})"
+                if dualpipe and fw.rules
+                else ""
+            ),
+        ),
+    ]
+    if worst.host_bytes:
+        moved = ", ".join(sorted(OFFLOADED[layout.offload]))
+        steps.append(
+            step(
+                "offloaded to CPU",
+                f"{layout.offload} offload: {moved}",
+                f"{format_bytes_si(worst.host_bytes)} × {GPUS_PER_NODE} GPUs per node",
+                format_bytes(worst.host_bytes * GPUS_PER_NODE),
+                sources.ZERO_OFFLOAD,
+            )
+        )
+    per_layer = None
+    if activations is not None:
+        per_layer, formula = activation_bytes_per_layer(activations, fw.rules.cached if fw.rules else None)
+        m = activations.model
+        steps.append(
+            step(
+                "activations per layer",
+                formula,
+                f"s={activations.workload.seq}, b={activations.workload.micro_batch}, h={m.hidden}, a={m.heads}, "
+                f"n_kv={m.n_kv}, F={m.d_ffn}, t={tp}, e={e:g}",
+                format_bytes(per_layer),
+                fw.rules.cached_source if fw.rules and fw.rules.cached else activation_source(activations),
+            )
+        )
+        steps.append(
+            step(
+                f"activations on {stage_name(worst.stage, layout.pipeline_parallel)}",
+                (
+                    "per layer × the rank's two stages' layers × (PP + 1)/2 micro-batches in flight (DualPipe)"
+                    if dualpipe
+                    else "per layer × the stage's layers (L/p, or an uneven split's) × micro-batches in flight"
+                )
+                + (" + embedding" if worst.activations.get("embedding") else "")
+                + (" + logits (for the loss)" if worst.activations.get("logits") else "")
+                + (" + all-to-all buffers" if worst.activations.get("all_to_all_buffers") else ""),
+                f"{format_bytes_si(per_layer)} × {worst.layers:g} × {worst.in_flight:.4g}",
+                format_bytes(sum(worst.activations.values())),
+                fw.rules.dualpipe_source if dualpipe and fw.rules else sources.PIPELINE_MEMORY,
+            )
+        )
+    if framework is not None:
+        ends = bool(fw.rules and fw.rules.ends_gathered and layout.sharding in GATHERED and worst.end_params)
+        gathered = fw.gathered_layers if sharding in GATHERED else 0
+        if gathered and fw.rules and fw.rules.pipeline_gathered and layout.pipeline_parallel > 1:
+            gathered = worst.layers  # FSDP under PP: the whole stage, not resharded after forward
+        steps.append(
+            step(
+                "the stack's own memory",
+                "fixed + gathered layers (FSDP/ZeRO-3)"
+                + (" + embedding and output layer gathered" if ends else "")
+                + " + fragmentation × allocated",
+                f"{format_bytes_si(fw.fixed)} + {gathered} layer(s) gathered"
+                + (f" + {format_sci(worst.end_params)} params" if ends else "")
+                + f" + {fw.fragmentation:g} × allocated",
+                format_bytes(extra),
+                (fw.source or "stack profile")
+                + (f"; {fw.rules.ends_source}" if fw.rules and (ends or gathered != fw.gathered_layers) else ""),
+            )
+        )
+    total = worst.total + extra
+    cap, cap_source = capacity(hardware)
+    available = cap - reserve_bytes
+    steps.append(
+        step(
+            "fits?",
+            "per-GPU total ≤ capacity − reserve",
+            f"{format_bytes_si(total)} vs {format_bytes_si(cap)} − {format_bytes_si(reserve_bytes)}",
+            "yes" if total <= available else "no",
+            "profile memory_usable: torch total_memory" if cap != hardware.memory else hardware.sources[0].title,
+        )
+    )
+    max_batch = None
+    act_total = sum(worst.activations.values())
+    if activations is not None and act_total > 0:
+        per_sample = act_total / activations.workload.micro_batch
+        max_batch = max(0, math.floor((available - (total - act_total)) / per_sample))
+    warnings = []
+    if precision is Precision.bf16:
+        warnings.append("pure bf16 keeps no fp32 master weights: updates smaller than 2^-8 of a weight are lost")
+    rows = [
+        StageRow(
+            stage=s.stage,
+            layers=s.layers,
+            params=s.params,
+            in_flight=s.in_flight,
+            model_state_bytes=sum(s.states.values()),
+            activation_bytes=sum(s.activations.values()),
+            per_gpu_bytes=s.total + o,
+        )
+        for s, o in zip(stages, own, strict=True)
+    ]
+    return MemoryResult(
+        hardware=hardware.name,
+        params=params,
+        optimizer=optimizer,
+        precision=precision,
+        sharding=sharding,
+        layout=layout,
+        gpus=gpus,
+        data_parallel=dp,
+        tensor_parallel=tp,
+        bytes_per_param=bpp.total,
+        bytes_per_param_breakdown=bpp.breakdown,
+        breakdown=breakdown,
+        per_gpu_bytes=total,
+        stage=worst.stage,
+        stage_name=stage_name(worst.stage, layout.pipeline_parallel),
+        stages=rows,
+        host_bytes_per_gpu=worst.host_bytes,
+        host_bytes_per_node=worst.host_bytes * GPUS_PER_NODE,
+        memory_bytes=cap,
+        capacity_source=cap_source,
+        reserve_bytes=reserve_bytes,
+        fits=total <= available,
+        headroom_bytes=available - total,
+        activation_bytes_per_layer=per_layer,
+        max_micro_batch=max_batch,
+        warnings=warnings,
+        steps=steps,
+        notes=(
+            [note]
+            if activations is not None
+            and (note := uneven_note(activations.model.layers, layout.pipeline_parallel, step=False))
+            else []
+        )
+        + (
+            [
+                f"{layout.pipeline_parallel:,} pipeline stages: the table lists the first, the first of the heaviest "
+                "and the last; no other stage holds more"
+            ]
+            if layout.pipeline_parallel > MAX_LISTED_STAGES
+            else []
+        ),
+    )
+
+
+def _states_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout, copies: int = 1) -> str:
+    """The numbers of the model-states step: parameters × bytes per parameter over each data-parallel group
+    (routed experts shard over DP·CP/EP ranks, the rest over DP·CP; ``copies`` ranks hold each stage)."""
+    dp = shard_ranks(layout) * copies
+    dense = worst.params - worst.expert_params
+    per = sum(per_gpu_bytes_per_param(bpp, layout.sharding, dp).values())
+    text = f"{format_sci(dense)} params on this GPU × {per:.4g} B (N_d = {dp})"
+    if worst.expert_params:
+        edp = max(1, dp // copies // layout.expert_parallel) * copies
+        per_e = sum(per_gpu_bytes_per_param(bpp, layout.sharding, edp).values())
+        text += f" + {format_sci(worst.expert_params)} expert params × {per_e:.4g} B (N_d = {edp})"
+    return text
+
+
+def stage_name(stage: int, pipeline: int) -> str:
+    if pipeline == 1:
+        return "the only stage"
+    where = " (first)" if stage == 0 else " (last)" if stage == pipeline - 1 else ""
+    return f"stage {stage + 1} of {pipeline}{where}"
+
+
+def parse_reserve(text: str, capacity: float) -> float:
+    """``--reserve``: bytes (``"4GB"``) or a fraction of capacity (``"10%"``, or ``"0.1"`` without an exponent)."""
+    value, is_fraction = parse_bytes_or_fraction(text, "--reserve")
+    return value * capacity if is_fraction else value
