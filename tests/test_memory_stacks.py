@@ -64,6 +64,10 @@ def test_deepseek_v3_fits_the_80gb_h800s_it_trained_on_at_its_published_layout()
     }
     # Table 2: DualPipe holds PP + 1 micro-batches' worth of a stage, over each rank's two stages
     assert {row.in_flight for row in got.stages} == {17 / 2}
+    # the planner's memory path (StepMemory) applies the same rules
+    options = {k: v for k, v in DEEPSEEK_V3.items() if k != "hardware"}
+    sm, knobs, *_ = api.step_setup(**options, cluster="hgx-h800", stack="hai-llm")
+    assert sm.memory_bytes(knobs) == pytest.approx(got.per_gpu_bytes, rel=1e-9)
 
 
 def test_deepseek_v3_without_the_reports_memory_policy_does_not_fit() -> None:
