@@ -22,10 +22,8 @@ from napkin.engines.finetune import (
     Adapters,
     FinetuneMemoryResult,
     finetune_bytes,
-    linears,
-    lora_params,
-    targets,
 )
+from napkin.engines.lora import linears, lora_params, targets
 from napkin.errors import UsageError
 from tests.conftest import HAS_TORCH, Run
 
@@ -163,16 +161,10 @@ FAMILIES: dict[str, dict[str, Any]] = {
 FAMILIES["phimoe"] = FAMILIES["mixtral"]  # the same keys; PhiMoE's router is an nn.Linear (Mixtral's is not)
 
 
-#: peft (0.21, utils/transformers_weight_conversion.py) rewrites "all-linear" and MLP names on these transformers-5
-#: MoE models into target_parameters on the fused experts (a merged rank E·r whose B is stored dense) and drops the
-#: dense and shared MLPs' nn.Linear targets of the same names; napkin counts adapters on nn.Linear modules.
-CONVERTED = ("deepseek_v2", "deepseek_v3", "mixtral")
-CASES = [
-    (f, t)
-    for f in sorted(FAMILIES)
-    for t in ("all-linear", "attention-names")
-    if f not in CONVERTED or t != "all-linear"
-]
+FAMILIES["qwen3_moe"] = {**FAMILIES["qwen2_moe"], "shared_expert_intermediate_size": 0, "head_dim": 16}
+#: Every family with all-linear, its attention's names, and its MLP's names (the names peft 0.21 rewrites into
+#: adapters on the fused experts of Mixtral, DeepSeek and Qwen3-MoE, dropping the dense and shared MLPs).
+CASES = [(f, t) for f in sorted(FAMILIES) for t in ("all-linear", "attention", "mlp")]
 
 
 @pytest.mark.torch
@@ -190,8 +182,13 @@ def test_trainable_parameters_equal_peft_in_every_module_layout(family: str, pef
     )
     arch = read_config(config.to_dict()).model
     names: str | list[str] = "all-linear"
-    if peft_targets != "all-linear":  # the attention's own module names, as a user of this family writes them
-        names = sorted({x.name for x in linears(arch) if x.group == "attention"})
+    if peft_targets != "all-linear":  # the attention's (or MLP's) own module names, as a user writes them
+        names = sorted({x.name for x in linears(arch) if x.group == peft_targets})
+        names = names or {"mixtral": ["w1", "w2", "w3"], "qwen3_moe": ["down_proj", "gate_proj", "up_proj"]}.get(
+            family, []
+        )
+        if not names:
+            pytest.skip(f"{family} has no {peft_targets} nn.Linear")
     with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
         auto: Any = AutoModelForCausalLM  # from_config is typed in some transformers releases, not in others
@@ -207,19 +204,27 @@ def test_trainable_parameters_equal_peft_in_every_module_layout(family: str, pef
         ("phi-3-mini-4k", 12_582_912),
         ("falcon-7b", 16_318_464),
         ("gpt2", 1_179_648),
-        # DeepSeek-V2-Lite: attention with kv_a_proj_with_mqa 2048 → 512 + 64, the dense first layer and the two
-        # shared experts of 26 MoE layers (hand-derived from the config, DeepSeek-V2 §2.1.2)
+        # DeepSeek-V2-Lite under peft 0.21.2's transformers-5 conversion: attention with kv_a_proj_with_mqa
+        # 2048 → 512 + 64 on all 27 layers; on the 26 MoE layers the router weight (64 experts), the fused
+        # gate_up_proj at rank 2r and down_proj of 64 experts of width 1408 (A: E·r' × d_in, B: d_out × E·r');
+        # no adapter on the dense first MLP nor the shared experts (hand-derived from the config, DeepSeek-V2 §2.1.2)
         (
             "deepseek-v2-lite",
             27 * 8 * ((2048 + 3072) + (2048 + 576) + (512 + 4096) + (2048 + 2048))
-            + 8 * 3 * (2048 + 10944)
-            + 26 * 8 * 3 * (2048 + 2816),
+            + 26 * 8 * ((2048 + 64) + 2 * 64 * (2048 + 2 * 1408) + 64 * (1408 + 2048)),
         ),
     ],
 )
 def test_real_configs_count_what_peft_counts(config: str, published: int) -> None:
     arch = load_path(DATA / "hf_configs" / f"{config}.json").model
     assert lora_params(arch, 8, targets("all-linear")) == published
+
+
+def test_half_a_fused_expert_projection_is_refused_as_peft_refuses_it() -> None:
+    """peft 0.21.2 raises "Cannot convert PEFT target(s) gate_proj without also targeting up_proj" on DeepSeek."""
+    arch = read_config({"model_type": "deepseek_v3", "vocab_size": 128, **FAMILIES["deepseek_v3"]}).model
+    with pytest.raises(UsageError, match="gate_proj and up_proj are one fused gate_up_proj"):
+        lora_params(arch, 8, targets("gate_proj"))
 
 
 def test_targets_that_match_nothing_name_the_flag(napkin: Run) -> None:

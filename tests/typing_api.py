@@ -14,7 +14,8 @@ from typing import assert_type
 import napkin
 from napkin.engines.comm import CollectiveResult
 from napkin.engines.compute import MatmulResult, MfuResult, TrainFlopsResult, TrainTimeResult
-from napkin.engines.finetune import FinetuneMaxResult, FinetuneMemoryResult
+from napkin.engines.finetune import FinetuneMemoryResult
+from napkin.engines.finetune_max import FinetuneMaxResult
 from napkin.engines.memory import MaxModelResult, MemoryResult, OptimizerTable
 from napkin.engines.number_formats import DtypeTable, TensorSize
 from napkin.engines.planner import PlanResult

@@ -491,7 +491,8 @@ def build_adapters(
     """LoRA/QLoRA settings (``napkin.engines.finetune.Adapters``) from the keywords memory, max_model and step take;
     a UsageError for what adapters do not use (a --precision regime other than the command's default: adapters
     keep their own dtypes; double quantization without an NF4 base)."""
-    from napkin.engines.finetune import DEFAULT_RANK, Adapters, targets
+    from napkin.engines.finetune import Adapters
+    from napkin.engines.lora import DEFAULT_RANK, targets
 
     rank = DEFAULT_RANK if lora_rank is None else parse(units.parse_int, lora_rank, "lora_rank")
     if rank <= 0:

@@ -37,7 +37,8 @@ from napkin.errors import UsageError
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.layout import Layout
     from napkin.domain.model import Model
-    from napkin.engines.finetune import FinetuneMaxResult, FinetuneMemoryResult
+    from napkin.engines.finetune import FinetuneMemoryResult
+    from napkin.engines.finetune_max import FinetuneMaxResult
     from napkin.engines.memory import MaxModelResult, MemoryResult
     from napkin.systems.profiles import HardwareProfile
 
@@ -250,6 +251,7 @@ def _adapter_memory(
     """memory / max_model with LoRA or QLoRA adapters (data parallel only: each GPU runs the whole model)."""
     from napkin.domain.workload import Workload
     from napkin.engines import finetune as ft
+    from napkin.engines import finetune_max as fm
     from napkin.engines.memory import capacity
     from napkin.systems.presets import get_preset
 
@@ -303,15 +305,15 @@ def _adapter_memory(
         work = Workload(seq=length, micro_batch=b)
         shaped = evaluate(arch, work)
     else:  # max_model without a model: the published Llama 3 shapes, each with as many of its layers as fit
-        length = parse(units.parse_int, seq, "seq") if seq is not None else ft.DEFAULT_SEQ
-        source = "given" if seq is not None else ft.DEFAULT_SEQ_SOURCE
+        length = parse(units.parse_int, seq, "seq") if seq is not None else fm.DEFAULT_SEQ
+        source = "given" if seq is not None else fm.DEFAULT_SEQ_SOURCE
         work = Workload(seq=length, micro_batch=b)
         best: tuple[float, str, Model] | None = None
-        for name in ft.REFERENCE_SHAPES:
+        for name in fm.REFERENCE_SHAPES:
             base = get_preset(name).model
-            depth = ft.max_layers(base, lambda m: evaluate(m, work).fits)
+            depth = fm.max_layers(base, lambda m: evaluate(m, work).fits)
             if depth is not None:
-                m = ft.layer_scaled(base, min(depth, base.layers))
+                m = fm.layer_scaled(base, min(depth, base.layers))
                 if best is None or m.params() > best[0]:
                     best = (m.params(), name, m)
         if best is not None:
@@ -320,12 +322,12 @@ def _adapter_memory(
     if not solve_for_n:
         assert shaped is not None  # a model is required above
         return said(described(shaped, chosen, length, source), profile)
-    per_param = ft.bytes_per_param(adapters)
+    per_param = fm.bytes_per_param(adapters)
     room = max(0.0, cap[0] - reserve_bytes) * (g if sharding in (Sharding.zero3, Sharding.fsdp) else 1)
     deepest = None
     if shaped is not None and arch is not None and reference is None:
-        deepest = ft.max_layers(arch, lambda m: evaluate(m, work).fits)
-    result = ft.FinetuneMaxResult(
+        deepest = fm.max_layers(arch, lambda m: evaluate(m, work).fits)
+    result = fm.FinetuneMaxResult(
         hardware=profile.name,
         gpus=g,
         finetune=adapters.finetune,
@@ -343,7 +345,7 @@ def _adapter_memory(
         micro_batch=b,
         steps=_max_steps(shaped, reference, arch, length, source),
         max_layers=deepest,
-        max_layers_params=None if deepest is None or arch is None else ft.layer_scaled(arch, deepest).params(),
+        max_layers_params=None if deepest is None or arch is None else fm.layer_scaled(arch, deepest).params(),
     )
     return said(described(result, chosen, length, source), profile)
 
@@ -352,7 +354,7 @@ def _max_steps(
     shaped: Any, reference: str | None, arch: Model | None, seq: int | None, source: str | None
 ) -> list[Any]:
     """max_model --explain with adapters: the search over the reference shapes, then the fitting model's memory."""
-    from napkin.engines import finetune as ft
+    from napkin.engines import finetune_max as fm
     from napkin.results.explain import step
 
     if shaped is None:
@@ -361,7 +363,7 @@ def _max_steps(
         return list(shaped.steps)
     search = step(
         "largest that fits",
-        "each of " + ", ".join(ft.REFERENCE_SHAPES) + " with the most of its own layers that fit; the largest",
+        "each of " + ", ".join(fm.REFERENCE_SHAPES) + " with the most of its own layers that fit; the largest",
         f"{reference}, {arch.layers} layers, seq {seq:,} ({source})",
         f"{arch.params():,} params",
         "napkin.engines.finetune.max_layers (bisection on the per-GPU total)",
@@ -391,7 +393,7 @@ def memory(**options: Any) -> MemoryResult | FinetuneMemoryResult:
 def max_model(**options: Any) -> MaxModelResult | FinetuneMaxResult:
     """The largest model whose training state fits: pooled memory / bytes per parameter (memory's inputs,
     solved for N)."""
-    from napkin.engines.finetune import FinetuneMaxResult
+    from napkin.engines.finetune_max import FinetuneMaxResult
     from napkin.engines.memory import MaxModelResult
 
     result = _sizing(params=_NO_PARAMS, **options)

@@ -206,7 +206,7 @@ def _adapter_params(
             f"model: {method} needs a model (a preset, a config.json, a folder or a Hub id): adapters follow its shape",
             field="model",
         )
-    from napkin.engines.finetune import lora_params
+    from napkin.engines.lora import lora_params
 
     adapters = build_adapters(method, lora_rank, lora_targets, None, None, "adamw", False)
     return float(lora_params(arch, adapters.rank, adapters.targets))

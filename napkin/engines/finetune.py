@@ -20,9 +20,9 @@ time: the largest such matrix is a workspace.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import Field, computed_field
+from pydantic import Field
 
 from napkin import sources
 from napkin.domain.choices import BaseFormat, Finetune, Optimizer, Recompute, Sharding, TrainDtype
@@ -30,6 +30,17 @@ from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines import activations as acts
+from napkin.engines.lora import (
+    ALL_TARGETS,
+    CONVERSION,
+    CONVERTED,
+    DEFAULT_RANK,
+    MOE_LAYOUT,
+    adapted,
+    largest_matrix,
+    lora_params,
+    quantized_weights,
+)
 from napkin.errors import UsageError
 from napkin.results.explain import step
 from napkin.results.result import ModelResult
@@ -49,186 +60,6 @@ STATE_BYTES = {
     Optimizer.sgd_momentum: 4.0,
     Optimizer.sgd: 0.0,
 }
-
-#: --lora-targets groups: peft's "all-linear" (every nn.Linear / Conv1D but the LM head), and its parts.
-ALL_LINEAR = "all-linear"
-GROUPS = (ALL_LINEAR, "attention", "mlp", "router")
-#: Short names --lora-targets accepts for the Llama-style module names.
-ALIASES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "up": "up_proj", "down": "down_proj"}
-#: The default: every linear layer. The QLoRA paper (§4) finds adapters on all linear layers necessary to match
-#: full fine-tuning; peft's "all-linear" is that set. Rank 16 is peft's examples' and the QLoRA scripts' choice.
-ALL_TARGETS: tuple[str, ...] = (ALL_LINEAR,)
-DEFAULT_RANK = 16
-#: max-model without a model: the sequence and micro-batch a fine-tuning run defaults to (huggingface/trl
-#: SFTConfig max_length = 1024, per_device_train_batch_size = 8 in TrainingArguments but 1 in most QLoRA recipes).
-DEFAULT_SEQ = 1024
-DEFAULT_SEQ_SOURCE = "default: huggingface/trl SFTConfig max_length 1024"
-#: ... and the shapes it scales: the Llama 3 herd (Grattafiori et al. 2024, Table 3), each with as many of its own
-#: layers as fit (width, vocabulary and embeddings as published).
-REFERENCE_SHAPES = ("llama3.1-8b", "llama3.1-70b", "llama3.1-405b")
-#: The module layout assumed: transformers 5 (v5.24, what the hf_config reader cites and `pip install transformers`
-#: gives), where every mixture-of-experts family keeps its routed experts as fused 3-D parameters
-#: (``experts.gate_up_proj``, ``experts.down_proj``) that peft's "all-linear" does not adapt; the shared experts
-#: are nn.Linear MLPs that it does; routers are bare parameters except PhiMoE's and Llama 4's ``router`` (nn.Linear
-#: subclasses) and Qwen2-MoE's ``shared_expert_gate``. transformers 4.x built each routed expert of Mixtral, Qwen-MoE
-#: and DeepSeek from nn.Linear, so the same LoRA there also adapted every expert.
-MOE_LAYOUT = "transformers 5 modeling_<family>.py: routed experts are fused 3-D parameters (no adapters)"
-#: Routers that are nn.Linear modules (peft's "all-linear" adapts them), by model_type.
-LINEAR_ROUTER = {"phimoe": "router", "llama4_text": "router"}
-
-
-@dataclass(frozen=True)
-class Linear:
-    """One kind of linear layer (nn.Linear or GPT-2's Conv1D): its module name, its shape, how many the model has,
-    and its group (attention, mlp, router)."""
-
-    name: str
-    d_in: int
-    d_out: int
-    count: int
-    group: str
-
-
-def _attention(model: Model) -> list[Linear]:
-    d, n, mt = model.hidden, model.layers, model.model_type
-    kv = model.n_kv * model.d_head
-    if model.is_mla:  # DeepSeek-V2 §2.1.2-2.1.3; modeling_deepseek_v3.py DeepseekV3Attention
-        assert model.kv_lora_rank is not None and model.rope_head_dim is not None
-        a, nope, rope = model.n_heads, model.d_head, model.rope_head_dim
-        v = model.v_head_dim or nope
-        q = a * (nope + rope)
-        qr = model.q_lora_rank
-        qs = (
-            [Linear("q_a_proj", d, qr, n, "attention"), Linear("q_b_proj", qr, q, n, "attention")]
-            if qr
-            else [Linear("q_proj", d, q, n, "attention")]
-        )
-        return [
-            *qs,
-            Linear("kv_a_proj_with_mqa", d, model.kv_lora_rank + rope, n, "attention"),
-            Linear("kv_b_proj", model.kv_lora_rank, a * (nope + v), n, "attention"),
-            Linear("o_proj", a * v, d, n, "attention"),
-        ]
-    fused = model.d_attn + 2 * kv
-    if mt == "phi3":  # modeling_phi3.py: one qkv_proj
-        return [Linear("qkv_proj", d, fused, n, "attention"), Linear("o_proj", model.d_attn, d, n, "attention")]
-    if mt in ("falcon", "gpt_neox"):  # modeling_falcon.py / modeling_gpt_neox.py: query_key_value, dense
-        return [Linear("query_key_value", d, fused, n, "attention"), Linear("dense", model.d_attn, d, n, "attention")]
-    if mt == "gpt2":  # modeling_gpt2.py: Conv1D c_attn (d → 3d) and c_proj
-        return [Linear("c_attn", d, fused, n, "attention"), Linear("c_proj", model.d_attn, d, n, "attention")]
-    out = "out_proj" if mt == "gptj" else "o_proj"
-    return [
-        Linear("q_proj", d, model.d_attn, n, "attention"),
-        Linear("k_proj", d, kv, n, "attention"),
-        Linear("v_proj", d, kv, n, "attention"),
-        Linear(out, model.d_attn, d, n, "attention"),
-    ]
-
-
-def _mlp(model: Model, width: int, count: int) -> list[Linear]:
-    d, mt = model.hidden, model.model_type
-    if not count:
-        return []
-    if mt in ("falcon", "gpt_neox"):
-        names = ("", "dense_h_to_4h", "dense_4h_to_h")
-    elif mt == "gpt2":
-        names = ("", "c_fc", "c_proj")
-    elif mt == "gptj":
-        names = ("", "fc_in", "fc_out")
-    elif mt == "phi3":  # Phi3MLP: gate_up_proj (d → 2F), down_proj
-        return [Linear("gate_up_proj", d, 2 * width, count, "mlp"), Linear("down_proj", width, d, count, "mlp")]
-    else:
-        names = ("gate_proj", "up_proj", "down_proj")
-    out = [Linear(names[1], d, width, count, "mlp"), Linear(names[2], width, d, count, "mlp")]
-    if model.mlp_matrices == 3:
-        out.insert(0, Linear(names[0] or "gate_proj", d, width, count, "mlp"))
-    return out
-
-
-def linears(model: Model) -> list[Linear]:
-    """The blocks' nn.Linear (and GPT-2 Conv1D) modules as transformers builds them for ``model.model_type``
-    (Llama-style names when unknown), mixture-of-experts layers as ``MOE_LAYOUT`` says."""
-    out = _attention(model) + _mlp(model, model.d_ffn, model.layers - model.moe_layers)
-    moe, mt = model.moe_layers, model.model_type or ""
-    if not moe:
-        return out
-    if model.shared_experts:  # one MLP shared_experts × the expert width (DeepseekV3MoE, Qwen2MoeSparseMoeBlock)
-        out += _mlp(model, model.d_expert * model.shared_experts, moe)
-    if mt in LINEAR_ROUTER:
-        out.append(Linear(LINEAR_ROUTER[mt], model.hidden, model.experts, moe, "router"))
-    if mt == "qwen2_moe" and model.shared_experts:
-        out.append(Linear("shared_expert_gate", model.hidden, 1, moe, "router"))
-    return out
-
-
-def expert_weights(model: Model) -> int:
-    """Routed-expert weights: fused 3-D parameters (``MOE_LAYOUT``), quantized by bitsandbytes, never adapted."""
-    return model.moe_layers * model.experts * model.mlp_matrices * model.hidden * model.d_expert
-
-
-def targets(names: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    """What --lora-targets names: a comma-separated list of module names (each family's own, as peft matches
-    them), short names (q, k, v, o, up, down) or groups (all-linear, attention, mlp, router); default all-linear.
-    ``adapted`` resolves them against a model."""
-    if names is None:
-        return ALL_TARGETS
-    items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if str(n).strip()]
-    found: list[str] = []
-    for item in items:
-        key = str(item).lower()
-        name = ALIASES.get(key, key)
-        if name not in GROUPS and (not name.replace("_", "").isalnum() or name in ("lm_head", "embed_tokens", "wte")):
-            raise UsageError(
-                f"lora_targets: {item!r} is not a linear layer of the blocks (a module name such as q_proj, "
-                f"qkv_proj, query_key_value, c_attn; short names {', '.join(ALIASES)}; or {', '.join(GROUPS)})",
-                field="lora_targets",
-            )
-        if name not in found:
-            found.append(name)
-    if not found:
-        raise UsageError("lora_targets: no module given (e.g. all-linear, or q_proj,v_proj)", field="lora_targets")
-    return tuple(found)
-
-
-def adapted(model: Model, chosen: tuple[str, ...]) -> list[Linear]:
-    """The linear layers ``chosen`` (module names or groups) adapts in ``model``; a UsageError naming
-    lora_targets when they match none (as peft refuses target modules not found in the base model)."""
-    picked = [x for x in linears(model) if x.name in chosen or x.group in chosen or (ALL_LINEAR in chosen)]
-    if not picked:
-        names = sorted({x.name for x in linears(model)})
-        raise UsageError(
-            f"lora_targets: {', '.join(chosen)} matches no linear layer of this model (its modules: "
-            f"{', '.join(names)}; or {', '.join(GROUPS)})",
-            field="lora_targets",
-        )
-    return picked
-
-
-def lora_params(model: Model, rank: int, chosen: tuple[str, ...]) -> int:
-    """Trainable parameters: Σ over the targeted linear layers of r·(d_in + d_out) (peft's count); a UsageError
-    naming lora_rank when r exceeds every adapted layer's smaller side (a rank no matrix there has)."""
-    picked = adapted(model, chosen)
-    widest = max(min(x.d_in, x.d_out) for x in picked)
-    if rank > widest:
-        raise UsageError(
-            f"lora_rank: {rank:,} is above the rank of every adapted layer (at most {widest:,} here, "
-            "the smaller side of the widest matrix)",
-            field="lora_rank",
-        )
-    return sum(rank * (x.d_in + x.d_out) * x.count for x in picked)
-
-
-def quantized_weights(model: Model) -> int:
-    """Weights bitsandbytes stores in the base format: every linear weight of the blocks, experts included."""
-    return sum(x.d_in * x.d_out * x.count for x in linears(model)) + expert_weights(model)
-
-
-def largest_matrix(model: Model) -> int:
-    """Elements of the largest linear weight: the dequantization workspace of a quantized base."""
-    sizes = [x.d_in * x.d_out for x in linears(model)]
-    if model.is_moe:
-        sizes.append(model.hidden * model.d_expert)
-    return max(sizes)
 
 
 def base_bytes(fmt: BaseFormat, double_quant: bool, d_in: int) -> float:
@@ -400,7 +231,7 @@ def finetune_bytes(
     full_layer = acts.layer_bytes(model, workload, whole, element_bytes=e, flash_attention=flash_attention).total
     tokens = workload.seq * workload.micro_batch
     # each adapter's r-wide A·x, kept for B's gradient: per token, summed over the layers
-    a_outputs = tokens * adapters.rank * e * sum(x.count for x in adapted(model, adapters.targets))
+    a_outputs = tokens * adapters.rank * e * sum(x.count for x in adapted(model, adapters.targets) if not x.wrapped)
     if recompute is Recompute.full:
         kept = acts.layer_bytes(model, workload, layout, element_bytes=e, flash_attention=flash_attention).total
         activations = kept * model.layers
@@ -511,9 +342,8 @@ def finetune_memory(
     notes = []
     if model.is_moe:
         notes.append(
-            f"module layout: {MOE_LAYOUT}; shared experts and nn.Linear routers are adapted (peft 0.21's "
-            "transformers-5 weight conversion may instead put adapters on the fused experts of Mixtral and "
-            "DeepSeek: not counted here)"
+            f"module layout: {MOE_LAYOUT}; "
+            + (CONVERSION if model.model_type in CONVERTED else "routed experts get no adapter (peft all-linear)")
         )
     return FinetuneMemoryResult(
         hardware=hardware,
@@ -544,109 +374,3 @@ def finetune_memory(
         steps=steps,
         notes=notes,
     )
-
-
-def bytes_per_param(adapters: Adapters, hidden: int = 8192) -> float:
-    """Frozen-base bytes per parameter when every parameter is a quantized weight (max-model without a shape)."""
-    return base_bytes(adapters.format, adapters.dq, hidden)
-
-
-def layer_scaled(model: Model, layers: int) -> Model:
-    """``model`` with ``layers`` blocks (width fixed), its dense and windowed layers scaled alike."""
-    dense = round(model.dense_layers * layers / model.layers)
-    local = None if model.local_layers is None else round(model.local_layers * layers / model.layers)
-    return model.model_copy(update={"layers": layers, "dense_layers": dense, "local_layers": local})
-
-
-def max_layers(model: Model, fits: Any) -> int | None:
-    """The most layers of ``model``'s shape for which ``fits(model)`` holds (None: not even one)."""
-    if not fits(layer_scaled(model, 1)):
-        return None
-    lo, hi = 1, 2
-    while fits(layer_scaled(model, hi)) and hi < 1 << 16:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(layer_scaled(model, mid)) else (lo, mid)
-    return lo
-
-
-class FinetuneMaxResult(ModelResult):
-    """The largest model LoRA/QLoRA fine-tuning fits: its whole memory (frozen base, embeddings, adapters and their
-    states, activations) for a given model's shape, or for the Llama 3 shapes without one."""
-
-    title: ClassVar[str] = "Largest model to fine-tune"
-    headline: ClassVar[tuple[str, ...]] = ("params", "gpus", "hardware")
-
-    hardware: str
-    gpus: int
-    finetune: Finetune
-    base_format: BaseFormat
-    double_quant: bool
-    bytes_per_param: float = Field(description="frozen-base bytes per parameter (all of them in the base format)")
-    memory_bytes: float = Field(description="capacity − reserve, summed over the GPUs when sharded")
-    capacity_source: str
-    reserve_bytes: float
-    params: float = Field(description="upper bound: the frozen weights alone filling the memory")
-    shape: FinetuneMemoryResult | None = Field(default=None, description="the given (or reference) model, fine-tuned")
-    reference: str | None = Field(default=None, description="the published shape scaled when no model is given")
-    shape_layers: int | None = Field(default=None, description="layers of the reference shape that fit")
-    seq: int | None = None
-    micro_batch: int = 1
-    max_layers: int | None = Field(default=None, description="most layers of the given model's shape that fit")
-    max_layers_params: int | None = None
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def fits_params(self) -> int | None:
-        """Parameters of the largest model that fits with everything counted (None: none does)."""
-        if self.reference is not None and self.shape is not None:
-            return self.shape.params
-        if self.max_layers_params is not None:
-            return self.max_layers_params
-        return None
-
-    def rows(self) -> list[tuple[str, str]]:
-        base = str(self.base_format) + (" (double quantization)" if self.double_quant else "")
-        rows = [
-            ("hardware", f"{self.gpus:,} × {self.hardware} ({self.capacity_source})"),
-            ("frozen base", f"{base}: {self.bytes_per_param:.4g} B per parameter"),
-            ("memory", format_bytes(self.memory_bytes)),
-        ]
-        if self.seq is not None:
-            rows.append(("micro-batch", str(self.micro_batch)))
-        if self.reference is not None and self.shape is not None:
-            layers = self.shape_layers
-            rows.append(
-                (
-                    "largest that fits",
-                    f"{format_count(self.shape.params)} params: {self.reference}'s shape with {layers} layers, "
-                    f"{format_bytes(self.shape.per_gpu_bytes)} per GPU",
-                )
-            )
-        elif self.shape is not None:
-            verdict = "fits" if self.shape.fits else "does NOT fit"
-            rows.append(
-                (
-                    "the given model",
-                    f"{format_count(self.shape.params)} params: {format_bytes(self.shape.per_gpu_bytes)} per GPU, "
-                    f"{verdict}",
-                )
-            )
-        elif self.seq is not None:
-            rows.append(("largest that fits", "none of the Llama 3 shapes, even with one layer"))
-        if self.max_layers is not None and self.max_layers_params is not None:
-            rows.append(
-                (
-                    "largest of this shape",
-                    f"{self.max_layers} layers: {format_count(self.max_layers_params)} params (width fixed)",
-                )
-            )
-        rows.append(("upper bound", f"{format_count(self.params)} params: the frozen weights alone"))
-        return rows
-
-    def caption(self) -> str:
-        return (
-            "largest that fits: frozen base, embeddings and head, adapters, their gradients and optimizer states, "
-            "activations and the dequantization workspace; not included: CUDA context, fragmentation (--reserve)"
-        )

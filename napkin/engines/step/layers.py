@@ -15,12 +15,8 @@ from napkin.domain.choices import Optimizer, Precision, Recompute
 from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.engines.comm import collective_seconds
-from napkin.engines.finetune import (
-    Adapters,
-    base_bytes,
-    lora_params,
-    quantized_weights,
-)
+from napkin.engines.finetune import Adapters, base_bytes
+from napkin.engines.lora import lora_params, quantized_weights
 from napkin.engines.memory import (
     ActivationInputs,
     activation_element_bytes,
