@@ -182,6 +182,11 @@ HF_CONFIG: Final = (
     "huggingface/transformers v5.24 models/<model_type>/configuration_*.py and modeling_*.py: what each family's "
     "config.json leaves to its defaults (tied embeddings, gated MLPs, per-layer attention types, norms)"
 )
+LORA_ACTIVATIONS: Final = (
+    "huggingface/transformers v5.24 models/llama/modeling_llama.py (LlamaRMSNorm upcasts its input to fp32; sdpa "
+    "attention) with huggingface/peft v0.21.2 tuners/lora/layer.py Linear.forward (x cast to the adapter dtype): "
+    "saved tensors counted with torch.autograd.graph.saved_tensors_hooks (tests/test_finetune.py)"
+)
 LORA_BACKWARD: Final = (
     "frozen weights need no weight gradient: backward = input gradients only, 2N per token instead of 4N "
     "(Narayanan et al. 2021 App. A split; Hu et al. 2021 §4.2); adapters cost 6 FLOPs per parameter per token"

@@ -182,6 +182,7 @@ def test_every_question_declares_its_concrete_result_type() -> None:
     rooms = [
         "engines.comm",
         "engines.finetune",
+        "engines.finetune_max",
         "engines.compute",
         "engines.number_formats",
         "engines.planner",

@@ -30,6 +30,7 @@ from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines import activations as acts
+from napkin.engines import finetune_activations as fa
 from napkin.engines.lora import (
     ALL_TARGETS,
     CONVERSION,
@@ -227,18 +228,16 @@ def finetune_bytes(
     shard = gpus if sharding in (Sharding.zero3, Sharding.fsdp) else 1
     e = 2.0
     layout = Layout(recompute=recompute).resolve(1)
-    whole = Layout(recompute=Recompute.none).resolve(1)
-    full_layer = acts.layer_bytes(model, workload, whole, element_bytes=e, flash_attention=flash_attention).total
-    tokens = workload.seq * workload.micro_batch
-    # each adapter's r-wide A·x, kept for B's gradient: per token, summed over the layers
-    a_outputs = tokens * adapters.rank * e * sum(x.count for x in adapted(model, adapters.targets) if not x.wrapped)
-    if recompute is Recompute.full:
+    picked = adapted(model, adapters.targets)
+    every = fa.layer_total(
+        model, workload, picked, adapters.rank, adapters.adapter_bytes, flash_attention=flash_attention, element_bytes=e
+    )
+    if recompute is Recompute.full:  # gradient checkpointing: each block's input, and one block recomputed whole
         kept = acts.layer_bytes(model, workload, layout, element_bytes=e, flash_attention=flash_attention).total
         activations = kept * model.layers
-        recomputed = full_layer + a_outputs / model.layers  # the layer being recomputed holds all of its own
+        recomputed = every / model.layers
     else:
-        per_layer = acts.layer_bytes(model, workload, layout, element_bytes=e, flash_attention=flash_attention).total
-        activations = per_layer * model.layers + a_outputs
+        activations = every
         recomputed = 0.0
     return {
         "frozen base": (q * per_q + (n - q) * other) / shard,
@@ -307,10 +306,11 @@ def finetune_memory(
         ),
         step(
             "activations",
-            f"per layer × L ({recompute} recomputation) + the adapters' r-wide outputs",
-            f"s={workload.seq:,}, b={workload.micro_batch}, L={model.layers}",
+            "attention and MLP intermediates + fp32 norm inputs + adapters' inputs and r-wide outputs"
+            + (" (checkpointing: block inputs + one block recomputed)" if recompute is Recompute.full else ""),
+            f"s={workload.seq:,}, b={workload.micro_batch}, L={model.layers}, {adapters.adapter_dtype} adapters",
             format_bytes(parts["activations"] + parts["recomputed layer"]),
-            sources.KORTHIKANTI,
+            f"{sources.LORA_ACTIVATIONS}; {sources.KORTHIKANTI}",
         ),
         step(
             "embedding and logits",
