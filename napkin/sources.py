@@ -187,6 +187,11 @@ LORA_ACTIVATIONS: Final = (
     "attention) with huggingface/peft v0.21.2 tuners/lora/layer.py Linear.forward (x cast to the adapter dtype): "
     "saved tensors counted with torch.autograd.graph.saved_tensors_hooks (tests/test_finetune.py)"
 )
+LOSS_BACKWARD: Final = (
+    "huggingface/transformers v5.24 loss/loss_utils.py ForCausalLMLoss (logits.float(), then "
+    "torch.nn.functional.cross_entropy = log_softmax + nll_loss): the backward of the loss allocates a fp32 "
+    "gradient of the log-probabilities and one of the logits while the fp32 log-probabilities are still held"
+)
 LORA_BACKWARD: Final = (
     "frozen weights need no weight gradient: backward = input gradients only, 2N per token instead of 4N "
     "(Narayanan et al. 2021 App. A split; Hu et al. 2021 §4.2); adapters cost 6 FLOPs per parameter per token"

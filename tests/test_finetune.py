@@ -415,8 +415,11 @@ def test_max_model_answers_the_largest_model_to_qlora(napkin: Run) -> None:
     assert shaped["shape"]["params"] == 70_553_706_496 and shaped["max_layers"] < 80
     # without a model: the Llama 3 shapes with everything counted, at a stated sequence
     assert "largest that fits" in result.stdout and "1,024" in result.stdout
-    # QLoRA abstract: a 65B model fine-tunes on one 48 GB GPU; the weights alone bound it from above
-    assert 65e9 <= answer["fits_params"] < answer["params"]
+    # the largest shape fits, and the weights alone bound it from above; at peft's defaults (fp32 adapters and
+    # embeddings) and Llama 3's 128K vocabulary it is below the QLoRA paper's 65B, whose own settings
+    # test_qlora_fits_a_65b_model_on_one_48gb_gpu_and_lora_does_not checks
+    assert answer["shape"]["per_gpu_bytes"] <= answer["memory_bytes"]
+    assert 60e9 < answer["fits_params"] < answer["params"]
 
 
 def napkin_json(run: Run, *args: str) -> Any:

@@ -47,6 +47,10 @@ from napkin.results.explain import step
 from napkin.results.result import ModelResult
 from napkin.units import format_bytes, format_count
 
+#: Bytes per logit the loss's backward adds to the log-probabilities it kept: nll_loss's fp32 gradient and
+#: log_softmax's fp32 gradient of the logits, both live at once (transformers 5.24 loss/loss_utils.py
+#: ForCausalLMLoss upcasts the logits to fp32 before torch's cross_entropy = log_softmax + nll_loss).
+LOSS_GRADIENT_BYTES = 8
 #: bitsandbytes 4-bit: blocks of 64 with an fp32 absmax; double quantization: 8-bit absmaxes in blocks of 256
 #: with an fp32 absmax each (QLoRA §3; bitsandbytes functional.quantize_4bit, compress_statistics).
 NF4_BYTES = 0.5 + 4 / 64
@@ -248,6 +252,7 @@ def finetune_bytes(
         "recomputed layer": recomputed,
         "embedding and logits": acts.embedding_bytes(model, workload, layout)
         + acts.output_bytes(model, workload, layout, e),
+        "loss backward": workload.seq * workload.micro_batch * model.vocab * LOSS_GRADIENT_BYTES,
         "dequantization workspace": largest_matrix(model) * e if adapters.quantized else 0.0,
     }
 
@@ -318,6 +323,14 @@ def finetune_memory(
             f"s={workload.seq:,}, b={workload.micro_batch}, V={model.vocab:,}",
             format_bytes(parts["embedding and logits"]),
             sources.KORTHIKANTI,
+        ),
+        step(
+            "loss backward",
+            f"s·b·V × {LOSS_GRADIENT_BYTES} B: the fp32 gradients of the log-probabilities and of the logits, "
+            "beside the log-probabilities",
+            f"{workload.seq:,} × {workload.micro_batch} × {model.vocab:,} × {LOSS_GRADIENT_BYTES} B",
+            format_bytes(parts["loss backward"]),
+            sources.LOSS_BACKWARD,
         ),
     ]
     if adapters.quantized:
