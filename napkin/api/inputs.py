@@ -474,53 +474,87 @@ def reserve_of(reserve: Number, capacity: float) -> float:
         raise UsageError(str(exc), field="reserve") from None
 
 
-def build_adapters(
-    method: Any,
-    lora_rank: Number | None,
-    lora_targets: str | list[str] | None,
-    base_format: Any,
-    double_quant: bool | None,
-    optimizer: Any,
-    paged: bool,
-    *,
-    adapter_dtype: Any = None,
-    embedding_dtype: Any = None,
-    precision: Any = None,
-    precision_default: Any = None,
-) -> Any:
-    """LoRA/QLoRA settings (``napkin.engines.finetune.Adapters``) from the keywords memory, max_model and step take;
-    a UsageError for what adapters do not use (a --precision regime other than the command's default: adapters
-    keep their own dtypes; double quantization without an NF4 base)."""
-    from napkin.engines.finetune import Adapters
-    from napkin.engines.lora import DEFAULT_RANK, targets
+@dataclass(frozen=True)
+class AdapterOptions:
+    """What memory, max_model, step and plan take for fine-tuning with adapters, declared once: the method, the
+    adapters' rank and targets, the frozen base's format, paged optimizer states and the adapters' and
+    embeddings' dtypes. Questions list these in their signatures (``option_keywords``) and build ``Adapters``
+    from them with ``adapters``."""
 
-    rank = DEFAULT_RANK if lora_rank is None else parse(units.parse_int, lora_rank, "lora_rank")
-    if rank <= 0:
-        raise UsageError(f"lora_rank: {rank} is not a positive whole number", field="lora_rank")
-    fmt = None if base_format is None else choice(BaseFormat, base_format, "base_format")
-    if precision is not None and choice(Precision, precision, "precision") != precision_default:
-        raise UsageError(
-            f"precision: {method} keeps a frozen base (--base-format) and adapters in their own dtype "
-            "(--adapter-dtype, --embedding-dtype); --precision is for full fine-tuning",
-            field="precision",
+    finetune: str | Finetune = Finetune.full
+    lora_rank: Number | None = None
+    lora_targets: str | list[str] | None = None
+    base_format: str | BaseFormat | None = None
+    double_quant: bool | None = None
+    paged_optimizer: bool = False
+    adapter_dtype: str | TrainDtype | None = None
+    embedding_dtype: str | TrainDtype | None = None
+
+    @classmethod
+    def take(cls, options: dict[str, Any]) -> AdapterOptions:
+        """These options, taken out of a question's keywords."""
+        return cls(**{f.name: options.pop(f.name) for f in dataclasses.fields(cls) if f.name in options})
+
+    @property
+    def method(self) -> Finetune:
+        return choice(Finetune, self.finetune, "finetune")
+
+    def adapters(self, optimizer: Any, precision: Any, precision_default: Any) -> Any:
+        """LoRA/QLoRA settings (``napkin.engines.finetune.Adapters``), or None for full fine-tuning; a UsageError
+        for what adapters do not use (a ``precision`` other than the question's default: adapters keep their own
+        dtypes; double quantization without an NF4 base) and for adapter options given without adapters."""
+        from napkin.engines.finetune import Adapters
+        from napkin.engines.lora import DEFAULT_RANK, targets
+
+        method = self.method
+        if method is Finetune.full:
+            lora_only = (
+                self.lora_rank,
+                self.lora_targets,
+                self.base_format,
+                self.double_quant,
+                self.adapter_dtype,
+                self.embedding_dtype,
+            )
+            if any(v is not None for v in lora_only) or self.paged_optimizer:
+                raise UsageError(
+                    "lora_rank, lora_targets, base_format, double_quant, adapter_dtype, embedding_dtype, "
+                    "paged_optimizer: used only with finetune lora or qlora",
+                    field="finetune",
+                    also=("lora_rank", "lora_targets", "base_format", "paged_optimizer"),
+                )
+            return None
+        rank = DEFAULT_RANK if self.lora_rank is None else parse(units.parse_int, self.lora_rank, "lora_rank")
+        if rank <= 0:
+            raise UsageError(f"lora_rank: {rank} is not a positive whole number", field="lora_rank")
+        fmt = None if self.base_format is None else choice(BaseFormat, self.base_format, "base_format")
+        if precision is not None and choice(Precision, precision, "precision") != precision_default:
+            raise UsageError(
+                f"precision: {method} keeps a frozen base (--base-format) and adapters in their own dtype "
+                "(--adapter-dtype, --embedding-dtype); --precision is for full fine-tuning",
+                field="precision",
+            )
+        chosen_format = fmt or (BaseFormat.nf4 if method is Finetune.qlora else BaseFormat.bf16)
+        if self.double_quant is not None and chosen_format is not BaseFormat.nf4:
+            raise UsageError(
+                f"double_quant: double quantization is NF4's (QLoRA §3); the base is {chosen_format}",
+                field="double_quant",
+            )
+        adapter_dtype = TrainDtype.fp32 if self.adapter_dtype is None else self.adapter_dtype
+        embedding_dtype = self.embedding_dtype
+        return Adapters(
+            finetune=method,
+            rank=rank,
+            targets=targets(self.lora_targets),
+            base_format=fmt,
+            double_quant=True if self.double_quant is None else bool(self.double_quant),
+            optimizer=choice(Optimizer, optimizer, "optimizer"),
+            paged=bool(self.paged_optimizer),
+            adapter_dtype=TrainDtype.fp32
+            if adapter_dtype is None
+            else choice(TrainDtype, adapter_dtype, "adapter_dtype"),
+            embedding_dtype=None if embedding_dtype is None else choice(TrainDtype, embedding_dtype, "embedding_dtype"),
         )
-    chosen_format = fmt or (BaseFormat.nf4 if method is Finetune.qlora else BaseFormat.bf16)
-    if double_quant is not None and chosen_format is not BaseFormat.nf4:
-        raise UsageError(
-            f"double_quant: double quantization is NF4's (QLoRA §3); the base is {chosen_format}",
-            field="double_quant",
-        )
-    return Adapters(
-        finetune=method,
-        rank=rank,
-        targets=targets(lora_targets),
-        base_format=fmt,
-        double_quant=True if double_quant is None else bool(double_quant),
-        optimizer=choice(Optimizer, optimizer, "optimizer"),
-        paged=bool(paged),
-        adapter_dtype=TrainDtype.fp32 if adapter_dtype is None else choice(TrainDtype, adapter_dtype, "adapter_dtype"),
-        embedding_dtype=None if embedding_dtype is None else choice(TrainDtype, embedding_dtype, "embedding_dtype"),
-    )
 
 
 def data_parallel_only(layout: Layout) -> None:

@@ -11,8 +11,8 @@ from napkin import units
 from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
+    AdapterOptions,
     Chosen,
-    build_adapters,
     build_model,
     choice,
     data_parallel_only,
@@ -28,7 +28,7 @@ from napkin.api.inputs import (
     split_layout,
     usable_capacity,
 )
-from napkin.domain.choices import BaseFormat, Dtype, Finetune, Offload, Optimizer, Precision, TrainDtype
+from napkin.domain.choices import Dtype, Finetune, Offload, Optimizer, Precision
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -177,18 +177,11 @@ def step_model(
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
 @step_keywords
+@option_keywords(AdapterOptions)
 def step_setup(
     *,
     gpus: Number,
     micro_batch: Number = 1,
-    finetune: str | Finetune = Finetune.full,
-    lora_rank: Number | None = None,
-    lora_targets: str | list[str] | None = None,
-    base_format: str | BaseFormat | None = None,
-    double_quant: bool | None = None,
-    paged_optimizer: bool = False,
-    adapter_dtype: str | TrainDtype | None = None,
-    embedding_dtype: str | TrainDtype | None = None,
     **options: Any,
 ) -> tuple[StepModel, Knobs, Chosen, int | None]:
     """(step model, layout knobs, the model chosen, batch tokens) of one ``step`` question, checked: what ``step``
@@ -197,24 +190,9 @@ def step_setup(
 
     o = StepOptions.take(options)
     shape = options  # what is left: the model's shape and the layout
-    method = choice(Finetune, finetune, "finetune")
-    adapters = None
-    if method is not Finetune.full:
-        adapters = build_adapters(
-            method,
-            lora_rank,
-            lora_targets,
-            base_format,
-            double_quant,
-            o.optimizer,
-            paged_optimizer,
-            adapter_dtype=adapter_dtype,
-            embedding_dtype=embedding_dtype,
-            precision=o.precision,
-            precision_default=Precision.mixed,
-        )
-        if shape.get("recompute") is None and method is Finetune.qlora:
-            shape["recompute"] = "full"  # peft's prepare_model_for_kbit_training turns checkpointing on
+    adapters = AdapterOptions.take(shape).adapters(o.optimizer, o.precision, Precision.mixed)
+    if adapters is not None and shape.get("recompute") is None and adapters.finetune is Finetune.qlora:
+        shape["recompute"] = "full"  # peft's prepare_model_for_kbit_training turns checkpointing on
     lay = split_layout(shape)
     if lay.offload is not Offload.none:
         raise UsageError("offload: the step model does not model CPU offload; leave it at none", field="offload")

@@ -10,8 +10,8 @@ from napkin import units
 from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
+    AdapterOptions,
     Chosen,
-    build_adapters,
     build_model,
     choice,
     data_parallel_only,
@@ -21,6 +21,7 @@ from napkin.api.inputs import (
     get_stack,
     keywords,
     named_preset,
+    option_keywords,
     optional,
     parse,
     reserve_of,
@@ -31,7 +32,7 @@ from napkin.api.inputs import (
     split_layout,
     usable_capacity,
 )
-from napkin.domain.choices import BaseFormat, Finetune, Optimizer, Precision, Recompute, Sharding, TrainDtype
+from napkin.domain.choices import Finetune, Optimizer, Precision, Recompute, Sharding
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -98,6 +99,7 @@ def _memory_inputs(
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
+@option_keywords(AdapterOptions)
 def _sizing(
     *,
     params: Number | None = None,
@@ -115,14 +117,6 @@ def _sizing(
     hardware_file: str | Path | None = None,
     stack: str | Any | None = None,
     stack_file: str | Path | None = None,
-    finetune: str | Finetune = Finetune.full,
-    lora_rank: Number | None = None,
-    lora_targets: str | list[str] | None = None,
-    base_format: str | BaseFormat | None = None,
-    double_quant: bool | None = None,
-    paged_optimizer: bool = False,
-    adapter_dtype: str | TrainDtype | None = None,
-    embedding_dtype: str | TrainDtype | None = None,
     **shape: Any,
 ) -> MemoryResult | MaxModelResult | FinetuneMemoryResult | FinetuneMaxResult:
     """memory's question, or with ``params=_NO_PARAMS`` max_model's (the same inputs, solved for N).
@@ -136,24 +130,11 @@ def _sizing(
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
 
-    method = choice(Finetune, finetune, "finetune")
+    adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.fp32)
     recompute_given = shape.get("recompute")
     lay = split_layout(shape)
     solve_for_n = params is _NO_PARAMS
-    if method is not Finetune.full:
-        adapters = build_adapters(
-            method,
-            lora_rank,
-            lora_targets,
-            base_format,
-            double_quant,
-            optimizer,
-            paged_optimizer,
-            adapter_dtype=adapter_dtype,
-            embedding_dtype=embedding_dtype,
-            precision=precision,
-            precision_default=Precision.fp32,
-        )
+    if adapters is not None:
         return _adapter_memory(
             adapters,
             solve_for_n,
@@ -171,14 +152,6 @@ def _sizing(
             hardware_file,
             reserve,
             shape,
-        )
-    lora_only = (lora_rank, lora_targets, base_format, double_quant, adapter_dtype, embedding_dtype)
-    if any(v is not None for v in lora_only) or paged_optimizer:
-        raise UsageError(
-            "lora_rank, lora_targets, base_format, double_quant, adapter_dtype, embedding_dtype, paged_optimizer: "
-            "used only with finetune lora or qlora",
-            field="finetune",
-            also=("lora_rank", "lora_targets", "base_format", "paged_optimizer"),
         )
     software = get_stack(stack, stack_file)
     offers = software.trains().offers()

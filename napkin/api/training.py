@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from napkin import units
 from napkin.api.inputs import (
     SHAPE_FIELDS,
-    build_adapters,
+    AdapterOptions,
     build_model,
     choice,
     described,
@@ -208,7 +208,7 @@ def _adapter_params(
         )
     from napkin.engines.lora import lora_params
 
-    adapters = build_adapters(method, lora_rank, lora_targets, None, None, "adamw", False)
+    adapters = AdapterOptions(method, lora_rank, lora_targets).adapters("adamw", None, None)
     return float(lora_params(arch, adapters.rank, adapters.targets))
 
 
