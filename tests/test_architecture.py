@@ -107,3 +107,27 @@ def test_no_module_is_long_without_a_stated_reason() -> None:
     assert over == {}, f"split these, or state why not in LONG_MODULES: {over}"
     short = [name for name in LONG_MODULES if lines.get(name, 0) <= LINE_LIMIT]
     assert short == [], f"no longer long (or gone): drop from LONG_MODULES: {short}"
+
+
+#: Calls that read or probe files: the file layer's (napkin.io) and pathlib's and the builtins'.
+FILE_CALLS = {"open", "read_text", "read_bytes", "is_file", "is_dir", "exists", "iterdir", "glob", "rglob", "stat"}
+#: Modules of the file layer a domain object may call for a convenience that reads (``Model.from_hf_config``).
+FILE_LAYER = {"napkin.io.hf_files"}
+
+
+def test_the_domain_reads_no_file() -> None:
+    """Domain objects parse what they are given: no module in napkin/domain opens, reads or probes a file itself
+    (a file's text comes from napkin.io, a Hub config from napkin.systems), and only the file layer's config reader
+    is imported there, by ``Model.from_hf_config``."""
+    found = []
+    for name, path in _modules():
+        if not name.startswith("napkin.domain"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called in FILE_CALLS:
+                    found.append(f"{name} calls {called}")
+        found += [f"{name} imports {t}" for t in _imports(path) if t.startswith("napkin.io") and t not in FILE_LAYER]
+    assert found == []

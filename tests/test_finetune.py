@@ -13,7 +13,7 @@ import pytest
 import napkin
 from napkin.api import build_model
 from napkin.domain.choices import Finetune, Recompute, TrainDtype
-from napkin.domain.hf_config import load_path, read_config
+from napkin.domain.hf_config import read_config
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines.finetune import (
@@ -25,6 +25,7 @@ from napkin.engines.finetune import (
 )
 from napkin.engines.lora import linears, lora_params, targets
 from napkin.errors import UsageError
+from napkin.systems.hf_source import load_path
 from tests.conftest import HAS_TORCH, Run
 
 DATA = Path(__file__).parent / "data"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 import napkin
-from napkin.domain.hf_config import load_path, read_config, vit_params
+from napkin.domain.hf_config import read_config, vit_params
 from napkin.errors import UsageError
+from napkin.systems.hf_source import load_path
 
 DATA = Path(__file__).parent / "data" / "hf_configs"
 

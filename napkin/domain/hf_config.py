@@ -7,8 +7,9 @@ four. ``FAMILIES`` holds what each ``model_type`` implies, with the transformers
 unknown ``model_type`` is read as a Llama-style decoder and every assumption is listed in ``notes``; a
 key whose value napkin cannot represent is refused, naming the key.
 
-``read_config`` takes the parsed JSON; ``load_path`` reads a config.json or a model folder (a Hub id is
-``napkin.systems.hf_source``'s).
+Pure: ``read_config`` (and ``from_data``) take the parsed JSON; the file layer reads it
+(``napkin.io.hf_files``: a config.json or a model folder) and ``napkin.systems.hf_source`` resolves paths,
+folders and Hub ids.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from pydantic import ValidationError
 
 from napkin.domain.choices import Mlp, Norm, QkNorm
 from napkin.domain.model import Model
-from napkin.errors import NapkinError, UsageError
-from napkin.io.files import read_text
-from napkin.io.yamlio import parse_json
+from napkin.errors import UsageError
 
 #: transformers v5.24 (huggingface/transformers, src/transformers/models/<family>/modeling_<family>.py and
 #: configuration_<family>.py): what each family's blocks contain beyond the keys its config.json spells out.
@@ -433,31 +432,9 @@ def hub_name(data: dict[str, Any]) -> str | None:
     return value
 
 
-def parse_file(path: Path, field: str = "model_config") -> dict[str, Any]:
-    """A config.json's object: one ``UsageError`` naming ``field`` and the path for anything else."""
-    where = repr(str(path))
-    try:
-        data = parse_json(read_text(path))  # a regular file of bounded size, strict JSON (yamlio.parse_json)
-    except NapkinError as exc:
-        raise UsageError(f"{field}: {exc}", field=field) from None
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting deeper than the parser's stack
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise UsageError(f"{field}: {where} is not valid JSON ({reason})", field=field) from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{field}: {where} is not a JSON object (a config.json maps keys to values)", field=field)
-    return data
-
-
-def load_path(spec: str | Path, *, field: str = "model_config", name: str | None = None) -> HfModel:
-    """The model of a config.json file or of a model folder (its config.json), named ``name``, else by its
-    ``_name_or_path``, else by the path given."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        folder, path = path, path / "config.json"
-        if not path.is_file():
-            raise UsageError(
-                f"{field}: folder {str(folder)!r} has no config.json (a Hugging Face checkpoint folder has one)",
-                field=field,
-            )
-    data = parse_file(path, field)
+def from_data(
+    data: dict[str, Any], spec: str | Path, *, field: str = "model_config", name: str | None = None
+) -> HfModel:
+    """The model of a config.json's parsed object read from ``spec`` (a path or a Hub id), named ``name``, else
+    by its ``_name_or_path``, else by ``spec``."""
     return read_config(data, where=repr(str(spec)), name=name or hub_name(data) or str(spec), field=field)

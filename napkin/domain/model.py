@@ -285,9 +285,10 @@ class Model(Record):
     def from_hf_config(cls, path: str | Path) -> Model:
         """A ``Model`` from a local Hugging Face ``config.json`` or model folder (no network, no transformers);
         ``napkin.domain.hf_config`` reads each family the way its transformers code builds it."""
-        from napkin.domain.hf_config import load_path
+        from napkin.domain.hf_config import from_data
+        from napkin.io.hf_files import read_config_file  # the file layer reads; the domain only parses
 
-        return load_path(path).model
+        return from_data(read_config_file(path), path).model
 
 
 def causal_keys(seq: int, window: int) -> float:

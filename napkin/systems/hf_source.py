@@ -15,8 +15,9 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from napkin.domain.hf_config import HfModel, load_path, parse_file, read_config
+from napkin.domain.hf_config import HfModel, from_data
 from napkin.errors import UsageError
+from napkin.io.hf_files import read_config_file, read_object
 
 #: ``org/name`` as the Hub spells repository ids (huggingface_hub validate_repo_id: letters, digits, - _ .).
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -37,8 +38,13 @@ def load(spec: str | Path, *, field: str = "model_config") -> HfModel:
     path = Path(text).expanduser()
     if path.exists() or text.endswith(".json") or not HUB_ID.match(text):
         return load_path(path, field=field)
-    data = parse_file(_from_hub(text, field), field)
-    return read_config(data, where=repr(text), name=text, field=field)
+    return from_data(read_object(_from_hub(text, field), field), text, field=field, name=text)
+
+
+def load_path(spec: str | Path, *, field: str = "model_config", name: str | None = None) -> HfModel:
+    """The model of a config.json file or of a model folder (its config.json), named ``name``, else by its
+    ``_name_or_path``, else by the path given."""
+    return from_data(read_config_file(spec, field), spec, field=field, name=name)
 
 
 def _cache_dir() -> str | None:
