@@ -485,3 +485,34 @@ def test_step_with_adapters_agrees_with_memory_and_train_time() -> None:
     assert lora.per_gpu_bytes == pytest.approx(mem.per_gpu_bytes)
     assert lora.breakdown["compute"] < full.breakdown["compute"]
     assert lora.breakdown["optimizer"] < full.breakdown["optimizer"] / 100  # 0.5 % of the parameters train
+
+
+def test_plan_finetunes_65b_with_qlora_on_one_48gb_gpu_and_lora_finds_nothing() -> None:
+    """``plan --finetune``: the QLoRA paper's claim (65B on a single 48 GB GPU, r = 64, bf16 adapters, paged AdamW,
+    512-token sequences) as a plan: some layout fits with QLoRA, none with a 16-bit LoRA base; every layout searched
+    is data parallel (what napkin models for adapters), and each row's memory is what ``step`` says of it."""
+    llama_65b = napkin.Model(
+        layers=80, hidden=8192, heads=64, ffn=22016, vocab=32000, mlp="swiglu", norm="rmsnorm", tied_embeddings=False
+    )
+    paper = {"lora_rank": 64, "adapter_dtype": "bf16", "embedding_dtype": "bf16", "paged_optimizer": True}
+    common = {"model": llama_65b, "gpus": 1, "hardware": "l40s", "seq": 512, "global_batch": 16}
+    qlora = napkin.plan(finetune="qlora", **common, **paper)
+    assert qlora.fitting > 0 and qlora.finetune == "qlora" and qlora.lora_rank == 64
+    assert napkin.plan(finetune="lora", **common, **paper).fitting == 0
+    eight = napkin.plan(model="llama3-8b", gpus=8, seq=2048, global_batch=64, finetune="lora")
+    for row in (*qlora.layouts, *eight.layouts):
+        lay = row.layout
+        assert (lay.tensor_parallel, lay.pipeline_parallel, lay.context_parallel, lay.expert_parallel) == (1, 1, 1, 1)
+        assert lay.sharding in ("none", "zero3", "fsdp", "hsdp")
+    best = eight.layouts[0]
+    again = napkin.step(
+        model="llama3-8b",
+        gpus=8,
+        seq=2048,
+        global_batch=64,
+        finetune="lora",
+        micro_batch=best.micro_batch,
+        sharding=best.layout.sharding,
+        recompute=best.layout.recompute,
+    )
+    assert again.per_gpu_bytes == best.per_gpu_bytes and again.step_seconds == best.step_seconds

@@ -168,7 +168,8 @@ def step_model(
         adapters=adapters,
         stack=software.knobs(profile.name),
         stack_steps=explain_steps(software, profile.name, {k: v for k, v in switches.items() if v is not None}),
-        offers=software.trains().offers(),
+        # adapters are modelled data parallel only (each GPU runs the whole model): the planner searches that
+        offers=software.trains().offers().data_parallel_only() if adapters else software.trains().offers(),
         validated=software.trains().validated,
     )
     told = tuple(n for p in (found, profile, software) for n in p.origin_notes)  # where they came from, said
@@ -231,15 +232,19 @@ def step(**options: Any) -> StepResult:
 
 @keywords(SHAPE_FIELDS)
 @step_keywords
+@option_keywords(AdapterOptions)
 def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
     """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU. Only what
-    ``stack`` offers is searched (its sharding, pipeline schedules, TP/PP/CP/EP)."""
+    ``stack`` offers is searched (its sharding, pipeline schedules, TP/PP/CP/EP). ``finetune="lora"``/``"qlora"``
+    (with the adapter options ``memory`` and ``step`` take): adapters on a frozen base, searched over data
+    parallelism, micro-batch and recomputation, the layouts napkin models for them."""
     from napkin.engines.planner import plan as engine
 
     g = parse(units.parse_int, gpus, "gpus")
     n = parse(units.parse_int, top, "top")
     o = StepOptions.take(options)
-    sm, chosen, batch_tokens = step_model(o, options)
+    adapters = AdapterOptions.take(options).adapters(o.optimizer, o.precision, Precision.mixed)
+    sm, chosen, batch_tokens = step_model(o, options, adapters=adapters, gpus=g)
     result = engine(sm, g, chosen.name or "custom", n)
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     result.warnings[:0] = list(chosen.warnings)

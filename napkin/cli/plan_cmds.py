@@ -118,7 +118,7 @@ def step_command(**options: Any) -> None:
 
 
 @app.command("plan")
-@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, STACK, DTYPE, STATE, STACK_CAUSAL, OVERLAP, TOP, PLOT, OUTPUT)
+@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, STACK, DTYPE, STATE, STACK_CAUSAL, OVERLAP, FINETUNE, TOP, PLOT, OUTPUT)
 def plan_command(**options: Any) -> None:
     """The fastest parallel layouts that fit: TP/PP/CP/EP/DP, interleave, micro-batch, recompute, ZeRO.
 

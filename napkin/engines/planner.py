@@ -125,6 +125,8 @@ class PlanResult(TableResult):
     seq: int
     considered: int = Field(description="valid layouts enumerated")
     fitting: int = Field(description="of those, the ones that fit in memory")
+    finetune: str = Field(default="full", description="full training, or lora/qlora adapters on a frozen base")
+    lora_rank: int | None = Field(default=None, description="the adapters' rank r (lora/qlora)")
 
     def renderables(self) -> list[Any]:
         if self.layouts:
@@ -151,7 +153,9 @@ class PlanResult(TableResult):
     )
 
     def heading(self) -> str:
-        return f"Fastest layouts: {self.model} on {self.gpus:,} GPU{'s' if self.gpus != 1 else ''}"
+        method = {"lora": "LoRA", "qlora": "QLoRA"}.get(self.finetune, self.finetune)
+        tuned = f", {method} r {self.lora_rank}" if self.lora_rank is not None else ""
+        return f"Fastest layouts: {self.model}{tuned} on {self.gpus:,} GPU{'s' if self.gpus != 1 else ''}"
 
     def header(self) -> list[str]:
         return ["#", "layout", "b", "step", "MFU", "mem/GPU"]
@@ -196,6 +200,8 @@ class PlanResult(TableResult):
             "seq": self.seq,
             "considered": self.considered,
             "fitting": self.fitting,
+            "finetune": self.finetune,
+            "lora_rank": self.lora_rank,
             "explanation": self.explanation,
             "layouts": [r.to_json(explain) for r in self.layouts],
             "warnings": self.warnings,
@@ -326,6 +332,8 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
         seq=sm.seq,
         considered=len(all_knobs),
         fitting=len(scored),
+        finetune=str(sm.adapters.finetune) if sm.adapters else "full",
+        lora_rank=sm.adapters.rank if sm.adapters else None,
         explanation=explanation,
         layouts=results,
         warnings=warnings,

@@ -264,6 +264,14 @@ class Offers:
     sharding: tuple[Sharding, ...] = tuple(Sharding)
     schedules: tuple[Schedule, ...] = tuple(Schedule)
 
+    def data_parallel_only(self) -> Offers:
+        """These offers with data parallelism alone, what napkin models for LoRA/QLoRA: replicated (DDP) or with
+        the frozen base sharded (FSDP/ZeRO-3, as QLoRA with FSDP runs); ZeRO-1/2 would shard only the adapters'
+        states, which change nothing of note, so they are not searched."""
+        partial = (Sharding.zero1, Sharding.zero2)
+        kept = tuple(z for z in self.sharding if z not in partial) or (Sharding.none,)
+        return replace(self, tensor=False, sequence=False, pipeline=False, context=False, expert=False, sharding=kept)
+
 
 #: The training values a ``sources`` entry may cover: a section or one of its fields (dotted).
 SOURCE_HELP: Final = "give each value a source under training.sources, by field ('overlap.grad_reduce') or section"
