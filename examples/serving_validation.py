@@ -14,6 +14,8 @@ calibration rows only; the README reports the validation rows' errors. Kinds of 
 * ``burst``: N requests sent at once (bench_serving ``--request-rate inf``), simulated;
 * ``poisson``: requests at a rate, simulated with the same seed every time;
 * ``batch1``: one sequence decoding (gpt-fast);
+* ``latency``: one batch of N equal requests generated to the end (vLLM's ``benchmark_latency.py``): the seconds
+  until the last request finishes, simulated as a burst of N;
 * ``capacity``: the KV cache an engine logs at start-up.
 """
 
@@ -76,6 +78,11 @@ def _lengths(value: int | list[int]) -> Lengths:
     return Lengths(kind="fixed", values=[value], label=str(value))
 
 
+# Engine arguments a row's run set on its command line (``--max-num-seqs``, ``--max-num-batched-tokens``): they
+# replace the stack's defaults for that row only; they are the run's settings, not fitted values.
+ENGINE_ARGS = ("max_num_seqs", "max_num_batched_tokens")
+
+
 def replica_of(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) -> Replica:
     from napkin.engines.memory import capacity
 
@@ -83,7 +90,9 @@ def replica_of(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any])
     return Replica(
         _model(row["model"], shapes),
         hardware,
-        stack.for_device(hardware.name, capacity(hardware)[0]),
+        stack.for_device(hardware.name, capacity(hardware)[0]).model_copy(
+            update={k: row[k] for k in ENGINE_ARGS if k in row}
+        ),
         tensor=row["tp"],
         dp_attention=bool(row.get("dp_attention", False)),  # the run's layout, where its source states it
         weights=row["weights"],
@@ -122,7 +131,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
     n = max(1, int(row.get("requests", 500)) // parts)
     rng = random.Random(1)
     prompts, outputs = prompt.sample(rng, n), output.sample(rng, n)
-    if kind == "burst":
+    if kind in ("burst", "latency"):
         times = [0.0] * n
     else:
         rng = random.Random(0)
@@ -152,6 +161,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
     }
     tpot_mean = sum(o.tpot) / len(o.tpot) if o.tpot else math.nan
     return {
+        "latency_s": o.duration,
         "output_tokens_per_s": o.output_tokens / o.duration * parts,
         "mean_ttft_ms": sum(o.ttft) / len(o.ttft) * 1e3,
         "median_ttft_ms": percentile(o.ttft, 50) * 1e3,
@@ -192,6 +202,7 @@ FAMILY = {
     "median_tpot_ms": "TPOT",
     "mean_itl_ms": "TPOT",
     "median_itl_ms": "TPOT",
+    "latency_s": "latency",
     "kv_tokens": "KV capacity",
 }
 
@@ -207,7 +218,7 @@ def table(all_cases: list[Case] | None = None) -> str:
         "|---|---|---|---|",
     ]
     for engine in ENGINES:
-        for family in ("throughput", "TTFT", "TPOT", "KV capacity"):
+        for family in ("throughput", "latency", "TTFT", "TPOT", "KV capacity"):
             cal = groups.get((engine, family, "calibration"), [])
             val = groups.get((engine, family, "validation"), [])
             if not cal and not val:

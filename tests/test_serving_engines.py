@@ -411,6 +411,30 @@ def test_readme_serving_validation_table_is_the_scripts_output() -> None:
     assert table in readme, "regenerate: python examples/serving_validation.py"
 
 
+def test_validation_latency_rows_run_at_the_engine_args_their_run_set() -> None:
+    """A latency row is one batch generated to the end; ``max_num_seqs`` on the row (the run's own flag) caps the
+    batch: four equal requests one at a time take about four times as long as four together."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import serving_validation
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    row = {
+        "model": "llama3.1-8b",
+        "hardware": "h100",
+        "tp": 1,
+        "weights": "bf16",
+        "kv_dtype": "bf16",
+        "kind": "latency",
+        "prompt": 128,
+        "output": 512,
+        "requests": 4,
+    }
+    together = serving_validation.predict(row, get_serving("vllm"), {})["latency_s"]
+    alone = serving_validation.predict(row | {"max_num_seqs": 1}, get_serving("vllm"), {})["latency_s"]
+    assert 3.5 < alone / together <= 4.0
+
+
 def test_service_rate_is_what_a_full_engine_completes() -> None:
     replica = Replica(get_preset("llama3.1-8b").model, get_hardware("h100"), get_serving("vllm"))
     work = Workload(
