@@ -287,6 +287,13 @@ def test_root_help_and_version(napkin: Run) -> None:
     assert napkin("--version").stdout == f"napkin {__version__}\n"
 
 
+@pytest.mark.parametrize("group", [[], ["flops"], ["hardware"], ["stack"], ["comm"], ["cluster"], ["bench"]])
+def test_a_bare_command_group_prints_its_help(napkin: Run, group: list[str]) -> None:
+    r = napkin(*group)
+    assert r.exit_code == 0 and r.stdout.startswith("Usage: napkin") and "Commands:" in r.stdout
+    assert r.stderr == ""
+
+
 def test_max_model_with_a_shape_reports_the_largest_micro_batch(napkin: Run) -> None:
     data = json.loads(
         napkin(

@@ -216,8 +216,10 @@ class NapkinGroup(typer.core.TyperGroup):
         kwargs["standalone_mode"] = False
         try:
             rv = super().main(*args, **kwargs)
-        except click_exceptions.NoArgsIsHelpError:
-            sys.exit(0)  # typer has printed the help already
+        except click_exceptions.NoArgsIsHelpError as exc:
+            # a bare group (``napkin``, ``napkin flops``) asks for its help: print it, as --help does
+            typer.echo(exc.format_message())
+            sys.exit(0)
         except click_exceptions.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx else "napkin"
             message = exc.format_message().replace("Value error, ", "")
