@@ -421,6 +421,9 @@ def parse_length_rounded(text: str | float | int, what: str = "value") -> int:
     return parse_length(text, what, whole=False)
 
 
+_LENGTH: Final = "a positive length such as 8192, 32k (= 32,768) or 1M (= 2^20)"
+
+
 def parse_length(text: str | float | int, what: str = "value", *, whole: bool = True) -> int:
     """A sequence length or a width: ``"8192"``, ``"32k"`` = 32,768, ``"1M"`` = 2^20.
 
@@ -430,7 +433,10 @@ def parse_length(text: str | float | int, what: str = "value", *, whole: bool = 
     if isinstance(text, str) and text.strip()[-1:].lower() in ("k", "m"):
         head = text.strip()[:-1]
         scale = 1024 if text.strip()[-1].lower() == "k" else 1024 * 1024
-        value = _parse(head, {"": 1.0}, "number", what) * scale
+        try:
+            value = _parse(head, {"": 1.0}, "number", what) * scale
+        except UsageError:  # quote what the user wrote (-8k, not -8) and what a length accepts
+            raise UsageError(f"{what}: {_shown(text.strip())} is not a positive length; expected {_LENGTH}") from None
     else:
         value = parse_count(text, what)
     if not whole:

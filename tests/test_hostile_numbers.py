@@ -174,6 +174,9 @@ def test_numpy_numbers_are_accepted_alike() -> None:
         (["hardware", "new", "mine", "--from", "h10"], "napkin: error: --from: unknown hardware 'h10'; closest"),
         (["stack", "show", "megatrn"], "napkin: error: NAME: unknown stack 'megatrn'; closest: megatron-core"),
         (["memory", "--model", "llama3-8b", "--gpus", "3", "--tensor-parallel", "2"], "not a multiple of tensor ×"),
+        # a length with its k/M suffix is quoted whole, with what a length accepts
+        (["kv-cache", "--model", "llama3-8b", "--context", "-8k"], "--context: '-8k' is not a positive length"),
+        (["plan", "--model", "llama3-8b", "-G", "8", "--global-batch-tokens", "-4M"], "'-4M' is not a positive length"),
     ],
 )
 def test_common_mistakes_are_one_line_naming_the_flag(napkin: Run, argv: list[str], message: str) -> None:
