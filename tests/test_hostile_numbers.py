@@ -174,6 +174,11 @@ def test_numpy_numbers_are_accepted_alike() -> None:
         (["hardware", "new", "mine", "--from", "h10"], "napkin: error: --from: unknown hardware 'h10'; closest"),
         (["stack", "show", "megatrn"], "napkin: error: NAME: unknown stack 'megatrn'; closest: megatron-core"),
         (["memory", "--model", "llama3-8b", "--gpus", "3", "--tensor-parallel", "2"], "not a multiple of tensor ×"),
+        # an input that only --mfu predicted reads is named alone, as its flag
+        (
+            ["train-time", "--model", "llama3-8b", "-D", "1T", "-G", "8", "--stack", "megatron-core"],
+            "napkin: error: --stack: used only with --mfu predicted\n",
+        ),
         # a length with its k/M suffix is quoted whole, with what a length accepts
         (["kv-cache", "--model", "llama3-8b", "--context", "-8k"], "--context: '-8k' is not a positive length"),
         (["plan", "--model", "llama3-8b", "-G", "8", "--global-batch-tokens", "-4M"], "'-4M' is not a positive length"),

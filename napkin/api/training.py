@@ -127,12 +127,19 @@ def train_time(
         software = get_stack(stack, stack_file)
         if causal is None:
             causal = bool(software.trains().attention.causal)
-    elif any(v is not None for v in (global_batch, global_batch_tokens, flash_attention, stack, stack_file)):
-        raise UsageError(
-            "global_batch, global_batch_tokens, flash_attention, stack: used only with mfu predicted",
-            field="global_batch",
-            also=("global_batch_tokens", "flash_attention", "stack", "stack_file", "mfu"),
-        )
+    else:
+        only_predicted = {
+            "global_batch": global_batch,
+            "global_batch_tokens": global_batch_tokens,
+            "flash_attention": flash_attention,
+            "stack": stack,
+            "stack_file": stack_file,
+        }
+        given = [name for name, value in only_predicted.items() if value is not None]
+        if given:  # name what was given, each as the caller wrote it
+            raise UsageError(
+                f"{', '.join(given)}: used only with mfu predicted", field=given[0], also=(*given[1:], "mfu")
+            )
     found, profile = (
         get_cluster(cluster, hardware, hardware_file)
         if cluster is not None
