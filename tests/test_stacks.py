@@ -255,6 +255,24 @@ def test_calibrate_bad_input_is_one_line_naming_the_field(
     assert r.stderr.startswith(f"napkin: error: {field}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_calibrate_reads_a_measurement_yaml_leaves_as_text(napkin: Run, tmp_path: Path, isolated: Path) -> None:
+    """YAML 1.1 reads ``6.5e3`` (no dot) as text: the measured throughput is read as napkin reads a count (6.5e3,
+    6.5K), the step time as a duration (2.5 s), and gives the fit the same numbers do; a negative one is refused
+    naming its key."""
+    as_numbers = [{**RUN, "tokens_per_second_per_gpu": 6500.0}, {**RUN, "step_seconds": 2.4}]
+    as_text = [{**RUN, "tokens_per_second_per_gpu": "6.5e3"}, {**RUN, "step_seconds": "2.4 s"}]
+    fitted = []
+    for name, runs in (("numbers", as_numbers), ("text", as_text)):
+        r = napkin("calibrate", str(_runs_file(tmp_path, runs, name=name)), "--json")
+        assert r.exit_code == 0, r.stderr
+        fitted.append(json.loads(r.stdout)["fitted"])
+    assert fitted[0] == fitted[1]
+    negative = [{**RUN, "tokens_per_second_per_gpu": "-6.5e3"}, {**RUN, "step_seconds": 2.4}]
+    bad = napkin("calibrate", str(_runs_file(tmp_path, negative, name="neg")))
+    assert bad.exit_code == 2 and len(bad.stderr.splitlines()) == 1
+    assert bad.stderr.startswith("napkin: error: runs[0].tokens_per_second_per_gpu: '-6.5e3' must be positive")
+
+
 def test_calibrate_reads_a_layout_by_its_old_field_names_and_says_so(
     napkin: Run, tmp_path: Path, isolated: Path
 ) -> None:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import yaml
 from pydantic import Field
 
+from napkin import units
 from napkin.domain.base import Record
 from napkin.engines import fit as engine
 from napkin.errors import NapkinError, ProfileError, UsageError
@@ -189,10 +190,14 @@ def _measured(run: dict[str, Any], i: int, tokens: float, gpus: int) -> float:
     if not given:
         raise _bad(f"runs[{i}]: give step_seconds, tokens_per_second or tokens_per_second_per_gpu")
     seconds = []
-    for key, value in given.items():
+    for key, written in given.items():
         field = f"runs[{i}].{key}"
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-            raise _bad(f"{field}: {value!r} must be a positive finite number")
+        if isinstance(written, bool) or not isinstance(written, int | float | str):
+            raise _bad(f"{field}: {written!r} must be a positive finite number")
+        try:  # as the command line reads it: YAML 1.1 leaves 6.5e3 (no dot) as text
+            value = (units.parse_duration if key == "step_seconds" else units.parse_count)(written, field)
+        except UsageError as exc:
+            raise _bad(str(exc)) from None
         per_step = {
             "step_seconds": value,
             "tokens_per_second": tokens / value,
