@@ -179,6 +179,11 @@ def test_numpy_numbers_are_accepted_alike() -> None:
             ["train-time", "--model", "llama3-8b", "-D", "1T", "-G", "8", "--stack", "megatron-core"],
             "napkin: error: --stack: used only with --mfu predicted\n",
         ),
+        # TP defaults to every GPU: a GPU count that cannot split the heads names --gpus, the flag typed
+        (
+            ["traffic", "--model", "llama3-8b", "--gpus", "3", "--rate", "1", "--prompt", "9", "--output", "9"],
+            "napkin: error: --gpus (3) must divide the model's heads (32): --tensor-parallel defaults to every GPU",
+        ),
         # a length with its k/M suffix is quoted whole, with what a length accepts
         (["kv-cache", "--model", "llama3-8b", "--context", "-8k"], "--context: '-8k' is not a positive length"),
         (["plan", "--model", "llama3-8b", "-G", "8", "--global-batch-tokens", "-4M"], "'-4M' is not a positive length"),

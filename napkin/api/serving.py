@@ -225,7 +225,7 @@ def traffic(
         raise UsageError(
             f"gpus ({g}) is not a multiple of pipeline_parallel ({p})", field="gpus", also=("pipeline_parallel",)
         )
-    per_stage = g // p if tensor_parallel is None else None
+    per_stage = g // p if tensor_parallel is None and p > 1 else None  # (one stage: TP is every GPU, as --gpus)
     _, t = tensor_of(g // p if per_stage else g, tensor_parallel if per_stage is None else per_stage, arch)
     if (dp_attention or expert_parallel) and not arch.is_moe:
         raise UsageError(

@@ -94,6 +94,13 @@ def tensor_of(gpus: Number | None, tensor_parallel: Number | None, arch: Model) 
         raise UsageError(
             f"gpus ({g}) is not a multiple of tensor_parallel ({t})", field="gpus", also=("tensor_parallel",)
         )
+    if arch.heads is not None and arch.heads % t and t_given is None:
+        raise UsageError(
+            f"gpus ({g}) must divide the model's heads ({arch.heads}): tensor_parallel defaults to every GPU; "
+            "give one that divides them",
+            field="gpus",
+            also=("tensor_parallel",),
+        )
     if arch.heads is not None and arch.heads % t:
         raise UsageError(f"tensor_parallel ({t}) must divide the model's heads ({arch.heads})", field="tensor_parallel")
     return g, t
