@@ -7,6 +7,7 @@ output at 400 columns (where nothing wraps), so a split identifier ("chinchilla-
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -154,6 +155,44 @@ def test_at_80_columns_no_word_is_split_and_no_line_overflows(args: list[str]) -
         assert line == line.rstrip(), f"trailing space: {line!r}"
     fragments = words(narrow) - words(run(args, WIDE))
     assert not fragments, f"split at 80 columns: {sorted(fragments)}"
+
+
+#: Units a number is printed with, and the labels a degree or a batch is printed after (``TP 8``, ``b 2``).
+UNITS = r"(?:[kMGTP]?FLOP/s|[kMGTP]?B(?:/s)?|GiB|TiB|W|s|ms|µs|tokens|params|days|hours|%)"
+LABELS = r"(?:TP|PP|DP|CP|EP|b|v|\(v)"
+#: Commands whose long rows wrapped inside such a pair before the cell learnt to keep them together.
+PAIRED = [
+    ["stack", "show", "megatron-core"],
+    ["train-time", "--model", "llama3-8b", "--tokens", "15T", "--gpus", "512", "--mfu", "predicted"],
+    [
+        "step",
+        "--model",
+        "deepseek-v3",
+        "--gpus",
+        "1024",
+        "--global-batch",
+        "4096",
+        "--tensor-parallel",
+        "2",
+        "--pipeline-parallel",
+        "16",
+        "--interleave",
+        "2",
+        "--expert-parallel",
+        "32",
+        "--recompute",
+        "selective",
+    ],
+]
+
+
+@pytest.mark.parametrize("args", PAIRED + COMMANDS, ids=[" ".join(a) for a in PAIRED + COMMANDS])
+def test_at_80_columns_a_number_stays_with_its_unit_and_a_label_with_its_number(args: list[str]) -> None:
+    lines = [line.rstrip() for line in run(args, NARROW).splitlines()]
+    for above, below in itertools.pairwise(lines):
+        number_then_unit = re.search(r"(?<![\w.])[\d.,]+$", above) and re.match(rf"\s{{6,}}{UNITS}\b", below)
+        label_then_number = re.search(rf"(?<![\w]){LABELS}$", above) and re.match(r"\s{6,}\d", below)
+        assert not (number_then_unit or label_then_number), f"split between lines:\n{above}\n{below}"
 
 
 @needs_torch

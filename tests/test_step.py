@@ -624,7 +624,10 @@ def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) ->
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
     best = api.plan(model="llama3-70b", gpus=1024, global_batch_tokens="4M", cluster="dgx-h100", top=1).layouts[0]
-    assert data["mfu"] == pytest.approx(best.mfu) and data["layout"].startswith(best.layout_text)
+    assert data["mfu"] == pytest.approx(best.mfu) and data["layout_text"] == best.layout_text
+    # the layout as step and plan write it in JSON: one structured object, every degree named
+    assert data["layout"] == best.layout.model_dump(mode="json") and data["micro_batch"] == best.micro_batch
+    assert (data["global_batch"], data["cluster"], data["seq"]) == (512, "dgx-h100", 8192)  # 4M tokens of 8k
     assert data["hardware"] == "h100-sxm"
     text = napkin(
         "train-time",
@@ -639,7 +642,8 @@ def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) ->
         "--mfu",
         "predicted",
     ).stdout
-    assert "predicted for TP" in text
+    assert f"{best.mfu:.3g} predicted (megatron-core)" in text  # the MFU row names the stack it assumed
+    assert f"layout         {best.layout_text}" in text and "512 × 8,192 tokens on dgx-h100" in text
     bad = napkin("train-time", "--params", "70B", "--tokens", "15T", "--gpus", "1024", "--mfu", "predicted")
     assert bad.exit_code == 2 and "predicted needs" in bad.stderr
     base = ("train-time", "--model", "llama3-70b", "--tokens", "15T", "--gpus", "1024", "--cluster", "dgx-h100")
@@ -661,7 +665,7 @@ def test_train_time_uses_the_predicted_mfu_and_says_which_layout(napkin: Run) ->
     ).layouts[0]
     # the default stack (megatron-core) runs FlashAttention with a causal mask: faster than materialised scores
     assert slow["mfu"] == pytest.approx(materialised.mfu) and best.mfu > materialised.mfu
-    assert best.stack == "megatron-core" and data["layout"].endswith("megatron-core)")
+    assert best.stack == "megatron-core" and data["stack"] == "megatron-core"
     extras: tuple[tuple[str, ...], ...] = (("--flash-attention",), ("--stack", "torchtitan"))
     for only in extras:  # meaningful only for a predicted MFU
         assert napkin(*base, *only).exit_code == 2

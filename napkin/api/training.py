@@ -186,9 +186,8 @@ def train_time(
         software,
     )
     if best is not None:
-        result.layout = (
-            f"{best.layout_text} on {best.cluster} ({best.global_batch:,} × {best.seq:,} tokens, {best.stack})"
-        )
+        result.layout, result.micro_batch, result.global_batch = best.layout, best.micro_batch, best.global_batch
+        result.cluster, result.stack = best.cluster, best.stack
     return result
 
 

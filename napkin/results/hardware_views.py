@@ -49,7 +49,7 @@ class HardwareList(TableResult):
         return "peaks are dense (no 2:4 sparsity); GB = 1e9 B, GiB = 2^30 B"
 
     def secondary(self) -> tuple[int, ...]:
-        return (1, 6)  # aliases, origin (origin goes first on a narrow terminal)
+        return (1, 5, 6)  # aliases, power, origin: on a narrow terminal origin goes first, then power
 
     @classmethod
     def of(cls, catalog: Catalog[HardwareProfile]) -> HardwareList:

@@ -9,13 +9,16 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO, cast
 
 from rich import box
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -106,6 +109,41 @@ def console(stderr: bool = False) -> Console:
     )
 
 
+#: Stands for a space no line may break at while text is wrapped; turned back into a space once it is.
+_GLUE = "\ue000"
+#: The spaces that hold two words together: a number and its unit (``740 TFLOP/s``, ``85.5 GB``, ``2 per``), a
+#: short label and its number (``TP 8``, ``b 2``, ``(v 2)``), and a product's ``×`` (``8 × 400``).
+_GLUED = re.compile(r"(?<=\d) (?=[^\W\d_]|[%×])|(?<=×) (?=\d)|(?<![\w.])([^\W\d_]{1,3}) (?=\d)")
+
+
+def glue(text: str) -> str:
+    """``text`` with every space that must not become a line break (``_GLUED``) replaced by ``_GLUE``."""
+    return _GLUED.sub(lambda m: (m.group(1) or "") + _GLUE, text)
+
+
+def unglue(text: str) -> str:
+    return text.replace(_GLUE, " ")
+
+
+class Wrapped:
+    """A table cell that wraps between words but never inside a number with its unit or a label with its
+    number: at 80 columns ``TP 2 · … · b 2`` may break before ``b 2``, never between ``b`` and ``2``. A word
+    longer than the whole cell (a URL) still folds."""
+
+    def __init__(self, text: str) -> None:
+        self.text = glue(sanitize(text))
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        words = self.text.split()
+        longest = max((cell_len(w) for w in words), default=0)
+        full = max((cell_len(line) for line in self.text.split("\n")), default=0)
+        return Measurement(min(longest, options.max_width), min(full, options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = Text(self.text).wrap(console, options.max_width, overflow="fold")
+        yield Text("\n".join(unglue(line.plain.rstrip()) for line in lines))
+
+
 def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None = None) -> Table:
     table = Table(
         title=title,
@@ -118,7 +156,7 @@ def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None 
     table.add_column("quantity", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, Wrapped(value))
     return table
 
 
@@ -131,7 +169,7 @@ def width() -> int:
 
 
 def _tokens(cell: str) -> list[str]:
-    return cell.split() or [""]
+    return glue(cell).split() or [""]
 
 
 def fit_columns(
@@ -200,7 +238,7 @@ def grid(
         side = align[i] if i < len(align) else ("l" if i == 0 else "r")
         table.add_column(headers[i], justify="left" if side == "l" else "right", width=w, overflow="fold")
     for row in rows:
-        table.add_row(*(row[i] for i in kept))
+        table.add_row(*(Wrapped(row[i]) for i in kept))
     return table
 
 
@@ -223,14 +261,14 @@ def _hanging(prefix: str, body: str, columns: int) -> str:
     import textwrap
 
     lines = textwrap.wrap(
-        body,
+        glue(body),
         width=max(40, columns),
         initial_indent=prefix,
         subsequent_indent=" " * len(prefix),
         break_long_words=False,
         break_on_hyphens=False,
     )
-    return "\n".join(lines or [prefix.rstrip()]) + "\n"
+    return unglue("\n".join(lines or [prefix.rstrip()])) + "\n"
 
 
 def explanation(steps: Sequence[Step], columns: int | None = None) -> Text:

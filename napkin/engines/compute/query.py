@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, computed_field
 
 from napkin.domain.base import Record
 from napkin.domain.choices import Recompute
+from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.results.result import ModelResult
 from napkin.units import (
@@ -84,7 +85,17 @@ class TrainTimeResult(ModelResult):
     co2_tonnes: float | None = None
     recompute: Recompute = Recompute.none
     causal: bool = False
-    layout: str | None = Field(default=None, description="the layout whose predicted MFU was used")
+    layout: Layout | None = Field(default=None, description="mfu predicted: the layout whose MFU was used")
+    micro_batch: int | None = Field(default=None, description="mfu predicted: that layout's micro-batch")
+    global_batch: int | None = Field(default=None, description="mfu predicted: sequences per step")
+    cluster: str | None = Field(default=None, description="mfu predicted: the cluster the layout runs on")
+    stack: str | None = Field(default=None, description="mfu predicted: the software stack it assumes")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def layout_text(self) -> str | None:
+        """The layout as step and plan write it: ``TP 2 · PP 1 · DP 256 · SP · zero3 · b 2``."""
+        return None if self.layout is None else f"{self.layout.describe()} · b {self.micro_batch}"
 
     def rows(self) -> list[tuple[str, str]]:
         mark = {k: " (solved)" if self.solved_for == k else "" for k in ("params", "tokens", "gpus")}
@@ -121,9 +132,14 @@ class TrainTimeResult(ModelResult):
         if not math.isclose(self.hfu, self.mfu):
             mfu_text += f" (HFU {self.hfu:.3g})"
         if self.layout is not None:
-            mfu_text += f", predicted for {self.layout}"
+            mfu_text += f" predicted ({self.stack})"
+        rows.append(("MFU", mfu_text + (f", goodput {self.goodput:g}" if self.goodput != 1 else "")))
+        if self.layout_text is not None:
+            rows += [
+                ("  layout", self.layout_text),
+                ("  batch", f"{self.global_batch:,} × {self.seq:,} tokens on {self.cluster}"),
+            ]
         rows += [
-            ("MFU", mfu_text + (f", goodput {self.goodput:g}" if self.goodput != 1 else "")),
             ("per-GPU FLOP/s", format_rate(self.per_gpu_flops_per_second) + " effective"),
             ("cluster FLOP/s", format_rate(self.cluster_flops_per_second) + " effective"),
             ("time", f"{format_sci(self.seconds)} s = {_tenths(self.hours)} hours = {_tenths(self.days)} days"),
