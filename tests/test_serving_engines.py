@@ -323,6 +323,21 @@ def test_traffic_cli_json_is_strict_and_meets_a_loose_slo() -> None:
     assert data["slo_met"] is True and data["max_rate"] > 5
 
 
+def test_serving_layouts_are_structured_by_the_flags_names() -> None:
+    """The degrees a user typed come back under the flags' names in traffic's and serve-plan's JSON, as step's."""
+    args = ("--model", "mixtral-8x7b", "--hardware", "h100", "--rate", "2", "--prompt", "500", "--output", "50")
+    code, out, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "--requests", "50", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["layout"] == {"tensor_parallel": 4, "pipeline_parallel": 1, "expert_parallel": 4, "dp_attention": 1}
+    assert data["tensor_parallel"] == 4 and data["layout_text"] == "TP 4 · EP 4"
+    code, out, err = cli("serve-plan", *args, "--ttft-p90", "2s", "--requests", "50", "--top", "1", "--json")
+    assert code == 0, err
+    best = json.loads(out)["deployments"][0]
+    assert set(best["layout"]) == {"tensor_parallel", "pipeline_parallel", "expert_parallel", "dp_attention"}
+    assert best["gpus"] == best["replicas"] * best["layout"]["tensor_parallel"] * best["layout"]["pipeline_parallel"]
+
+
 def test_histogram_lengths_from_a_file(tmp_path: Path) -> None:
     hist = tmp_path / "lengths.txt"
     hist.write_text("# length weight\n100 3\n1000 1\n", encoding="utf-8")

@@ -151,6 +151,30 @@ class Layout(Record):
         return sep.join(parts)
 
 
+class ServingLayout(Record):
+    """How one serving replica splits the model, as engines take it: vLLM's ``--tensor-parallel-size``,
+    ``--pipeline-parallel-size`` and ``--enable-expert-parallel`` (experts split over the tensor-parallel
+    group, so EP = TP), SGLang's ``--enable-dp-attention`` (attention data-parallel over the same GPUs)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tensor_parallel: int = Field(default=1, ge=1)
+    pipeline_parallel: int = Field(default=1, ge=1)
+    expert_parallel: int = Field(default=1, ge=1, description="MoE experts split over this many GPUs (= TP)")
+    dp_attention: int = Field(default=1, ge=1, description="DP attention ranks (= TP), else 1")
+
+    def describe(self) -> str:
+        """``TP 8 · PP 2 · EP 8``: the form serving results show."""
+        parts = [f"TP {self.tensor_parallel}"]
+        if self.pipeline_parallel > 1:
+            parts.append(f"PP {self.pipeline_parallel}")
+        if self.dp_attention > 1:
+            parts.append(f"DP attention {self.dp_attention}")
+        if self.expert_parallel > 1:
+            parts.append(f"EP {self.expert_parallel}")
+        return " · ".join(parts)
+
+
 #: Pipelines longer than this are described by their extremes (first, heaviest, lightest, last stage), never
 #: stage by stage: work and output stay bounded whatever pipeline degree is typed.
 MAX_LISTED_STAGES = 64

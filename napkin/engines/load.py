@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
+from napkin.domain.layout import ServingLayout
 from napkin.engines.replica import Replica
 from napkin.engines.traffic import (
     Lengths,
@@ -221,7 +222,7 @@ def traffic_result(
         tensor_parallel=replica.tensor,
         pipeline_parallel=replica.pipeline,
         replicas=replicas,
-        layout=layout_name(replica),
+        layout=serving_layout(replica),
         rate=workload.rate,
         requests=workload.requests,
         seed=workload.seed,
@@ -255,12 +256,11 @@ def traffic_result(
     )
 
 
-def layout_name(replica: Replica) -> str:
-    parts = [f"TP {replica.tensor}"]
-    if replica.pipeline > 1:
-        parts.append(f"PP {replica.pipeline}")
-    if replica.dp_attention:
-        parts.append("DP attention")
-    if replica.expert:
-        parts.append("EP")
-    return ", ".join(parts)
+def serving_layout(replica: Replica) -> ServingLayout:
+    """The replica's degrees by their one name (``tensor_parallel`` …), as results report them."""
+    return ServingLayout(
+        tensor_parallel=replica.tensor,
+        pipeline_parallel=replica.pipeline,
+        expert_parallel=replica.tensor if replica.expert else 1,
+        dp_attention=replica.tensor if replica.dp_attention else 1,
+    )

@@ -15,11 +15,12 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from napkin.domain.base import Record
+from napkin.domain.layout import ServingLayout
 from napkin.domain.model import Model
-from napkin.engines.load import Workload, layout_name, max_rate, run, service_rate
+from napkin.engines.load import Workload, max_rate, run, service_rate, serving_layout
 from napkin.engines.replica import Replica
 from napkin.engines.traffic import Slo
 from napkin.results.explain import step
@@ -39,7 +40,7 @@ class Deployment(Record):
     """One ranked configuration."""
 
     hardware: str
-    layout: str
+    layout: ServingLayout
     weights: str
     kv_dtype: str
     stack: str
@@ -52,6 +53,11 @@ class Deployment(Record):
     tpot_seconds: float = Field(description="at the SLO's TPOT percentile (P99 if none), at the target rate")
     bottleneck: str
     slo_ratio: float = Field(description="worst achieved / target at the target rate (≤ 1 meets)")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def layout_text(self) -> str:
+        return self.layout.describe()
 
 
 class ServePlanResult(Result):
@@ -104,7 +110,7 @@ class ServePlanResult(Result):
 
 def _config(d: Deployment) -> str:
     return (
-        f"{d.replicas} × {d.hardware} {d.layout}, {d.weights} weights, {d.kv_dtype} KV: "
+        f"{d.replicas} × {d.hardware} {d.layout_text}, {d.weights} weights, {d.kv_dtype} KV: "
         f"${d.usd_per_hour:,.2f}/h, ${d.usd_per_million_tokens:,.3f}/1M"
     )
 
@@ -156,7 +162,7 @@ def plan(
             outcome = run(c.replica, replicas, workload)
             ratios = slo.misses(outcome)
         d = _deployment(c, replicas, workload, slo, stack_name, ratios, outcome, per_replica)
-        points.append((d.usd_per_million_tokens, d.tpot_seconds, f"{d.hardware} {d.layout}"))
+        points.append((d.usd_per_million_tokens, d.tpot_seconds, f"{d.hardware} {d.layout_text}"))
         found.append(d)
         found.sort(key=lambda x: (x.usd_per_hour, x.slo_ratio))
     steps = [
@@ -211,7 +217,7 @@ def _deployment(
     q_tpot = float(next(iter(slo.targets.get("tpot", {"99": 0.0}))))
     return Deployment(
         hardware=c.replica.hardware.name,
-        layout=layout_name(c.replica),
+        layout=serving_layout(c.replica),
         weights=c.replica.weights,
         kv_dtype=c.replica.kv,
         stack=stack_name,

@@ -24,9 +24,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from napkin.domain.base import Record
+from napkin.domain.layout import ServingLayout
 from napkin.results.result import Result
 from napkin.units import format_duration
 
@@ -445,7 +446,7 @@ class TrafficResult(Result):
     tensor_parallel: int
     pipeline_parallel: int
     replicas: int
-    layout: str
+    layout: ServingLayout
     rate: float = Field(description="requests per second offered to all replicas")
     requests: int = Field(description="requests simulated per scheduler")
     seed: int
@@ -477,8 +478,13 @@ class TrafficResult(Result):
     price_per_hour: float | None = Field(default=None, description="USD per hour, all GPUs")
     usd_per_million_tokens: float | None = Field(default=None, description="output tokens at this rate")
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def layout_text(self) -> str:
+        return self.layout.describe()
+
     def heading(self) -> str:
-        return f"Traffic: {self.model} on {self.gpus} × {self.hardware} ({self.layout}), {self.stack}"
+        return f"Traffic: {self.model} on {self.gpus} × {self.hardware} ({self.layout_text}), {self.stack}"
 
     def rows(self) -> list[tuple[str, str]]:
         def ps(values: dict[str, float]) -> str:
