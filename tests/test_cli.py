@@ -570,6 +570,25 @@ def test_columns_from_the_environment_are_plain_numbers(
             "-b is deprecated",
         ),
         (
+            ["traffic", "-m", "llama3.1-8b", "--rate", "2", "--prompt", "500", "--output", "50", "-G", "2", "-p", "2"],
+            [
+                "traffic",
+                "-m",
+                "llama3.1-8b",
+                "--rate",
+                "2",
+                "--prompt",
+                "500",
+                "--output",
+                "50",
+                "-G",
+                "2",
+                "--pipeline-parallel",
+                "2",
+            ],
+            "-p is deprecated",  # -p is --precision in the training commands
+        ),
+        (
             ["flops", "matmul", "4096", "8192", "1024"],
             ["flops", "matmul", "4096x8192x1024"],
             "'flops matmul M K N' is deprecated",

@@ -18,7 +18,7 @@ from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.layout import stage_layers
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
-from napkin.engines.memory import ActivationInputs, memory
+from napkin.engines.memory import ActivationInputs, MemoryResult, memory
 from napkin.engines.planner import candidates
 from napkin.engines.step import (
     BREAKDOWN,
@@ -737,7 +737,33 @@ def test_impossible_splits_of_a_sequence_are_refused(napkin: Run) -> None:
         "napkin: error: --global-batch-tokens: 4,000,000 tokens make 488 sequences of 8,192, which must be a multiple"
     )
     one = api.step(model="gpt3-175b", gpus=64, tensor_parallel=8, pipeline_parallel=8, global_batch=64, hardware="a100")
-    assert one.layout.sharding is Sharding.none and "DP 1 · none" in one.layout_text  # one replica shards nothing
+    assert one.layout.sharding is Sharding.none and "DP 1 · SP · none" in one.layout_text  # one replica shards nothing
+
+
+@pytest.mark.parametrize(
+    ("stack", "extra", "sequence_parallel"),
+    [
+        ("megatron-core", {}, True),  # Megatron users run SP with every TP > 1 (Korthikanti et al. 2022 §4.2.2)
+        ("megatron-core", {"sequence_parallel": False}, False),  # --no-sequence-parallel
+        ("megatron-core", {"tensor_parallel": 1}, False),  # nothing to shard over
+        ("megatron-2021", {}, False),  # the 2021 software predates sequence parallelism
+        ("torchtitan", {}, True),  # torchtitan's TP plan shards norms with SequenceParallel
+    ],
+)
+def test_sequence_parallelism_is_on_with_tp_where_the_stack_offers_it(
+    stack: str, extra: dict[str, object], sequence_parallel: bool
+) -> None:
+    shape: dict[str, object] = {"tensor_parallel": 4, **extra}
+    got = api.step(model="llama3-8b", gpus=64, global_batch=64, cluster="dgx-h100", stack=stack, **shape)
+    assert got.layout.sequence_parallel is sequence_parallel
+    mem = api.memory(model="llama3-8b", gpus=64, micro_batch=1, hardware="h100", stack=stack, **shape)
+    assert isinstance(mem, MemoryResult) and mem.layout.sequence_parallel is sequence_parallel
+    if sequence_parallel:  # SP shards the norm and dropout activations: less memory than without
+        unsharded = api.memory(
+            model="llama3-8b", gpus=64, micro_batch=1, hardware="h100", stack=stack, sequence_parallel=False, **shape
+        )
+        assert isinstance(unsharded, MemoryResult)
+        assert mem.breakdown["activations"] < unsharded.breakdown["activations"]
 
 
 def test_the_reserve_is_shown_where_the_verdict_is(napkin: Run) -> None:

@@ -204,6 +204,8 @@ def step_setup(
     sm, chosen, batch_tokens = step_model(o, shape, adapters=adapters, gpus=g)
     if "sharding" not in lay.model_fields_set and sm.offers is not None and adapters is None:
         lay = lay.model_copy(update={"sharding": sm.offers.sharding[0]})  # the stack's own default
+    if "sequence_parallel" not in lay.model_fields_set and sm.offers is not None and lay.tensor_parallel > 1:
+        lay = lay.model_copy(update={"sequence_parallel": sm.offers.sequence})  # on where the stack offers it
     return sm, check_knobs(sm, lay, b, g, batch_tokens), chosen, batch_tokens
 
 

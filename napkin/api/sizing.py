@@ -163,6 +163,8 @@ def _sizing(
             )
     elif not offered_sharding(offers, lay.sharding):
         lay = lay.model_copy(update={"sharding": offers.sharding[0]})
+    if "sequence_parallel" not in lay.model_fields_set and lay.tensor_parallel > 1:
+        lay = lay.model_copy(update={"sequence_parallel": offers.sequence})  # on where the stack offers it
     if flash_attention is None and (model is not None or model_config is not None or shape.get("layers")):
         flash_attention = software.trains().attention.fused
     got = _memory_inputs(

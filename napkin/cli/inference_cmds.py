@@ -109,14 +109,8 @@ LOAD = [
 LAYOUT = [
     _text("gpus", "G: GPUs, replicas = G / (TP × PP) (default one replica: TP × PP).", "COUNT", "--gpus", "-G"),
     _text("tensor_parallel", "TP degree of one replica (default: G / PP).", "INT", "--tensor-parallel", "-t"),
-    _text(
-        "pipeline_parallel",
-        "PP stages of one replica (micro-batches in flight).",
-        "INT",
-        "--pipeline-parallel",
-        "-p",
-        default="1",
-    ),
+    _text("pipeline_parallel", "PP stages of one replica (micro-batches in flight).", "INT", default="1"),
+    deprecated("-p", "pipeline_parallel", "--pipeline-parallel"),  # -p is the training commands' --precision
     _flag("expert_parallel", "MoE: split routed experts over the replica's GPUs (all-to-all dispatch)."),
     _flag("dp_attention", "MoE: data-parallel attention (each GPU its own sequences and KV), EP experts."),
 ]

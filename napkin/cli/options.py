@@ -165,7 +165,14 @@ LAYOUT: Group = [
     _text("context_parallel", "CP: each sequence split over this many GPUs.", "INT", default="1"),
     _text("expert_parallel", "EP: MoE experts split over this many GPUs.", "INT", default="1"),
     _text("interleave", "v: model chunks per pipeline rank (interleaved schedule).", "INT", default="1"),
-    _flag("sequence_parallel", "Shard norm/dropout activations over the TP group."),
+    _opt(
+        "sequence_parallel",
+        bool | None,
+        None,
+        "--sequence-parallel/--no-sequence-parallel",
+        help="SP: shard norm/dropout activations over the TP group; default on with TP > 1 where the stack "
+        "offers it (Megatron-Core, torchtitan), as their users run.",
+    ),
     _opt(
         "sharding",
         Sharding | None,
