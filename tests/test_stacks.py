@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,17 @@ def test_an_unknown_stack_names_the_option(napkin: Run) -> None:
     assert r.stderr.startswith("napkin: error: --stack: unknown stack 'megatrn'; closest: megatron-core")
     with pytest.raises(UsageError, match=r"^stack: unknown stack"):
         api.step(model="llama3-8b", gpus=8, global_batch=16, stack="megatrn")
+    # the list names only the stacks this command can use: training stacks to step, engines to traffic
+    known = r.stderr.split("known: ", 1)[1].split(". Add", 1)[0]
+    assert "torchtitan" in known and not {"vllm", "sglang", "tensorrt-llm"} & set(re.findall(r"[\w-]+", known))
+    r = napkin("traffic", "--model", "llama3.1-8b", "--rate", "2", "--prompt", "5", "--output", "5", "--stack", "vlm")
+    assert r.exit_code == 2 and "closest: vllm" in r.stderr
+    known, add = r.stderr.split("known: ", 1)[1].split(". Add", 1)
+    assert (
+        "--from vllm" in add
+        and "sglang" in known
+        and not {"megatron-core", "torchtitan"} & set(re.findall(r"[\w-]+", known))
+    )
 
 
 def test_a_user_copy_with_a_built_in_name_replaces_it_and_says_so(napkin: Run, isolated: Path) -> None:

@@ -119,7 +119,7 @@ def get_stack(name: str | Any | None = None, stack_file: str | Path | None = Non
         raise UsageError("give stack or stack_file, not both", field="stack", also=("stack_file",))
     if name is not None and not str(name).strip():
         raise UsageError("stack: an empty name; give a stack such as megatron-core", field="stack")
-    return resolve(None if name is None else str(name), stack_file).profile
+    return resolve(None if name is None else str(name), stack_file, side="training").profile
 
 
 def get_hardware(name: str | HardwareProfile | None = None, hardware_file: str | Path | None = None) -> HardwareProfile:

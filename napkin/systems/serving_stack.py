@@ -152,7 +152,7 @@ def get_stack(name: str | None = None, stack_file: str | Path | None = None) -> 
 
     if name is not None and not str(name).strip():
         raise UsageError("stack: an empty name; give a serving engine such as vllm", field="stack")
-    found = resolve(DEFAULT_STACK if name is None and stack_file is None else name, stack_file).profile
+    found = resolve(DEFAULT_STACK if name is None and stack_file is None else name, stack_file, side="serving").profile
     serving_of(found)
     return found
 

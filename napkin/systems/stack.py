@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -539,20 +539,32 @@ def parse_stack(text: str, label: str) -> Stack:
 STACKS: Final[Kind[Stack]] = Kind("stacks", ENV_STACK_PATH, "stack", "stack", DEFAULT_STACK, parse_stack)
 
 
-def resolve(name: str | None = None, stack_file: str | Path | None = None, what: str = "stack") -> Loaded[Stack]:
+def resolve(
+    name: str | None = None,
+    stack_file: str | Path | None = None,
+    what: str = "stack",
+    side: Literal["training", "serving"] | None = None,
+) -> Loaded[Stack]:
     """The stack a command should use: an explicit file, else a name, else ``$NAPKIN_STACK``, else
-    megatron-core. A user file that replaces a built-in says so (``Stack.origin_notes``, carried into results)."""
+    megatron-core. A user file that replaces a built-in says so (``Stack.origin_notes``, carried into results).
+    ``side``: the section the command reads; an unknown name lists only the stacks that have it."""
     if name is not None and stack_file is not None:
         raise UsageError("give stack or stack_file, not both", field="stack", also=("stack_file",))
+
+    def usable(stack: Stack) -> bool:
+        return side is None or getattr(stack, side) is not None
+
+    example = "vllm" if side == "serving" else None  # what a new stack is best copied from
+
     try:  # a stack the command cannot use is bad input (exit 2), its line and field named
         if stack_file is not None:
             loaded = file_of(STACKS, stack_file, "stack_file")
         elif name is not None:
-            loaded = find_in(STACKS, name, what=what)
+            loaded = find_in(STACKS, name, what=what, usable=usable, example=example)
         elif os.environ.get(ENV_STACK):
-            loaded = find_in(STACKS, os.environ[ENV_STACK], what=f"${ENV_STACK}")
+            loaded = find_in(STACKS, os.environ[ENV_STACK], what=f"${ENV_STACK}", usable=usable, example=example)
         else:
-            loaded = find_in(STACKS, DEFAULT_STACK, what=what)
+            loaded = find_in(STACKS, DEFAULT_STACK, what=what, usable=usable, example=example)
     except ProfileError as exc:
         raise UsageError(str(exc), field=next(iter(exc.fields), None)) from None
     return loaded

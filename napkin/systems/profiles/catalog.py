@@ -246,7 +246,9 @@ def _input(what: str) -> str | None:
     return what if what.isidentifier() and what.islower() else None
 
 
-def unknown_name_message(name: str, known: list[Loaded[Any]], what: str, kind: Kind[Any]) -> str:
+def unknown_name_message(
+    name: str, known: list[Loaded[Any]], what: str, kind: Kind[Any], example: str | None = None
+) -> str:
     key = normalize(name)
     by_key: dict[str, str] = {}
     for loaded in known:
@@ -261,7 +263,7 @@ def unknown_name_message(name: str, known: list[Loaded[Any]], what: str, kind: K
     hint = f"closest: {', '.join(ranked[:3])}; " if ranked else ""
     return (
         f"{what}: unknown {kind.noun} {name!r}; {hint}known: {listing}. "
-        f"Add your own with 'napkin {kind.noun} new NAME --from {kind.example}'"
+        f"Add your own with 'napkin {kind.noun} new NAME --from {example or kind.example}'"
     )
 
 
@@ -294,13 +296,19 @@ def file_of(kind: Kind[P], path: str | Path, what: str) -> Loaded[P]:
 
 
 def find_in(
-    kind: Kind[P], name: str, search: Iterable[tuple[Origin, Traversable]] | None = None, what: str | None = None
+    kind: Kind[P],
+    name: str,
+    search: Iterable[tuple[Origin, Traversable]] | None = None,
+    what: str | None = None,
+    usable: Callable[[P], bool] | None = None,
+    example: str | None = None,
 ) -> Loaded[P]:
     """The profile that answers to ``name``; only that one is fully validated.
 
     Every file along the search path is read as far as its ``name`` and ``aliases`` (cheap), so a
     name claimed twice is found and reported, never silently resolved by file order. A special file
-    (FIFO, device) or unreadable file is skipped unless its file name is the name asked for.
+    (FIFO, device) or unreadable file is skipped unless its file name is the name asked for. An unknown name
+    lists the profiles the command can use (``usable``; every profile when None).
     """
     what = what or kind.field
     key = normalize(name)
@@ -319,7 +327,8 @@ def find_in(
         for bad in broken:
             if normalize(Path(bad.path).name.rsplit(".", 1)[0]) == key:
                 raise ProfileError(bad.error, list(bad.problems))
-        raise UsageError(unknown_name_message(name, catalog_of(kind, dirs).visible(), what, kind), field=_input(what))
+        known = [p for p in catalog_of(kind, dirs).visible() if usable is None or usable(p.profile)]
+        raise UsageError(unknown_name_message(name, known, what, kind, example), field=_input(what))
     profile = kind.parse(entry.text, entry.label)
     return Loaded(profile.told((note,)) if note else profile, entry.origin, entry.label, entry.text)
 
