@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from napkin import units
 from napkin.api.deployment import serve_plan
-from napkin.api.inputs import SHAPE_FIELDS, choice, get_hardware, keywords, optional, parse, said
+from napkin.api.inputs import SHAPE_FIELDS, choice, get_hardware, keywords, optional, said
 from napkin.api.serving_inputs import (
     SERVING_FIELDS,
     ServingOptions,
@@ -195,10 +195,13 @@ def traffic(
     name, arch, notes = serving_model(model, model_config, shape)
     if rate is None:
         raise UsageError("rate is required (requests per second, e.g. 20/s)", field="rate")
-    if prompt is None or output is None:
+    missing = [name for name, value in (("prompt", prompt), ("output", output)) if value is None]
+    if missing:
         raise UsageError(
-            "prompt and output lengths are required (1024, 100..2000 or @histogram.txt)",
-            field="prompt" if prompt is None else "output",
+            f"{' and '.join(missing)}: {'lengths are' if len(missing) > 1 else 'a length is'} required "
+            "(1024, 100..2000 or @histogram.txt)",
+            field=missing[0],
+            also=tuple(missing[1:]),
         )
     workload = Workload(
         rate=parse_rate_per_second(rate),
@@ -219,21 +222,12 @@ def traffic(
         raise UsageError("draft_params needs speculative_tokens (draft tokens per step, e.g. 4)", field="draft_params")
     quantiles = parse_percentiles(percentiles)
     p = positive(pipeline_parallel, "pipeline_parallel")
-    t_given = optional(units.parse_int, tensor_parallel, "tensor_parallel")
-    g = parse(units.parse_int, gpus, "gpus") if gpus is not None else (t_given or 1) * p  # one replica
-    if g % p:
-        raise UsageError(
-            f"gpus ({g}) is not a multiple of pipeline_parallel ({p})", field="gpus", also=("pipeline_parallel",)
-        )
-    per_stage = g // p if tensor_parallel is None and p > 1 else None  # (one stage: TP is every GPU, as --gpus)
-    _, t = tensor_of(g // p if per_stage else g, tensor_parallel if per_stage is None else per_stage, arch)
+    g, t = tensor_of(gpus, tensor_parallel, arch, pipeline=p)  # default: one replica, TP = a stage's GPUs
     if (dp_attention or expert_parallel) and not arch.is_moe:
         raise UsageError(
             "dp_attention and expert_parallel need a mixture-of-experts model",
             field="dp_attention" if dp_attention else "expert_parallel",
         )
-    if g % (t * p):
-        raise UsageError(f"gpus ({g}) is not a multiple of tensor × pipeline ({t * p})", field="gpus")
     profile = get_hardware(hardware, hardware_file)
     settings = serving_settings(profile, ServingOptions.given(options))
     replica = build_replica(

@@ -81,22 +81,28 @@ def block_of(block_size: Number | None, paged: bool) -> int | None:
     return size if size is not None else VLLM_BLOCK if paged else None
 
 
-def tensor_of(gpus: Number | None, tensor_parallel: Number | None, arch: Model) -> tuple[int, int]:
-    """GPUs and TP degree: TP defaults to every GPU, and GPUs to one TP group (as vLLM's
-    ``--tensor-parallel-size 4`` runs on 4 GPUs), else 1."""
+def tensor_of(gpus: Number | None, tensor_parallel: Number | None, arch: Model, pipeline: int = 1) -> tuple[int, int]:
+    """GPUs and TP degree of ``pipeline``-stage replicas: TP defaults to every GPU of a stage, and GPUs to one
+    replica (as vLLM's ``--tensor-parallel-size 4`` runs on 4 GPUs), else ``pipeline``. Errors quote the GPU
+    count as the user gave it."""
     t_given = optional(units.parse_int, tensor_parallel, "tensor_parallel")
     g = optional(units.parse_int, gpus, "gpus")
-    g = g if g is not None else t_given if t_given is not None else 1
-    t = g if t_given is None else t_given
-    if g < 1 or t < 1:
+    g = g if g is not None else (t_given if t_given is not None else 1) * pipeline
+    if g < 1 or (t_given is not None and t_given < 1):
         raise UsageError("gpus and tensor_parallel must be at least 1", field="gpus", also=("tensor_parallel",))
-    if g % t:
+    if g % pipeline:
         raise UsageError(
-            f"gpus ({g}) is not a multiple of tensor_parallel ({t})", field="gpus", also=("tensor_parallel",)
+            f"gpus ({g}) is not a multiple of pipeline_parallel ({pipeline})", field="gpus", also=("pipeline_parallel",)
         )
+    t = g // pipeline if t_given is None else t_given
+    if g % (t * pipeline):
+        split = f"tensor_parallel ({t})" if pipeline == 1 else f"tensor × pipeline ({t} × {pipeline})"
+        raise UsageError(f"gpus ({g}) is not a multiple of {split}", field="gpus", also=("tensor_parallel",))
     if arch.heads is not None and arch.heads % t and t_given is None:
+        which = f"gpus ({g})" if pipeline == 1 else f"gpus per pipeline stage ({g} / {pipeline} = {t})"
+        stage = "every GPU" if pipeline == 1 else "every GPU of a stage"
         raise UsageError(
-            f"gpus ({g}) must divide the model's heads ({arch.heads}): tensor_parallel defaults to every GPU; "
+            f"{which} must divide the model's heads ({arch.heads}): tensor_parallel defaults to {stage}; "
             "give one that divides them",
             field="gpus",
             also=("tensor_parallel",),
