@@ -195,8 +195,8 @@ def traffic(
     name, arch, notes = serving_model(model, model_config, shape)
     if rate is None:
         raise UsageError("rate is required (requests per second, e.g. 20/s)", field="rate")
-    missing = [name for name, value in (("prompt", prompt), ("output", output)) if value is None]
-    if missing:
+    if prompt is None or output is None:
+        missing = [name for name, value in (("prompt", prompt), ("output", output)) if value is None]
         raise UsageError(
             f"{' and '.join(missing)}: {'lengths are' if len(missing) > 1 else 'a length is'} required "
             "(1024, 100..2000 or @histogram.txt)",
