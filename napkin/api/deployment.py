@@ -15,7 +15,7 @@ from napkin.api.serving_inputs import (
     seed_of,
     serving_model,
     serving_settings,
-    stack_of,
+    serving_stack,
 )
 from napkin.api.traffic_inputs import SLO_FIELDS, parse_lengths, parse_rate_per_second, parse_slo
 from napkin.errors import UsageError
@@ -104,6 +104,7 @@ def serve_plan(
             "price: none of the GPU profiles considered has one; give USD per GPU-hour such as h100=3.5,b200=6",
             field="price",
         )
+    chosen = serving_stack(ServingOptions(stack=stack, stack_file=stack_file))  # once, for every candidate
     limit = positive(max_gpus, "max_gpus")
     formats = [choice(WeightFormat, weights, "weights")] if weights else list(WeightFormat)
     kvs = [choice(KvDtype, kv_dtype, "kv_dtype")] if kv_dtype else [KvDtype.bf16, KvDtype.fp8]
@@ -120,7 +121,9 @@ def serve_plan(
                 continue
             for kv in kvs:
                 settings = serving_settings(
-                    profile, ServingOptions(stack=stack, stack_file=stack_file, weights=fmt.value, kv_dtype=kv.value)
+                    profile,
+                    ServingOptions(stack=stack, stack_file=stack_file, weights=fmt.value, kv_dtype=kv.value),
+                    chosen=chosen,
                 )
                 for t, p, moe in _layouts(arch, profile, limit):
                     replica = build_replica(
@@ -133,10 +136,9 @@ def serve_plan(
                         dp_attention=moe == "dp",
                     )
                     candidates.append(Candidate(replica, usd))
-    stack_name = serving_settings(profiles[0], ServingOptions(stack=stack, stack_file=stack_file)).stack_name
-    result = engine(name, arch, workload, slo, candidates, stack_name=stack_name, top=positive(top, "top"))
+    result = engine(name, arch, workload, slo, candidates, stack_name=chosen.name, top=positive(top, "top"))
     result.notes[:0] = list(notes)
-    return said(result, *profiles, stack_of({"stack": stack, "stack_file": stack_file}))
+    return said(result, *profiles, chosen)
 
 
 def _layouts(arch: Model, profile: HardwareProfile, limit: int) -> list[tuple[int, int, str]]:

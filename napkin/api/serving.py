@@ -23,7 +23,7 @@ from napkin.api.serving_inputs import (
     serving_keywords,
     serving_model,
     serving_settings,
-    stack_of,
+    serving_stack,
     tensor_of,
     with_stack,
 )
@@ -141,7 +141,9 @@ def inference(
             also=("context", *given[1:]),
         )
     profile = get_hardware(hardware, hardware_file)
-    settings = serving_settings(profile, ServingOptions.given(options), block=block_of(block_size, paged))
+    asked = ServingOptions.given(options)
+    chosen = serving_stack(asked)
+    settings = serving_settings(profile, asked, block=block_of(block_size, paged), chosen=chosen)
     result = engine(
         name,
         arch,
@@ -156,7 +158,7 @@ def inference(
         fabric=serving_fabric(profile, t),
     )
     result.notes[:0] = list(notes)
-    return said(result, profile, stack_of(options))
+    return said(result, profile, chosen)
 
 
 @keywords(SHAPE_FIELDS, SLO_FIELDS)
@@ -229,7 +231,9 @@ def traffic(
             field="dp_attention" if dp_attention else "expert_parallel",
         )
     profile = get_hardware(hardware, hardware_file)
-    settings = serving_settings(profile, ServingOptions.given(options))
+    asked = ServingOptions.given(options)
+    chosen = serving_stack(asked)
+    settings = serving_settings(profile, asked, chosen=chosen)
     replica = build_replica(
         arch, profile, settings, tensor=t, pipeline=p, expert_parallel=expert_parallel, dp_attention=dp_attention
     )
@@ -261,4 +265,4 @@ def traffic(
         price_per_gpu_hour=settings.price_per_hour,
     )
     result.notes[:0] = list(notes)
-    return said(result, profile, stack_of(options))
+    return said(result, profile, chosen)

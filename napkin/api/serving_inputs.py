@@ -23,7 +23,8 @@ from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
-    from napkin.systems.profiles import HardwareProfile, Profile
+    from napkin.systems.profiles import HardwareProfile
+    from napkin.systems.stack import Stack
 
 from napkin.api.inputs import Number
 
@@ -136,21 +137,25 @@ def serving_fabric(profile: HardwareProfile, tensor: int) -> Any:
     return found if found is not None or tensor == 1 else link_fabric(profile, tensor)
 
 
-def stack_of(options: dict[str, Any]) -> Profile:
-    """The serving stack the options name (vLLM by default), for what it says about where it came from."""
+def serving_stack(options: ServingOptions) -> Stack:
+    """The serving stack the options name (vLLM by default), resolved once per question: its values feed
+    ``serving_settings`` and what it says about where it came from goes into the result (``said``)."""
     from napkin.systems.serving_stack import get_stack
 
-    return get_stack(options.get("stack"), options.get("stack_file"))
+    return get_stack(options.stack, options.stack_file)
 
 
-def serving_settings(profile: HardwareProfile, options: ServingOptions, *, block: int | None = None) -> Any:
+def serving_settings(
+    profile: HardwareProfile, options: ServingOptions, *, block: int | None = None, chosen: Stack | None = None
+) -> Any:
     """The serving settings every serving question shares, each input checked and named when wrong; ``block``:
-    round the KV cache to pages of that many tokens (``inference``)."""
+    round the KV cache to pages of that many tokens (``inference``); ``chosen``: the stack already resolved
+    (``serving_stack``), else the options' own."""
     from napkin.engines.serving import GROUP_SIZE, KvDtype, Serving, WeightFormat, compute_dtype
-    from napkin.systems.serving_stack import get_stack, serving_of
+    from napkin.systems.serving_stack import serving_of
 
     o = options
-    chosen = get_stack(o.stack, o.stack_file)
+    chosen = chosen if chosen is not None else serving_stack(o)
     fmt = choice(WeightFormat, o.weights, "weights")
     dtype = compute_dtype(fmt, profile)
     if profile.peak_if_known(dtype) is None:
