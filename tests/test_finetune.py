@@ -285,9 +285,7 @@ def test_a_qlora_model_holds_what_napkin_counts(tmp_path: Path) -> None:
     states = sum(v.nbytes for s in optimizer.state.values() for v in s.values() if v.dim())
 
     work = Workload(seq=64, micro_batch=2)
-    ours = finetune_bytes(
-        SMALL, Adapters(Finetune.qlora), work, recompute=Recompute.full, flash_attention=True
-    )  # fmt: skip
+    ours = finetune_bytes(SMALL, Adapters(Finetune.qlora), work, recompute=Recompute.full, flash_attention=True)
     # bitsandbytes rounds each tensor's quantization state to whole blocks: a few bytes per weight matrix
     assert ours["frozen base"] == pytest.approx(frozen, abs=8 * 7 * 4)
     assert (ours["adapters"], ours["adapter gradients"], ours["optimizer states"]) == (adapters, grads, states)
@@ -411,8 +409,9 @@ def test_max_model_answers_the_largest_model_to_qlora(napkin: Run) -> None:
     answer = napkin_json(napkin, "max-model", "--finetune", "qlora", "--gpus", "1", "--hardware", "l40s")
     # the 44.39 GiB an L40S reports to torch (its profile's memory_usable), all of it NF4
     assert answer["params"] == pytest.approx(44.39 * 2**30 / NF4_DQ_BYTES)
-    shaped = napkin_json(napkin, "max-model", "--finetune", "qlora", "--hardware", "l40s", "--model", "llama3-70b",
-                         "--seq", "2048")  # fmt: skip
+    shaped = napkin_json(
+        napkin, "max-model", "--finetune", "qlora", "--hardware", "l40s", "--model", "llama3-70b", "--seq", "2048"
+    )
     assert shaped["shape"]["params"] == 70_553_706_496 and shaped["max_layers"] < 80
     # without a model: the Llama 3 shapes with everything counted, at a stated sequence
     assert "largest that fits" in result.stdout and "1,024" in result.stdout
