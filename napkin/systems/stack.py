@@ -247,6 +247,14 @@ class Memory(Record):
         default=False,
         description="FSDP: the embedding and output layer (the root module) stay gathered, 16-bit, through the step",
     )
+    pipeline_gradient_bytes: float | None = Field(
+        default=None,
+        ge=1,
+        le=4,
+        allow_inf_nan=False,
+        description="FSDP under pipeline parallelism: bytes per parameter of the stage's unsharded gradients, "
+        "accumulated across its micro-batches and reduce-scattered after the last (absent: none)",
+    )
     cached: CachedActivations | None = Field(
         default=None, description="the stack's own activation policy (absent: Korthikanti's count)"
     )
@@ -420,6 +428,7 @@ class Stack(Profile):
                 moment_bytes=t.memory.moment_bytes or 0.0,
                 ends_gathered=t.memory.ends_gathered,
                 pipeline_gathered=t.memory.pipeline_gathered,
+                pipeline_gradient_bytes=t.memory.pipeline_gradient_bytes or 0.0,
                 dualpipe=t.pipeline.schedules[0] is Schedule.dualpipe,
                 cached=t.memory.cached,
                 loss_parallel_logit_bytes=t.memory.loss_parallel_logit_bytes or 0.0,
@@ -432,7 +441,10 @@ class Stack(Profile):
                     )
                 ),
                 ends_source="; ".join(
-                    dict.fromkeys(t.source_of(f"memory.{k}") or "" for k in ("ends_gathered", "pipeline_gathered"))
+                    dict.fromkeys(
+                        t.source_of(f"memory.{k}") or ""
+                        for k in ("ends_gathered", "pipeline_gathered", "pipeline_gradient_bytes")
+                    )
                 ),
                 dualpipe_source=t.source_of("pipeline.schedules") or "",
                 cached_source="; ".join(
@@ -466,6 +478,7 @@ class MemoryRules:
     moment_bytes: float = 0.0  # 0: the precision's
     ends_gathered: bool = False
     pipeline_gathered: bool = False
+    pipeline_gradient_bytes: float = 0.0  # 0: no unsharded gradients held across micro-batches
     dualpipe: bool = False
     cached: CachedActivations | None = None
     loss_parallel_logit_bytes: float = 0.0  # 0: logit_bytes

@@ -254,12 +254,15 @@ def memory(
     if framework is not None:
         ends = bool(fw.rules and fw.rules.ends_gathered and layout.sharding in GATHERED and worst.end_params)
         gathered = fw.gathered_layers if sharding in GATHERED else 0
+        accumulated = 0.0
         if gathered and fw.rules and fw.rules.pipeline_gathered and layout.pipeline_parallel > 1:
             gathered = worst.layers  # FSDP under PP: the whole stage, not resharded after forward
+            accumulated = fw.rules.pipeline_gradient_bytes
         steps.append(
             step(
                 "the stack's own memory",
                 "fixed + gathered layers (FSDP/ZeRO-3)"
+                + (f" + the stage's unsharded gradients ({accumulated:g} B/param, PP)" if accumulated else "")
                 + (" + embedding and output layer gathered" if ends else "")
                 + " + fragmentation × allocated",
                 f"{format_bytes_si(fw.fixed)} + {gathered} layer(s) gathered"

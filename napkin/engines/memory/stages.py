@@ -351,16 +351,19 @@ def gather_buffers(
     """The stack's ZeRO-3/FSDP gather buffers on one GPU of a rank of ``layers`` layers holding ``dense_params``
     parameters (before sharding, the routed experts' excluded; ``end_params`` of them the embedding's and output
     layer's): the layers gathered at once (the running one and those prefetched; under PP with the stack's
-    ``pipeline_gathered``, the whole stage) and one layer's unsharded gradients, and with ``ends_gathered`` the
-    embedding and output layer."""
+    ``pipeline_gathered``, the whole stage, and its unsharded gradients at ``pipeline_gradient_bytes``) and one
+    layer's unsharded gradients, and with ``ends_gathered`` the embedding and output layer."""
     if not (fw.gathered_layers and layout.sharding in GATHERED and layers):
         return 0.0
     layer = (dense_params - end_params) / layers  # this GPU's (1/t) share of one layer
     rules = fw.rules
     gathered = fw.gathered_layers
+    accumulated = 0.0
     if rules is not None and rules.pipeline_gathered and layout.pipeline_parallel > 1:
         gathered = layers  # FSDP under PP keeps every layer of the stage gathered (no reshard after forward)
-    buffers = layer * (gathered * bpp.breakdown["params"] + bpp.breakdown["gradients"])
+        # and the stage's unsharded gradients, accumulated over its micro-batches, reduce-scattered after the last
+        accumulated = dense_params * rules.pipeline_gradient_bytes
+    buffers = layer * (gathered * bpp.breakdown["params"] + bpp.breakdown["gradients"]) + accumulated
     if rules is not None and rules.ends_gathered:
         buffers += end_params * bpp.breakdown["params"]
     return buffers
