@@ -455,9 +455,9 @@ RUNS: Final = _runs()
 #: Grand Teton's H100s run at a 500 W power limit, the H100 SXM's datasheet peak is at 700 W
 #: (benchmarks/llama3_h100_202412_torchtitan.md: "the default 500W power limit"; "the actual peak TFLOPs number
 #: is between SXM and NVL, and we don't know its exact value"). A GEMM-bound GPU at its power limit runs at the
-#: clock that limit allows; dynamic CMOS power is C·V²·f with the voltage scaled with the clock (DVFS), so
-#: P ∝ f³ and the clock, and the peak, scale as (P / P_datasheet)^(1/3) (Weste & Harris, CMOS VLSI Design,
-#: 4th ed., §5.2 dynamic power and §5.3.2 DVFS). Checked on the datasheets: the H100 NVL (same 132 SMs, 400 W)
+#: clock that limit allows; dynamic CMOS power is α·C·V²·f with the supply voltage scaled with the clock (DVFS),
+#: so P ∝ f³ and the clock, and the peak, scale as (P / P_datasheet)^(1/3) (Weste & Harris, CMOS VLSI Design,
+#: 4th ed., ch. 5, "Power": dynamic power and voltage/frequency scaling). Checked on the datasheets: the H100 NVL (same 132 SMs, 400 W)
 #: is predicted 989.5 × (400/700)^(1/3) = 821 TFLOP/s against its 835.5 (−1.7 %).
 GRAND_TETON_WATTS: Final = 500.0
 H100_SXM_WATTS: Final = 700.0

@@ -266,6 +266,11 @@ def memory(
                 + (" + embedding and output layer gathered" if ends else "")
                 + " + fragmentation × allocated",
                 f"{format_bytes_si(fw.fixed)} + {gathered} layer(s) gathered"
+                + (
+                    f" + {format_sci(worst.params - worst.expert_params)} params × {accumulated:g} B"
+                    if accumulated
+                    else ""
+                )
                 + (f" + {format_sci(worst.end_params)} params" if ends else "")
                 + f" + {fw.fragmentation:g} × allocated",
                 format_bytes(extra),
