@@ -26,6 +26,7 @@ RUNS = ROOT / "examples" / "calibrate_runs.yaml"
 BUILT_IN = (
     "megatron-core",
     "megatron-core-moe",
+    "megatron-core-moe-a2a-overlap",
     "hai-llm",
     "megatron-2021",
     "megatron-2022",

@@ -32,6 +32,7 @@ from napkin.systems.cluster import find
 from napkin.systems.presets import get_preset
 from napkin.systems.profiles import resolve
 from napkin.systems.stack import StackKnobs
+from napkin.systems.stack import resolve as stack_of
 from tests.conftest import Run
 from tests.megatron_runs import (
     DP8_530B,
@@ -1034,6 +1035,32 @@ def test_expert_all_to_all_moves_each_tp_ranks_share_then_gathers_over_tp() -> N
     assert sm.evaluate(knobs).other == pytest.approx(m * 4 * per * model.moe_layers, rel=1e-9)
     whole = sm.collective("all-to-all", routed, 32, 4)  # without the SP split: twice the bytes on the network
     assert whole > 1.8 * sm.collective("all-to-all", routed / 2, 32, 4)
+
+
+def test_the_expert_all_to_all_is_exposed_unless_the_stack_overlaps_it_and_hides_at_most_the_compute() -> None:
+    """Megatron-Core runs dispatch and combine in line unless --overlap-moe-expert-parallel-comm is on; then they
+    hide under the other micro-batch's compute, never more than it. DeepSeek-V3 on 64 H100s (TP 2, EP 8 in a
+    node: the all-to-all is shorter than the compute) and on 512 (EP 64 over 8 nodes: longer)."""
+    cluster = find("dgx-h100").cluster
+    hw = machine(cluster, resolve(cluster.device).profile)
+    model = get_preset("deepseek-v3").model
+
+    def terms(stack_name: str, gpus: int, ep: int) -> Any:
+        knobs = stack_of(stack_name).profile.knobs("h100-sxm")
+        sm = StepModel(model, 4096, gpus, hw, flash_attention=True, stack=knobs)
+        k = Knobs(
+            tensor_parallel=2, data_parallel=gpus // 2, expert_parallel=ep, sequence_parallel=True, sharding=Sharding.zero1
+        )
+        return sm.evaluate(k)
+
+    for gpus, ep in ((64, 8), (512, 64)):
+        in_line, overlapped = terms("megatron-core-moe", gpus, ep), terms("megatron-core-moe-a2a-overlap", gpus, ep)
+        assert in_line.other > 0 and overlapped.other < in_line.other
+        assert overlapped.compute == pytest.approx(in_line.compute, rel=1e-12)
+        # what the compute cannot cover stays exposed
+        assert overlapped.other >= in_line.other - overlapped.compute - 1e-9
+    assert terms("megatron-core-moe-a2a-overlap", 64, 8).other == 0.0
+    assert terms("megatron-core-moe-a2a-overlap", 512, 64).other > 0.0
 
 
 def test_a_single_gpu_needs_no_cluster_and_step_names_the_finetune(napkin: Run) -> None:

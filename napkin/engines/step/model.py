@@ -126,13 +126,17 @@ class StepModel(LayerModel):
         bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
         # expert parallel: dispatch + combine, forward and backward (+ recompute). Each TP rank dispatches its 1/t
         # of the tokens (sequence parallelism splits them) over EP, then all-gathers what it received over TP for
-        # its shard of the experts; the combine reverses both (Megatron-LM MoEAlltoAllTokenDispatcher)
+        # its shard of the experts; the combine reverses both (Megatron-LM MoEAlltoAllTokenDispatcher). In line
+        # (exposed) unless the stack overlaps it; the share it overlaps hides under the other micro-batch's
+        # compute (Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe), at most the stage's layers' compute
         if e > 1 and self.moe_layers:
             routed = tokens * self.model.top_k * self.d * ACT_BYTES
             per = self.collective("all-to-all", routed / (t if k.sequence_parallel else 1), e, ranks_near(e, dom, t))
             if t > 1 and k.sequence_parallel:
                 per += self.collective("all-gather", routed, t, min(t, dom))
-            other += m * collectives_per_layer(k.recompute) * per * n_moe * (1.0 - self.stack.a2a_overlap)
+            a2a = collectives_per_layer(k.recompute) * per * n_moe
+            hidden = self.stack.a2a_overlap * a2a
+            other += m * (a2a - hidden + exposed_seconds(hidden, layers_mb, slow))
         # context parallel: all-gather K, V forward, reduce-scatter their gradients backward, hidden under attention
         if c > 1:
             kv = 2 * tokens * c * self.model.n_kv * self.model.d_head * ACT_BYTES / t
