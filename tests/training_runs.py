@@ -12,11 +12,8 @@ Sources (every row names its own):
 
 * torchtitan: ``benchmarks/llama3_h100_202412_torchtitan.md`` (Tables 1 and 3 calibrate; Tables 2 and 4
   validate), on Meta's Grand Teton H100s: 96 GB HBM2e at 2.4 TB/s, a 500 W power limit, 400 Gb/s RDMA per GPU;
-  a third party's H200 run (``llama3-8b_h200_202506_trainy-whitefiber.md``, torchtitan of 2025: the
-  torchtitan-2025 stack), validation; and the 64-A100 runs of April 2024 (``docs/performance.md`` @ 1ea476e9,
-  torch.compile off: the torchtitan-eager stack; their "selective layer" rows, every other block checkpointed,
-  are left out, napkin has no such recomputation), validation, on DGX A100 nodes (the interconnect is not
-  stated). The async-TP rows of both sources and the 405B rows are left out;
+  and a third party's H200 run (``llama3-8b_h200_202506_trainy-whitefiber.md``), validation. The async-TP
+  rows of both sources and the 405B rows (micro-batch not stated) are left out;
 * llm-foundry: every row of ``scripts/train/benchmarking/README.md`` (the A100 80GB table calibrates; the
   H100 and A100 40GB tables validate);
 * DeepSpeed: BLOOM's topology sweep on 384 A100 80GB (``chronicles-prequel.md``, calibration) and its
@@ -24,6 +21,10 @@ Sources (every row names its own):
   (``tests.megatron_runs``: the 174.6B rows calibrate, the 529.6B rows validate);
 * Megatron-Core: NVIDIA's NeMo 24.07 performance summary and Megatron-Bridge H100 rows, validation only (the
   megatron-core profile fits nothing).
+* Megatron-Core MoE: every DGX-H100 MoE pre-training row of the Megatron-Bridge performance summary archive
+  (Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS 120B, DeepSeek-V3), validation only, each with the stack of its
+  recipe: ``megatron-core-moe`` (the expert all-to-all in line) where the recipe leaves ``moe_a2a_overlap`` off,
+  ``megatron-core-moe-a2a-overlap`` where it turns it on. Nothing is fitted to them.
 
 Print the README table with ``python -m tests.training_runs``.
 """
@@ -33,7 +34,7 @@ from __future__ import annotations
 import functools
 from typing import Final, NamedTuple
 
-from napkin.domain.choices import Precision, Recompute, Sharding
+from napkin.domain.choices import Precision, QkNorm, Recompute, Sharding
 from napkin.domain.model import Model
 from napkin.engines import fit
 from napkin.engines.step import Knobs, StepModel, machine
@@ -71,6 +72,25 @@ def _llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab:
     )
 
 
+def _qwen3_moe(layers: int, hidden: int, heads: int, ffn: int, expert: int) -> Model:
+    return Model(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=4,
+        head_dim=128,
+        ffn=ffn,
+        moe_ffn=expert,
+        experts=128,
+        top_k=8,
+        vocab=151936,
+        mlp="swiglu",
+        norm="rmsnorm",
+        tied_embeddings=False,
+        qk_norm=QkNorm.head,
+    )
+
+
 #: The models of the runs, as their sources give them.
 SHAPES: Final[dict[str, Model]] = {
     "mpt-125m": _mpt(12, 768, 12),
@@ -101,6 +121,33 @@ SHAPES: Final[dict[str, Model]] = {
     # BLOOM: Megatron-DeepSpeed GPT with biases, ALiBi, an embedding LayerNorm (not counted), vocabulary 250880
     "bloom-176b": Model(layers=70, hidden=14336, heads=112, vocab=250880, biases=True),
     "bloom-181b-candidate": Model(layers=72, hidden=14336, heads=64, vocab=250880, biases=True),
+    # Qwen3 MoE (Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B config.json): every layer MoE, 128 experts, top 8,
+    # GQA with 4 KV heads of 128, per-head QK norm, vocabulary 151936, untied embeddings
+    "qwen3-30b-a3b": _qwen3_moe(48, 2048, 32, 6144, 768),
+    "qwen3-235b-a22b": _qwen3_moe(94, 4096, 64, 12288, 1536),
+    # gpt-oss-120b (openai/gpt-oss-120b config.json): 36 layers of 2880, 64 heads of 64, 8 KV heads, 128 experts
+    # of 2880 with biases, top 4, a router bias, attention sinks, a 128-token window on every other layer
+    "gpt-oss-120b": Model(
+        layers=36,
+        hidden=2880,
+        heads=64,
+        kv_heads=8,
+        head_dim=64,
+        ffn=2880,
+        experts=128,
+        top_k=4,
+        vocab=201088,
+        mlp="swiglu",
+        norm="rmsnorm",
+        tied_embeddings=False,
+        attention_bias=True,
+        mlp_bias=True,
+        router_bias=True,
+        sinks=True,
+        sliding_window=128,
+        local_layers=18,
+    ),
+    "deepseek-v3": get_preset("deepseek-v3").model,
 }
 
 
@@ -125,6 +172,7 @@ class Run(NamedTuple):
     tokens_per_gpu: float  # measured tokens/s per GPU
     role: str  # "calibration" or "validation"
     source: str
+    ep: int = 1  # expert parallelism
 
 
 #: The sources of RUNS, by the index its last column gives.
@@ -143,7 +191,15 @@ SOURCES: Final = (
     "bigscience-workshop/bigscience train/tr11-176B-ml/chronicles-prequel.md @ 59a90ee",
     "NVIDIA/NeMo docs/source/performance/performance_summary.md @ 8e3d65dc (NeMo 24.07, DGX H100, FP8)",
     "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 4ab94dfa (DGX H100, FP8)",
-    "pytorch/torchtitan docs/performance.md @ 1ea476e9 (64 A100 80GB, FSDP2, torch.compile off)",
+    "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d (DGX-H100, MoE); the recipe leaves "
+    "moe_a2a_overlap off (scripts/performance/configs/qwen/qwen3_workload_base_configs.py @ v0.4.0-v0.5.0: "
+    "Qwen3-30B-A3B EP 16 with HybridEP; configs/gpt_oss/gpt_oss_workload_base_configs.py @ v0.3.0-v0.4.2 and "
+    "scripts/performance/utils/utils.py WorkloadBaseConfig.moe_a2a_overlap = False)",
+    "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d (DGX-H100, MoE); the recipe sets "
+    "moe_a2a_overlap=True (scripts/performance/configs/qwen/qwen3_workload_base_configs.py @ v0.2.1-v0.5.0: "
+    "Qwen3-235B-A22B; @ v0.2.1 and v0.3.0: Qwen3-30B-A3B EP 8 with DeepEP; "
+    "configs/deepseek/workload_base_configs.py @ v0.2.0: DeepSeek-V3 with DeepEP; 25.09's table gives no "
+    "precision column, its footnote's quantization granularities make it FP8)",
 )
 
 #: One run a line: id, stack, shape, machine, GPUs, sequence, global batch, micro-batch, TP, PP, CP, v, sharding,
@@ -155,19 +211,13 @@ torchtitan-2412-t1-2 torchtitan llama3.1-8b grand-teton 8 8192 16 2 1 1 1 1 fsdp
 torchtitan-2412-t3-0 torchtitan-eager llama3.1-8b grand-teton 128 8192 256 2 1 1 1 1 fsdp selective bf16 5605 calibration 1
 torchtitan-2412-t3-1 torchtitan llama3.1-8b grand-teton 128 8192 256 2 1 1 1 1 fsdp selective bf16 6514 calibration 1
 torchtitan-2412-t3-2 torchtitan llama3.1-8b grand-teton 128 8192 256 2 1 1 1 1 fsdp selective fp8 8380 calibration 1
-torchtitan-2404-a100-llama3-8b torchtitan-eager llama3-8b dgx-a100 64 8192 64 1 1 1 1 1 fsdp selective bf16 2973 validation 14
-torchtitan-2404-a100-llama3-70b torchtitan-eager llama3-70b dgx-a100 64 8192 64 1 1 1 1 1 fsdp full bf16 331 validation 14
-torchtitan-2404-a100-llama2-13b torchtitan-eager llama2-13b dgx-a100 64 4096 128 2 1 1 1 1 fsdp none bf16 2162 validation 14
-torchtitan-2404-a100-llama2-13b-sel torchtitan-eager llama2-13b dgx-a100 64 4096 128 2 1 1 1 1 fsdp selective bf16 1904 validation 14
-torchtitan-2404-a100-llama2-70b-sel torchtitan-eager llama2-70b dgx-a100 64 4096 64 1 1 1 1 1 fsdp selective bf16 355 validation 14
-torchtitan-2404-a100-llama2-70b torchtitan-eager llama2-70b dgx-a100 64 4096 128 2 1 1 1 1 fsdp full bf16 353 validation 14
 torchtitan-2412-t2-0 torchtitan llama3.1-8b grand-teton 8 32768 8 1 1 1 1 1 fsdp full fp8 3890 validation 2
 torchtitan-2412-t2-1 torchtitan llama3.1-8b grand-teton 8 65536 4 1 1 1 2 1 fsdp full fp8 2540 validation 2
 torchtitan-2412-t2-2 torchtitan llama3.1-8b grand-teton 8 131072 2 1 1 1 4 1 fsdp full fp8 1071 validation 2
 torchtitan-2412-t2-3 torchtitan llama3.1-8b grand-teton 8 262144 1 1 1 1 8 1 fsdp full fp8 548 validation 2
 torchtitan-2412-t4-0 torchtitan llama3.1-70b grand-teton 256 8192 512 16 8 1 1 1 fsdp full fp8 829 validation 3
-torchtitan-2506-trainy-h200-8b-4n torchtitan-2025 llama3.1-8b dgx-h200 32 8192 64 2 1 1 1 1 fsdp selective fp8 10938 validation 4
-torchtitan-2506-trainy-h200-8b-8n torchtitan-2025 llama3.1-8b dgx-h200 64 8192 128 2 1 1 1 1 fsdp selective fp8 10753 validation 4
+torchtitan-2506-trainy-h200-8b-4n torchtitan llama3.1-8b dgx-h200 32 8192 64 2 1 1 1 1 fsdp selective fp8 10938 validation 4
+torchtitan-2506-trainy-h200-8b-8n torchtitan llama3.1-8b dgx-h200 64 8192 128 2 1 1 1 1 fsdp selective fp8 10753 validation 4
 foundry-h100_80gb-amp_bf16-mpt70b-s2048-g512 llm-foundry mpt-70b dgx-h100 512 2048 4096 8 1 1 1 1 fsdp full bf16 1007 validation 5
 foundry-h100_80gb-amp_bf16-mpt70b-s2048-g256 llm-foundry mpt-70b dgx-h100 256 2048 2048 8 1 1 1 1 fsdp full bf16 1035 validation 5
 foundry-h100_80gb-amp_bf16-mpt70b-s2048-g128 llm-foundry mpt-70b dgx-h100 128 2048 1024 8 1 1 1 1 fsdp full bf16 1058 validation 5
@@ -419,9 +469,35 @@ megatron-bridge-25.11-llama3-8b-g8 megatron-core llama3-8b dgx-h100 8 8192 128 1
 """
 
 
+#: The MoE runs, one a line as RUN_TABLE with the expert parallelism last. The release (NeMo container) is in the
+#: id; recomputation 'none' where the recipe recomputes nothing or only norms, activations and MLA
+#: up-projections (GPT-OSS: layernorm, moe_act; DeepSeek-V3: mla_up_proj and the dense layers' mlp).
+MOE_RUN_TABLE: Final = """
+mb-26.06-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8826 validation 14 16
+mb-26.04.01-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8960 validation 14 16
+mb-26.04-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8901 validation 14 16
+mb-26.02.01-qwen3-30b-a3b-g16 megatron-core-moe-a2a-overlap qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 2 1 12 zero1 none fp8 9058 validation 15 8
+mb-26.02-qwen3-30b-a3b-g16 megatron-core-moe-a2a-overlap qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 2 1 12 zero1 none fp8 5113 validation 15 8
+mb-25.11-qwen3-30b-a3b-g16 megatron-core-moe-a2a-overlap qwen3-30b-a3b dgx-h100 16 4096 512 2 1 2 1 24 zero1 none fp8 5275 validation 15 8
+mb-26.04.01-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1712 validation 15 32
+mb-26.04-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1686 validation 15 32
+mb-26.02.01-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1611 validation 15 32
+mb-26.02-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1633 validation 15 32
+mb-25.11-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 2048 1 2 8 1 4 zero1 none fp8 1575 validation 15 32
+mb-26.04.01-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5824 validation 14 8
+mb-26.04-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5810 validation 14 8
+mb-26.02.01-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5984 validation 14 8
+mb-26.02-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5993 validation 14 8
+mb-25.11-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 512 4 1 4 1 1 zero1 none bf16 5630 validation 14 8
+mb-25.09-deepseek-v3-g1024 megatron-core-moe-a2a-overlap deepseek-v3 dgx-h100 1024 4096 8192 1 2 8 1 4 zero1 none fp8 1297 validation 15 64
+"""
+
+
 def _runs() -> tuple[Run, ...]:
     out = []
-    for line in RUN_TABLE.strip().splitlines():
+    for line in (RUN_TABLE + MOE_RUN_TABLE).strip().splitlines():
+        if not line:
+            continue
         f = line.split()
         gpus, seq, batch, micro, tp, pp, cp, vp = (int(x) for x in f[4:12])
         out.append(
@@ -444,6 +520,7 @@ def _runs() -> tuple[Run, ...]:
                 float(f[15]),
                 f[16],
                 SOURCES[int(f[17])],
+                int(f[18]) if len(f) > 18 else 1,
             )
         )
     return tuple(out)
@@ -452,25 +529,11 @@ def _runs() -> tuple[Run, ...]:
 RUNS: Final = _runs()
 
 
-#: Grand Teton's H100s run at a 500 W power limit, the H100 SXM's datasheet peak is at 700 W
-#: (benchmarks/llama3_h100_202412_torchtitan.md: "the default 500W power limit"; "the actual peak TFLOPs number
-#: is between SXM and NVL, and we don't know its exact value"). A GEMM-bound GPU at its power limit runs at the
-#: clock that limit allows; dynamic CMOS power is α·C·V²·f with the supply voltage scaled with the clock (DVFS),
-#: so P ∝ f³ and the clock, and the peak, scale as (P / P_datasheet)^(1/3) (Weste & Harris, CMOS VLSI Design,
-#: 4th ed., ch. 5, "Power": dynamic power and voltage/frequency scaling). Checked on the datasheets: the H100 NVL (same 132 SMs, 400 W)
-#: is predicted 989.5 × (400/700)^(1/3) = 821 TFLOP/s against its 835.5 (−1.7 %).
-GRAND_TETON_WATTS: Final = 500.0
-H100_SXM_WATTS: Final = 700.0
-POWER_CLOCK_EXPONENT: Final = 1 / 3
-
-
 def _grand_teton() -> tuple[Cluster, HardwareProfile]:
     """Meta's Grand Teton H100 as the torchtitan benchmarks state it: 96 GB of HBM2e at 2.4 TB/s, 400 Gb/s of
-    RDMA per GPU, NVLink in the host (DGX H100's fabric), and the H100 SXM's peaks at its 500 W power limit
-    (``GRAND_TETON_WATTS``): 989.5 × (500/700)^(1/3) = 884.6 TFLOP/s bf16, inside the SXM–NVL range the
-    benchmark gives."""
+    RDMA per GPU, NVLink in the host (DGX H100's fabric), the H100 SXM's peaks (its 500 W power limit is not in
+    napkin's device model: the fitted matmul efficiency carries it)."""
     h100 = resolve("h100-sxm").profile
-    scale = (GRAND_TETON_WATTS / H100_SXM_WATTS) ** POWER_CLOCK_EXPONENT
     profile = h100.model_copy(
         update={
             "name": "h100-96gb-hbm2e",
@@ -478,8 +541,6 @@ def _grand_teton() -> tuple[Cluster, HardwareProfile]:
             "memory_usable": None,
             "memory_bandwidth": 2.4e12,
             "measured": {},
-            "power": GRAND_TETON_WATTS,
-            "peak_flops": {dtype: peak * scale for dtype, peak in h100.peak_flops.items()},
         }
     )
     cluster = find("dgx-h100").cluster.model_copy(update={"name": "grand-teton", "device": profile.name})
@@ -528,6 +589,7 @@ def _setup(run: Run) -> tuple[StepModel, Knobs]:
         pipeline_parallel=run.pp,
         data_parallel=data,
         context_parallel=run.cp,
+        expert_parallel=run.ep,
         interleave=run.vp,
         micro_batch=run.micro_batch,
         sequence_parallel=sp,
@@ -649,7 +711,15 @@ def _stats(values: list[float]) -> tuple[float, float]:
     return sum(abs(v) for v in values) / len(values), max(abs(v) for v in values)
 
 
-STACK_ORDER: Final = ("megatron-core", "torchtitan", "torchtitan-eager", "torchtitan-2025", "llm-foundry", "deepspeed")
+STACK_ORDER: Final = (
+    "megatron-core",
+    "megatron-core-moe",
+    "megatron-core-moe-a2a-overlap",
+    "torchtitan",
+    "torchtitan-eager",
+    "llm-foundry",
+    "deepspeed",
+)
 
 
 def summary_markdown() -> str:
