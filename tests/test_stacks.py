@@ -31,7 +31,6 @@ BUILT_IN = (
     "megatron-2021",
     "megatron-2022",
     "torchtitan",
-    "torchtitan-2025",
     "torchtitan-eager",
     "llm-foundry",
     "deepspeed",
@@ -352,6 +351,16 @@ def test_the_shipped_stacks_hold_the_values_fitted_to_their_calibration_runs(nam
             assert getattr(shipped, attr) == pytest.approx(value, rel=0.01, abs=0.002), value_name
 
 
+def test_the_moe_stacks_take_megatron_core_s_fp8_cost_and_fit_nothing_to_moe_runs() -> None:
+    """The Megatron-Core MoE stacks run the same Transformer Engine FP8 recipe: its cost is the one fitted to
+    megatron-core's (dense) calibration runs; no MoE run calibrates anything."""
+    value = fitted("megatron-core")["fp8_overhead"]
+    for name in ("megatron-core-moe", "megatron-core-moe-a2a-overlap"):
+        assert stack(name).profile.knobs("h100-sxm").fp8_overhead == pytest.approx(value, rel=0.01, abs=0.002)
+        assert name not in FITS
+        assert {c.role for c in cases() if c.stack == name} == {"validation"}
+
+
 def test_the_readme_shows_the_per_stack_error_table() -> None:
     assert summary_markdown() in README.read_text(encoding="utf-8"), "regenerate: python -m tests.training_runs"
 
@@ -362,8 +371,19 @@ def test_validation_errors_stay_where_the_readme_says() -> None:
     for case in cases():
         if case.role == "validation":
             val.setdefault(case.stack, []).append(abs(error(case)))
+    dense = [e for name, errors in val.items() if "moe" not in name for e in errors]
+    assert sum(dense) / len(dense) <= 0.08 and max(dense) <= 0.60
+    # MoE (Megatron-Bridge DGX-H100): where the expert all-to-all crosses nodes (Qwen3-30B-A3B EP 16, Qwen3-235B-A22B
+    # EP 32, DeepSeek-V3 EP 64) within 10 %; GPT-OSS 120B and Qwen3-30B-A3B at EP 8 in one node are predicted
+    # 71-254 % fast, which the all-to-all does not explain (README)
+    crossing = [
+        abs(error(c))
+        for c in cases()
+        if "moe" in c.stack and c.knobs.expert_parallel * c.knobs.tensor_parallel > c.model.hw.fabric.domain_size
+    ]
+    assert len(crossing) == 9 and max(crossing) <= 0.10
     every = [e for errors in val.values() for e in errors]
-    assert sum(every) / len(every) <= 0.08 and max(every) <= 0.60
+    assert sum(every) / len(every) <= 0.10 and max(every) <= 2.6
     assert sum(val["llm-foundry"]) / len(val["llm-foundry"]) <= 0.07
     assert sum(val["deepspeed"]) / len(val["deepspeed"]) <= 0.10
     assert set(val) | {"torchtitan-eager"} == set(STACK_ORDER)
@@ -387,7 +407,7 @@ def test_runs_that_ran_fit() -> None:
     misfits = {c.id for c in cases() if c.model.memory_bytes(c.knobs) > c.model.hw.capacity}
     assert misfits == set()  # Nemotron-4 340B and Narayanan's 529.6B fit in what an H100 and an A100 report
     text = " ".join(README.read_text(encoding="utf-8").split())
-    assert "Memory: all 282 runs fit by napkin's count" in text and len(cases()) == 282
+    assert "Memory: all 291 runs fit by napkin's count" in text and len(cases()) == 291
 
 
 def test_each_stack_s_validated_region_is_what_its_runs_cover() -> None:
@@ -446,18 +466,3 @@ def test_hsdp_shards_in_a_node_and_all_reduces_the_shards_across_nodes() -> None
     assert any(x.layout.sharding == "hsdp" for x in r.layouts)
     with pytest.raises(UsageError, match=r"^sharding: the stack megatron-core offers"):
         api.step(model="llama3-8b", gpus=16, global_batch=32, sharding="hsdp")
-
-
-def test_grand_teton_h100s_run_at_the_peak_their_500w_limit_allows() -> None:
-    """torchtitan's calibration device: H100 SXMs held to 500 W, whose peak the benchmark puts "between SXM and
-    NVL" (llama3_h100_202412_torchtitan.md footnote 2). napkin's power-limited clock (P ∝ f³) gives 884.6 TFLOP/s
-    bf16, inside that range, and the same law from the SXM's 700 W gives the 400 W H100 NVL's datasheet peak
-    (835.5 TFLOP/s, the same 132 SMs) within 2 %."""
-    from napkin.systems.profiles import resolve
-    from tests.training_runs import H100_SXM_WATTS, POWER_CLOCK_EXPONENT, machines
-
-    _, grand_teton = machines()["grand-teton"]
-    nvl, sxm = resolve("h100-nvl").profile.peak("bf16"), resolve("h100-sxm").profile.peak("bf16")
-    assert nvl < grand_teton.peak("bf16") < sxm
-    assert grand_teton.peak("bf16") == pytest.approx(884.6e12, rel=1e-3)
-    assert sxm * (400 / H100_SXM_WATTS) ** POWER_CLOCK_EXPONENT == pytest.approx(nvl, rel=0.02)

@@ -471,14 +471,15 @@ megatron-bridge-25.11-llama3-8b-g8 megatron-core llama3-8b dgx-h100 8 8192 128 1
 
 #: The MoE runs, one a line as RUN_TABLE with the expert parallelism last. The release (NeMo container) is in the
 #: id; recomputation 'none' where the recipe recomputes nothing or only norms, activations and MLA
-#: up-projections (GPT-OSS: layernorm, moe_act; DeepSeek-V3: mla_up_proj and the dense layers' mlp).
+#: up-projections (GPT-OSS: layernorm, moe_act; DeepSeek-V3: mla_up_proj and the dense layers' mlp). Left out:
+#: the 25.11 rows of Qwen3-30B-A3B (table: MBS 2, VP 24; its recipe at v0.2.1: MBS 1, VP 12) and GPT-OSS 120B
+#: (table: MBS 4; recipe at v0.2.1: MBS 1), whose published layout contradicts the recipe of their release.
 MOE_RUN_TABLE: Final = """
 mb-26.06-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8826 validation 14 16
 mb-26.04.01-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8960 validation 14 16
 mb-26.04-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8901 validation 14 16
 mb-26.02.01-qwen3-30b-a3b-g16 megatron-core-moe-a2a-overlap qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 2 1 12 zero1 none fp8 9058 validation 15 8
 mb-26.02-qwen3-30b-a3b-g16 megatron-core-moe-a2a-overlap qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 2 1 12 zero1 none fp8 5113 validation 15 8
-mb-25.11-qwen3-30b-a3b-g16 megatron-core-moe-a2a-overlap qwen3-30b-a3b dgx-h100 16 4096 512 2 1 2 1 24 zero1 none fp8 5275 validation 15 8
 mb-26.04.01-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1712 validation 15 32
 mb-26.04-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1686 validation 15 32
 mb-26.02.01-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1611 validation 15 32
@@ -488,7 +489,6 @@ mb-26.04.01-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 128
 mb-26.04-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5810 validation 14 8
 mb-26.02.01-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5984 validation 14 8
 mb-26.02-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5993 validation 14 8
-mb-25.11-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 512 4 1 4 1 1 zero1 none bf16 5630 validation 14 8
 mb-25.09-deepseek-v3-g1024 megatron-core-moe-a2a-overlap deepseek-v3 dgx-h100 1024 4096 8192 1 2 8 1 4 zero1 none fp8 1297 validation 15 64
 """
 
