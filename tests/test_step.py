@@ -1049,7 +1049,11 @@ def test_the_expert_all_to_all_is_exposed_unless_the_stack_overlaps_it_and_hides
         knobs = stack_of(stack_name).profile.knobs("h100-sxm")
         sm = StepModel(model, 4096, gpus, hw, flash_attention=True, stack=knobs)
         k = Knobs(
-            tensor_parallel=2, data_parallel=gpus // 2, expert_parallel=ep, sequence_parallel=True, sharding=Sharding.zero1
+            tensor_parallel=2,
+            data_parallel=gpus // 2,
+            expert_parallel=ep,
+            sequence_parallel=True,
+            sharding=Sharding.zero1,
         )
         return sm.evaluate(k)
 
