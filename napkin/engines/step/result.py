@@ -262,6 +262,12 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
                 f"; {sm.stack.p2p_overlap:g} of the sends under the other chunks' compute"
                 if sm.stack.p2p_overlap and k.interleave > 1
                 else ""
+            )
+            + (
+                f"; {sm.stack.a2a_overlap:g} of the all-to-all under the other micro-batch's compute, at most"
+                " that compute; the rest in line"
+                if sm.stack.a2a_overlap and k.expert_parallel > 1
+                else ("; the all-to-all in line (exposed)" if k.expert_parallel > 1 else "")
             ),
             format_duration(terms.other),
             f"{sources.SCATTER_GATHER}; {sources.CALCULON_NETWORK}; {sources.MOE_DISPATCH}"
