@@ -12,8 +12,11 @@ Sources (every row names its own):
 
 * torchtitan: ``benchmarks/llama3_h100_202412_torchtitan.md`` (Tables 1 and 3 calibrate; Tables 2 and 4
   validate), on Meta's Grand Teton H100s: 96 GB HBM2e at 2.4 TB/s, a 500 W power limit, 400 Gb/s RDMA per GPU;
-  and a third party's H200 run (``llama3-8b_h200_202506_trainy-whitefiber.md``), validation. The async-TP
-  rows of both sources and the 405B rows (micro-batch not stated) are left out;
+  a third party's H200 run (``llama3-8b_h200_202506_trainy-whitefiber.md``, torchtitan of 2025: the
+  torchtitan-2025 stack), validation; and the 64-A100 runs of April 2024 (``docs/performance.md`` @ 1ea476e9,
+  torch.compile off: the torchtitan-eager stack; their "selective layer" rows, every other block checkpointed,
+  are left out, napkin has no such recomputation), validation, on DGX A100 nodes (the interconnect is not
+  stated). The async-TP rows of both sources and the 405B rows are left out;
 * llm-foundry: every row of ``scripts/train/benchmarking/README.md`` (the A100 80GB table calibrates; the
   H100 and A100 40GB tables validate);
 * DeepSpeed: BLOOM's topology sweep on 384 A100 80GB (``chronicles-prequel.md``, calibration) and its
@@ -200,6 +203,7 @@ SOURCES: Final = (
     "Qwen3-235B-A22B; @ v0.2.1 and v0.3.0: Qwen3-30B-A3B EP 8 with DeepEP; "
     "configs/deepseek/workload_base_configs.py @ v0.2.0: DeepSeek-V3 with DeepEP; 25.09's table gives no "
     "precision column, its footnote's quantization granularities make it FP8)",
+    "pytorch/torchtitan docs/performance.md @ 1ea476e9 (64 A100 80GB, FSDP2, torch.compile off)",
 )
 
 #: One run a line: id, stack, shape, machine, GPUs, sequence, global batch, micro-batch, TP, PP, CP, v, sharding,
@@ -211,13 +215,19 @@ torchtitan-2412-t1-2 torchtitan llama3.1-8b grand-teton 8 8192 16 2 1 1 1 1 fsdp
 torchtitan-2412-t3-0 torchtitan-eager llama3.1-8b grand-teton 128 8192 256 2 1 1 1 1 fsdp selective bf16 5605 calibration 1
 torchtitan-2412-t3-1 torchtitan llama3.1-8b grand-teton 128 8192 256 2 1 1 1 1 fsdp selective bf16 6514 calibration 1
 torchtitan-2412-t3-2 torchtitan llama3.1-8b grand-teton 128 8192 256 2 1 1 1 1 fsdp selective fp8 8380 calibration 1
+torchtitan-2404-a100-llama3-8b torchtitan-eager llama3-8b dgx-a100 64 8192 64 1 1 1 1 1 fsdp selective bf16 2973 validation 16
+torchtitan-2404-a100-llama3-70b torchtitan-eager llama3-70b dgx-a100 64 8192 64 1 1 1 1 1 fsdp full bf16 331 validation 16
+torchtitan-2404-a100-llama2-13b torchtitan-eager llama2-13b dgx-a100 64 4096 128 2 1 1 1 1 fsdp none bf16 2162 validation 16
+torchtitan-2404-a100-llama2-13b-sel torchtitan-eager llama2-13b dgx-a100 64 4096 128 2 1 1 1 1 fsdp selective bf16 1904 validation 16
+torchtitan-2404-a100-llama2-70b-sel torchtitan-eager llama2-70b dgx-a100 64 4096 64 1 1 1 1 1 fsdp selective bf16 355 validation 16
+torchtitan-2404-a100-llama2-70b torchtitan-eager llama2-70b dgx-a100 64 4096 128 2 1 1 1 1 fsdp full bf16 353 validation 16
 torchtitan-2412-t2-0 torchtitan llama3.1-8b grand-teton 8 32768 8 1 1 1 1 1 fsdp full fp8 3890 validation 2
 torchtitan-2412-t2-1 torchtitan llama3.1-8b grand-teton 8 65536 4 1 1 1 2 1 fsdp full fp8 2540 validation 2
 torchtitan-2412-t2-2 torchtitan llama3.1-8b grand-teton 8 131072 2 1 1 1 4 1 fsdp full fp8 1071 validation 2
 torchtitan-2412-t2-3 torchtitan llama3.1-8b grand-teton 8 262144 1 1 1 1 8 1 fsdp full fp8 548 validation 2
 torchtitan-2412-t4-0 torchtitan llama3.1-70b grand-teton 256 8192 512 16 8 1 1 1 fsdp full fp8 829 validation 3
-torchtitan-2506-trainy-h200-8b-4n torchtitan llama3.1-8b dgx-h200 32 8192 64 2 1 1 1 1 fsdp selective fp8 10938 validation 4
-torchtitan-2506-trainy-h200-8b-8n torchtitan llama3.1-8b dgx-h200 64 8192 128 2 1 1 1 1 fsdp selective fp8 10753 validation 4
+torchtitan-2506-trainy-h200-8b-4n torchtitan-2025 llama3.1-8b dgx-h200 32 8192 64 2 1 1 1 1 fsdp selective fp8 10938 validation 4
+torchtitan-2506-trainy-h200-8b-8n torchtitan-2025 llama3.1-8b dgx-h200 64 8192 128 2 1 1 1 1 fsdp selective fp8 10753 validation 4
 foundry-h100_80gb-amp_bf16-mpt70b-s2048-g512 llm-foundry mpt-70b dgx-h100 512 2048 4096 8 1 1 1 1 fsdp full bf16 1007 validation 5
 foundry-h100_80gb-amp_bf16-mpt70b-s2048-g256 llm-foundry mpt-70b dgx-h100 256 2048 2048 8 1 1 1 1 fsdp full bf16 1035 validation 5
 foundry-h100_80gb-amp_bf16-mpt70b-s2048-g128 llm-foundry mpt-70b dgx-h100 128 2048 1024 8 1 1 1 1 fsdp full bf16 1058 validation 5
@@ -534,11 +544,25 @@ def _runs() -> tuple[Run, ...]:
 RUNS: Final = _runs()
 
 
+#: Grand Teton's H100s run at a 500 W power limit, the H100 SXM's datasheet peak is at 700 W
+#: (benchmarks/llama3_h100_202412_torchtitan.md: "the default 500W power limit"; "the actual peak TFLOPs number
+#: is between SXM and NVL, and we don't know its exact value"). A GEMM-bound GPU at its power limit runs at the
+#: clock that limit allows; dynamic CMOS power is α·C·V²·f with the supply voltage scaled with the clock (DVFS),
+#: so P ∝ f³ and the clock, and the peak, scale as (P / P_datasheet)^(1/3) (Weste & Harris, CMOS VLSI Design,
+#: 4th ed., ch. 5, "Power": dynamic power and voltage/frequency scaling). Checked on the datasheets: the H100 NVL (same 132 SMs, 400 W)
+#: is predicted 989.5 × (400/700)^(1/3) = 821 TFLOP/s against its 835.5 (−1.7 %).
+GRAND_TETON_WATTS: Final = 500.0
+H100_SXM_WATTS: Final = 700.0
+POWER_CLOCK_EXPONENT: Final = 1 / 3
+
+
 def _grand_teton() -> tuple[Cluster, HardwareProfile]:
     """Meta's Grand Teton H100 as the torchtitan benchmarks state it: 96 GB of HBM2e at 2.4 TB/s, 400 Gb/s of
-    RDMA per GPU, NVLink in the host (DGX H100's fabric), the H100 SXM's peaks (its 500 W power limit is not in
-    napkin's device model: the fitted matmul efficiency carries it)."""
+    RDMA per GPU, NVLink in the host (DGX H100's fabric), and the H100 SXM's peaks at its 500 W power limit
+    (``GRAND_TETON_WATTS``): 989.5 × (500/700)^(1/3) = 884.6 TFLOP/s bf16, inside the SXM–NVL range the
+    benchmark gives."""
     h100 = resolve("h100-sxm").profile
+    scale = (GRAND_TETON_WATTS / H100_SXM_WATTS) ** POWER_CLOCK_EXPONENT
     profile = h100.model_copy(
         update={
             "name": "h100-96gb-hbm2e",
@@ -546,6 +570,8 @@ def _grand_teton() -> tuple[Cluster, HardwareProfile]:
             "memory_usable": None,
             "memory_bandwidth": 2.4e12,
             "measured": {},
+            "power": GRAND_TETON_WATTS,
+            "peak_flops": {dtype: peak * scale for dtype, peak in h100.peak_flops.items()},
         }
     )
     cluster = find("dgx-h100").cluster.model_copy(update={"name": "grand-teton", "device": profile.name})
@@ -723,6 +749,7 @@ STACK_ORDER: Final = (
     "megatron-core-moe-a2a-overlap",
     "torchtitan",
     "torchtitan-eager",
+    "torchtitan-2025",
     "llm-foundry",
     "deepspeed",
 )
