@@ -130,3 +130,18 @@ def test_library_and_command_line_share_the_rule() -> None:
     assert info.value.field == "seq"
     run = napkin.train_time(model=config, tokens="15T", gpus=512, seq=8192)
     assert (run.seq, run.seq_source) == (8192, "given")
+
+
+@pytest.mark.parametrize("command", [["step", "--global-batch", "64"], ["plan", "--global-batch", "512", "--top", "1"]])
+def test_step_and_plan_say_where_the_sequence_length_came_from(napkin: Run, command: list[str]) -> None:
+    """issue 22: every command that uses a sequence length prints it, and --explain says where it came from."""
+    config = str(DATA / "llama-3.1-8b.json")
+    for how, length, origin in (
+        (["--model", "llama3.1-8b"], "8,192", "the llama3.1-8b preset's training length"),
+        (["--model-config", config, "--seq", "4k"], "4,096", "given"),
+    ):
+        assert f"× {length} tokens" in napkin(*command, "--gpus", "64", *how).stdout
+        explained = napkin(*command, "--gpus", "64", *how, "--explain").stdout
+        derivation = explained.split("Derivation", 1)[1].split(" 2. ", 1)[0]
+        assert "1. sequence length" in derivation and f"= {length} tokens" in derivation
+        assert f"source: {origin}" in " ".join(derivation.split())

@@ -19,6 +19,7 @@ from napkin.errors import UsageError
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.layout import Layout
     from napkin.domain.model import Model
+    from napkin.results.explain import Step
     from napkin.results.result import Result
     from napkin.systems.cluster import Cluster, Fabric
     from napkin.systems.profiles import HardwareProfile, Profile
@@ -579,18 +580,25 @@ def data_parallel_only(layout: Layout) -> None:
         )
 
 
+def seq_step(seq: int, seq_source: str | None) -> Step:
+    """The --explain step saying the sequence length and where it came from (given, or a preset's training
+    length)."""
+    from napkin.results.explain import step
+
+    origin = "given" if seq_source in (None, "given") else f"{seq_source} (napkin/data/models.yaml)"
+    return step("sequence length", "s", f"{seq:,}", f"{seq:,} tokens", origin)
+
+
 def described(result: T, chosen: Chosen, seq: int | None = None, seq_source: str | None = None) -> T:
     """``result`` naming its model and sequence length (rows, JSON, and a first --explain step for the length),
     with what reading the model's config assumed among its notes."""
-    from napkin.results.explain import step
     from napkin.results.result import ModelResult
 
     if isinstance(result, ModelResult):
         result.model = chosen.name if chosen.model is not None else None
         result.seq, result.seq_source = seq, seq_source
         if seq is not None:
-            origin = "given" if seq_source == "given" else f"{seq_source} (napkin/data/models.yaml)"
-            result.steps.insert(0, step("sequence length", "s", f"{seq:,}", f"{seq:,} tokens", origin))
+            result.steps.insert(0, seq_step(seq, seq_source))
     for kind in ("notes", "warnings"):
         told = getattr(result, kind, None)
         if isinstance(told, list):

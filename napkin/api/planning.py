@@ -25,6 +25,7 @@ from napkin.api.inputs import (
     reserve_of,
     resolve_seq,
     same_keywords,
+    seq_step,
     split_layout,
     usable_capacity,
 )
@@ -135,7 +136,7 @@ def step_model(
             field="model",
             also=("model_config", "layers", "hidden", "heads"),
         )
-    length, _ = resolve_seq(o.seq, chosen, needed_for="the step time")
+    length, source = resolve_seq(o.seq, chosen, needed_for="the step time")
     assert length is not None
     batch, batch_tokens = _global_batch(o.global_batch, o.global_batch_tokens, length)
     if batch is None:
@@ -173,7 +174,8 @@ def step_model(
         validated=software.trains().validated,
     )
     told = tuple(n for p in (found, profile, software) for n in p.origin_notes)  # where they came from, said
-    return sm, replace(chosen, notes=tuple(dict.fromkeys((*told, *chosen.notes)))), batch_tokens
+    notes = tuple(dict.fromkeys((*told, *chosen.notes)))
+    return sm, replace(chosen, seq=length, seq_source=source, notes=notes), batch_tokens
 
 
 @keywords(LAYOUT_KEYWORDS, SHAPE_FIELDS)
@@ -227,6 +229,7 @@ def step(**options: Any) -> StepResult:
 
     sm, knobs, chosen, batch_tokens = step_setup(**options)
     result = build_result(sm, knobs, chosen.name or "custom")
+    result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     result.warnings[:0] = list(chosen.warnings)
     return result
@@ -248,6 +251,7 @@ def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
     adapters = AdapterOptions.take(options).adapters(o.optimizer, o.precision, Precision.mixed)
     sm, chosen, batch_tokens = step_model(o, options, adapters=adapters, gpus=g)
     result = engine(sm, g, chosen.name or "custom", n)
+    result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     result.warnings[:0] = list(chosen.warnings)
     return result
