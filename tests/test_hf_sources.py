@@ -34,18 +34,42 @@ def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return repo
 
 
-def test_a_file_a_folder_and_a_hub_id_give_the_same_answer(tmp_path: Path, hub_cache: Path, napkin: Run) -> None:
+def three_ways(tmp_path: Path, napkin: Run, *command: str) -> list[dict[str, object]]:
+    """``command``'s JSON answer for gemma-2-9b given as a config.json, a folder and a Hub id, less its name."""
     folder = tmp_path / "gemma-2-9b"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     shutil.copy(DATA / "gemma-2-9b.json", folder / "config.json")
     answers = []
     for how in (["--model-config", str(DATA / "gemma-2-9b.json")], ["--model", str(folder)], ["--model", HUB_ID]):
-        result = napkin("memory", *how, "--seq", "4096", "--gpus", "8", "--precision", "mixed", "--json")
+        result = napkin(*command, *how, "--json")
         assert result.exit_code == 0, result.stderr
         answer = json.loads(result.stdout)
         answers.append({k: v for k, v in answer.items() if k != "model"})
+    return answers
+
+
+def test_a_file_a_folder_and_a_hub_id_give_the_same_answer(tmp_path: Path, hub_cache: Path, napkin: Run) -> None:
+    answers = three_ways(tmp_path, napkin, "memory", "--seq", "4096", "--gpus", "8", "--precision", "mixed")
     assert answers[0] == answers[1] == answers[2]
     assert answers[0]["params"] == 9_241_705_984
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["kv-cache", "--context", "8k"],
+        ["inference", "--hardware", "h100", "--context", "8k"],
+        ["train-time", "--tokens", "1T", "--gpus", "64", "--seq", "4k"],
+        ["step", "--gpus", "8", "--global-batch", "64", "--seq", "4k"],
+        ["memory", "--finetune", "qlora", "--seq", "4k"],
+        ["max-model", "--finetune", "lora", "--seq", "2k", "--hardware", "l40s"],
+    ],
+)
+def test_every_command_gives_one_answer_whichever_way_the_model_comes(
+    tmp_path: Path, hub_cache: Path, napkin: Run, command: list[str]
+) -> None:
+    answers = three_ways(tmp_path, napkin, *command)
+    assert answers[0] == answers[1] == answers[2]
     hub = napkin("memory", "--model", HUB_ID, "--seq", "4096", "--json")
     assert json.loads(hub.stdout)["model"] == HUB_ID  # named by its id, not the snapshot folder
 
