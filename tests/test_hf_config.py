@@ -174,6 +174,11 @@ def test_an_unknown_model_type_is_read_with_its_assumptions_listed() -> None:
         ({"num_hidden_layers": "32"}, "num_hidden_layers: '32' is not a positive whole number"),
         ({"num_hidden_layers": 10**12}, "num_hidden_layers: 1,000,000,000,000 layers: napkin models up to 65,536"),
         ({"text_config": ["not", "a", "mapping"]}, "text_config: must be a mapping"),
+        # was read as one 4,096-wide head: a KV cache 8 times too large, silently
+        ({"num_attention_heads": None}, "num_attention_heads: missing"),
+        ({"num_attention_heads": None, "num_key_value_heads": None}, "num_attention_heads: missing"),
+        ({"hidden_size": 4097}, "hidden_size (4097) is not divisible by num_attention_heads (32); give head_dim"),
+        ({"num_local_experts": 4, "num_experts_per_tok": 8}, "num_experts_per_tok (8) cannot exceed num_local_experts"),
     ],
 )
 def test_a_config_napkin_cannot_represent_is_refused_naming_the_key(change: dict[str, object], message: str) -> None:

@@ -108,6 +108,7 @@ def test_a_folder_without_a_config_is_one_line_naming_it(tmp_path: Path, napkin:
     ("change", "message"),
     [
         ({"num_key_value_heads": 3}, "num_attention_heads (16) must be a multiple of num_key_value_heads (3)"),
+        ({"num_attention_heads": None}, "num_attention_heads: missing"),
         ({"sliding_window": 4096, "max_position_embeddings": 2048}, "never masks"),
     ],
 )

@@ -338,6 +338,8 @@ def read_config(
         missing = "num_hidden_layers" if layers is None else "hidden_size"
         raise r.fail(missing, "missing (a decoder config names its layer count and width)")
     heads = r.integer("heads", "num_attention_heads", "n_head")
+    if heads is None:  # read as one head as wide as the model, the KV cache would be 8-64 times too large
+        raise r.fail("num_attention_heads", "missing (a decoder config names its attention head count)")
     context = r.integer("context", "max_position_embeddings", "n_positions", "seq_length")
     ffn = r.integer("ffn", "intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")
     out: dict[str, Any] = {
@@ -416,7 +418,7 @@ def read_config(
         target = str(err["loc"][0]) if err["loc"] else ""
         message = err["msg"].removeprefix("Value error, ")
         for napkin_name, key in r.keys.items():
-            message = re.sub(rf"\b{napkin_name} \(", f"{key} (", message)
+            message = re.sub(rf"\b{napkin_name}\b", key, message)  # the config's own key names
         raise r.fail(r.keys.get(target, target or "config"), message) from None
     label = name or hub_name(data) or where
     return HfModel(
