@@ -177,6 +177,9 @@ def test_an_unknown_model_type_is_read_with_its_assumptions_listed() -> None:
         # was read as one 4,096-wide head: a KV cache 8 times too large, silently
         ({"num_attention_heads": None}, "num_attention_heads: missing"),
         ({"num_attention_heads": None, "num_key_value_heads": None}, "num_attention_heads: missing"),
+        # were read as GPT-2's vocabulary and a 4·d MLP: 8.83 B and 7.39 B parameters for Llama 3.1 8B, silently
+        ({"intermediate_size": None}, "intermediate_size: missing"),
+        ({"vocab_size": None}, "vocab_size: missing"),
         ({"hidden_size": 4097}, "hidden_size (4097) is not divisible by num_attention_heads (32); give head_dim"),
         ({"num_local_experts": 4, "num_experts_per_tok": 8}, "num_experts_per_tok (8) cannot exceed num_local_experts"),
     ],

@@ -342,6 +342,10 @@ def read_config(
         raise r.fail("num_attention_heads", "missing (a decoder config names its attention head count)")
     context = r.integer("context", "max_position_embeddings", "n_positions", "seq_length")
     ffn = r.integer("ffn", "intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")
+    if ffn is None and mlp is not Mlp.gelu:  # GPT-2, GPT-J, Falcon: n_inner/ffn_hidden_size None means 4·d
+        raise r.fail("intermediate_size", "missing (a gated MLP's width; napkin would have guessed 4 × hidden_size)")
+    if c.get("vocab_size") is None:
+        raise r.fail("vocab_size", "missing (the embedding's rows; napkin would have guessed GPT-2's 50,257)")
     out: dict[str, Any] = {
         "layers": layers,
         "hidden": hidden,
