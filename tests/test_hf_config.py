@@ -29,6 +29,7 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "mistral-7b-v0.1": (7_241_732_096, 0, "mistralai/Mistral-7B-v0.1 checkpoint (7.3B in Jiang et al. 2023)"),
     "mixtral-8x7b": (46.7e9, 0.05e9, "Jiang et al. 2024, arXiv:2401.04088 §2: 46.7B"),
     "qwen2.5-7b": (7.61e9, 0.005e9, "Qwen/Qwen2.5-7B model card: 7.61B"),
+    "qwen1.5-moe-a2.7b": (14.3e9, 0.05e9, "Qwen/Qwen1.5-MoE-A2.7B model card: 14.3B in total, 2.7B activated"),
     "qwen3-8b": (8.2e9, 0.05e9, "Qwen/Qwen3-8B model card: 8.2B"),
     "qwen3-30b-a3b": (30.5e9, 0.05e9, "Qwen/Qwen3-30B-A3B model card: 30.5B"),
     "gemma-2b": (524_550_144 - 128 * 2048 + 1_981_884_416, 0, "Gemma Team 2024, arXiv:2403.08295 Table 2"),
@@ -80,6 +81,7 @@ def test_every_fixture_is_checked() -> None:
         ("mixtral-8x7b", 12.9e9, 0.05e9, "Jiang et al. 2024 §2: 12.9B active"),
         ("deepseek-v3", 37e9, 0.6e9, "arXiv:2412.19437 §1: 37B activated"),
         ("phi-3.5-moe", 6.6e9, 0.05e9, "model card: 6.6B active"),
+        ("qwen1.5-moe-a2.7b", 2.7e9, 0.05e9, "Qwen1.5-MoE-A2.7B model card: 2.7B activated (4 of 60 experts + shared)"),
         ("llama-4-scout", 17e9, 0.5e9, "model card: 17B active"),
     ],
 )
