@@ -10,8 +10,9 @@ no embedding or head (finetune.py sets modules_to_save only for a base model; "L
 7 GB higher). The shapes are Qwen's config.json files (Qwen-7B: 32 layers, d 4096, 32 heads, F 11008 =
 intermediate_size / 2 as modeling_qwen.py QWenMLP halves it, vocabulary 151,936, lm_head its own nn.Linear;
 biases on c_attn); napkin's parameter counts equal the published 1.84 B, 7.72 B and 14.17 B. What napkin
-counts matches that run: peft 0.5.0 (2023-08-22, current for the October 2023 rows) leaves the adapters in
-fp32 (tuners/lora.py update_layer: ``self.to(self.weight.device)``, no dtype), so fp32 AdamW states; Qwen's
+counts matches that run: peft 0.5.0 (2023-08-22; current when the 7B/14B rows were written, e6f2a7a, October
+2023; 0.6.0 came on 2023-11-02, before the 1.8B rows of e8e1596) leaves the adapters in fp32 (tuners/lora.py
+update_layer: ``self.to(self.weight.device)``, no dtype), so fp32 AdamW states; Qwen's
 modeling_qwen.py computes cross_entropy on the bf16 logits, but without DeepSpeed the Trainer runs the model
 under accelerate's bf16 autocast (DeepSpeed would manage its own precision), and cross_entropy autocasts to
 fp32 (PyTorch 2.0 docs, amp: "CUDA Ops that can autocast to float32"), as ``LOSS_GRADIENT_BYTES`` counts; the
