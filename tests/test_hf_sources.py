@@ -170,3 +170,22 @@ def test_step_and_plan_say_where_the_sequence_length_came_from(napkin: Run, comm
         derivation = explained.split("Derivation", 1)[1].split(" 2. ", 1)[0]
         assert "1. sequence length" in derivation and f"= {length} tokens" in derivation
         assert f"source: {origin}" in " ".join(derivation.split())
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        # was "cannot read 'org/na me': No such file or directory", as if it had to be a file
+        ("--model", "org/na me", "is not a file, a folder or a Hugging Face Hub id (org/name"),
+        ("--model", "a/b/c", "is not a file, a folder or a Hugging Face Hub id (org/name"),
+        # --model-config reads locally, as its help says: a Hub id there was fetched from the Hub
+        ("--model-config", "google/gemma-2-9b", "is not a file or a folder"),
+    ],
+)
+def test_a_model_that_is_neither_file_folder_nor_hub_id_is_one_line(
+    hub_cache: Path, napkin: Run, flag: str, value: str, message: str
+) -> None:
+    result = napkin("memory", flag, value, "--seq", "4096")
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"napkin: error: {flag}: {value!r} {message}")

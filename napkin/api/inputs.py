@@ -212,7 +212,8 @@ def _named_model(model: str | None, model_config: str | Path | None) -> Chosen:
         return Chosen(
             preset.model, preset.name, preset.seq, f"the {preset.name} preset's training length", preset.origin_notes
         )
-    read = load(model, field="model") if model is not None else load(str(model_config), field="model_config")
+    # model_config is read locally (a Hub id goes to model)
+    read = load(model, field="model") if model is not None else load(str(model_config), "model_config", hub=False)
     return Chosen(read.model, read.name, notes=tuple(read.notes), warnings=tuple(read.warnings))
 
 

@@ -32,11 +32,14 @@ def is_source(text: str) -> bool:
     return "/" in text or os.sep in text or text.endswith(".json")
 
 
-def load(spec: str | Path, *, field: str = "model_config") -> HfModel:
-    """The model a config.json path, a model folder or a Hub id describes."""
+def load(spec: str | Path, field: str = "model_config", *, hub: bool = True) -> HfModel:
+    """The model a config.json path, a model folder or (``hub``) a Hub id describes."""
     text = str(spec)
     path = Path(text).expanduser()
-    if path.exists() or text.endswith(".json") or not HUB_ID.match(text):
+    if not path.exists() and not text.endswith(".json") and not (hub and HUB_ID.match(text)):
+        ways = "a file, a folder or a Hugging Face Hub id (org/name, of letters, digits, '-', '_' and '.')"
+        raise UsageError(f"{field}: {text!r} is not {ways if hub else 'a file or a folder'}", field=field)
+    if path.exists() or text.endswith(".json"):
         return load_path(path, field=field)
     return from_data(read_object(_from_hub(text, field), field), text, field=field, name=text)
 
