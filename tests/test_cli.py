@@ -68,6 +68,29 @@ def test_explain_shows_formulas_and_sources(napkin: Run) -> None:
     assert "NVIDIA H100 Tensor Core GPU Datasheet" in steps[1]["source"]
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "512"),
+        ("step", "--model", "llama3-8b", "--gpus", "64", "--global-batch", "512", "-t", "2"),
+        ("memory", "--model", "llama3-8b", "--gpus", "8"),
+        ("kv-cache", "--model", "llama3.1-8b", "--context", "8k"),
+        ("inference", "--model", "llama3.1-8b", "--prompt", "1k", "--output", "128"),
+        ("traffic", "--model", "llama3.1-8b", "--rate", "2", "--prompt", "500", "--output", "50", "--requests", "50"),
+    ],
+    ids=lambda a: a[0],
+)
+def test_json_with_explain_carries_the_derivation_the_text_shows(napkin: Run, args: tuple[str, ...]) -> None:
+    """--json --explain holds the derivation at the top level, step for step what --explain prints."""
+    text = napkin(*args, "--explain")
+    data = napkin(*args, "--json", "--explain")
+    assert text.exit_code == data.exit_code == 0, (text.stderr, data.stderr)
+    steps = json.loads(data.stdout)["steps"]
+    shown = " ".join(text.stdout.split())
+    assert steps and all(" ".join(step["quantity"].split()) in shown for step in steps)
+    assert "steps" not in json.loads(napkin(*args, "--json").stdout)  # only when asked
+
+
 def test_narayanan_through_the_cli(napkin: Run) -> None:
     r = napkin(
         "train-time",

@@ -205,6 +205,7 @@ class PlanResult(TableResult):
             "explanation": self.explanation,
             "layouts": [r.to_json(explain) for r in self.layouts],
             "warnings": self.warnings,
+            **({"steps": [s.model_dump(mode="json") for s in self.steps]} if explain else {}),
         }
 
 
