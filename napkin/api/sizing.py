@@ -105,7 +105,7 @@ def _sizing(
     params: Number | None = None,
     gpus: Number = 1,
     optimizer: str | Optimizer = Optimizer.adamw,
-    precision: str | Precision = Precision.fp32,
+    precision: str | Precision = Precision.mixed,
     reserve: Number = 0,
     model: str | Model | None = None,
     model_config: str | Path | None = None,
@@ -130,7 +130,7 @@ def _sizing(
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
 
-    adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.fp32)
+    adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.mixed)
     recompute_given = shape.get("recompute")
     lay = split_layout(shape)
     solve_for_n = params is _NO_PARAMS

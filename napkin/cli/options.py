@@ -261,8 +261,8 @@ TRAIN_RECOMPUTE: Group = [
 ]
 
 
-def training_state(precision: Precision = Precision.fp32) -> Group:
-    """Optimizer, precision (its default differs: fp32 for memory questions, mixed for step time) and reserve."""
+def training_state(precision: Precision = Precision.mixed) -> Group:
+    """Optimizer, precision (mixed by default, as every training stack runs) and reserve."""
     return [
         _opt(
             "optimizer",

@@ -111,13 +111,19 @@ def console(stderr: bool = False) -> Console:
 
 #: Stands for a space no line may break at while text is wrapped; turned back into a space once it is.
 _GLUE = "\ue000"
-#: The spaces that hold two words together: a number and its unit (``740 TFLOP/s``, ``85.5 GB``, ``2 per``), a
+#: The spaces that hold two words together: a number and its unit or aside (``740 TFLOP/s``, ``85.5 GB``, ``8 (moments)``), a
 #: short label and its number (``TP 8``, ``b 2``, ``(v 2)``), and a product's ``×`` (``8 × 400``).
-_GLUED = re.compile(r"(?<=\d) (?=[^\W\d_]|[%×])|(?<=×) (?=\d)|(?<![\w.])([^\W\d_]{1,3}) (?=\d)")
+_GLUED = re.compile(r"(?<=\d) (?=[^\W\d_]|[%×(])|(?<=×) (?=\d)|(?<![\w.])([^\W\d_]{1,3}) (?=\d)")
+
+
+#: A short parenthesis is one word: ``(optimizer states)``, ``(v 2)``, never ``(optimizer`` / ``states)``.
+_SHORT_ASIDE = re.compile(r"\([^()\n]{1,20}\)")
 
 
 def glue(text: str) -> str:
-    """``text`` with every space that must not become a line break (``_GLUED``) replaced by ``_GLUE``."""
+    """``text`` with every space that must not become a line break (``_GLUED``, and those inside a short
+    parenthesis) replaced by ``_GLUE``."""
+    text = _SHORT_ASIDE.sub(lambda m: m.group(0).replace(" ", _GLUE), text)
     return _GLUED.sub(lambda m: (m.group(1) or "") + _GLUE, text)
 
 

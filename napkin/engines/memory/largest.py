@@ -68,7 +68,8 @@ class MaxModelResult(ModelResult):
         return self.title + (f" ({self.stack})" if self.stack else "")
 
     def rows(self) -> list[tuple[str, str]]:
-        breakdown = " + ".join(f"{v:g} ({k.replace('_', ' ')})" for k, v in self.breakdown.items() if v)
+        shown = {"master_weights": "fp32 master"}  # the mixed regimes' fp32 copy of each weight
+        breakdown = " + ".join(f"{v:g} ({shown.get(k, k.replace('_', ' '))})" for k, v in self.breakdown.items() if v)
         how = {
             Sharding.none: "replicated states must fit on one GPU",
             Sharding.zero3: "memory pooled across GPUs",
