@@ -153,7 +153,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         "_weights_gb": sum(rep.weight_bytes_gpu()) / 1e9,
         "_kv_kb_per_token": rep.kv_bytes_per_token_gpu() / 1e3,
         "_bandwidth_tbs": rep.hardware.memory_bandwidth * rep.stack.decode.bandwidth / 1e12,
-        "_fixed_ms": (cost.fixed + cost.comm_fixed) * 1e3,
+        "_fixed_ms": (cost.fixed + cost.comm(1)) * 1e3,
         "_step1_ms": cost.seconds(1, 0, sum(prompts) / n, 0) * 1e3,
         "_kv_tokens": float(kv),
         "_batch": o.mean_batch,
@@ -245,7 +245,8 @@ GRID = {
     "attention_bandwidth": [0.3, 0.45, 0.6, 0.75, 0.9],
     "prefill.compute": [0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85],
     "decode.compute": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85],
-    "iteration_seconds": [0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008],
+    "iteration_seconds": [0.0, 0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.008],
+    "tp_step_seconds": [0.0, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008],
     "request_seconds": [0.0, 0.005, 0.01, 0.02, 0.03, 0.05],
     "collective_efficiency": [1.0, 0.7, 0.6, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15],
 }
@@ -305,6 +306,7 @@ def main() -> None:
                         "prefill",
                         "attention_bandwidth",
                         "iteration_seconds",
+                        "tp_step_seconds",
                         "request_seconds",
                         "collective_efficiency",
                     }

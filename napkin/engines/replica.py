@@ -44,6 +44,7 @@ def link_fabric(hardware: HardwareProfile, size: int) -> Fabric | None:
         out_name="",
         out_bandwidth_per_device=0.0,
         out_latency=0.0,
+        direct_links=False,
     )
 
 
@@ -141,41 +142,43 @@ class Replica:
         kv_ctx = self.kv_bytes_per_token_gpu()
         attention = max(kv_ctx / (bw * s.attention_bandwidth), attn_ctx / (attn_peak * s.decode.compute))
         comm0 = comm1 = 0.0
+        pieces: tuple[tuple[float, float, float], ...] = ()
         fabric = self.fabric
         if fabric is not None and t > 1:
             from napkin.engines.comm import collective_seconds
+            from napkin.engines.tp_allreduce import allreduce_pieces
 
             layers = m.layers / p
-
-            def exchange(tokens: int) -> float:
-                if self.dp_attention:  # dispatch + combine of the MoE layers only
-                    return (
-                        2
-                        * m.moe_layers
-                        / p
-                        * collective_seconds("all-to-all", tokens * m.top_k * m.hidden * 2.0, t, fabric)
-                    )
-                seconds = 2 * layers * collective_seconds("all-reduce", tokens * m.hidden * 2.0, t, fabric)
-                if self.expert and m.is_moe:
-                    seconds += (
-                        2
-                        * m.moe_layers
-                        / p
-                        * collective_seconds("all-to-all", tokens * m.top_k * m.hidden * 2.0 / t, t, fabric)
-                    )
-                return seconds
-
             slow = 1 / s.collective_efficiency
-            comm0 = exchange(1) * slow
-            comm1 = (exchange(4097) * slow - comm0) / 4096
+
+            def all_to_all(tokens: int) -> float:  # MoE dispatch + combine, through NCCL
+                if self.dp_attention:  # the MoE layers' only exchange
+                    size = tokens * m.top_k * m.hidden * 2.0
+                elif self.expert and m.is_moe:
+                    size = tokens * m.top_k * m.hidden * 2.0 / t
+                else:
+                    return 0.0
+                return 2 * m.moe_layers / p * collective_seconds("all-to-all", size, t, fabric) * slow
+
+            a2a0 = all_to_all(1)
+            a2a1 = (all_to_all(4097) - a2a0) / 4096
+            if self.dp_attention:
+                comm0, comm1 = a2a0, a2a1
+            else:  # two all-reduces of the step's activations per layer, as the engine runs them
+                ars = allreduce_pieces(
+                    m.hidden * 2.0, t, fabric, custom=s.tp_allreduce == "custom", efficiency=s.collective_efficiency
+                )
+                pieces = tuple((upper, 2 * layers * a + a2a0, 2 * layers * b + a2a1) for upper, a, b in ars)
+        stages = float(p)
         stages = float(p)
         handoff = 0.0
         if p > 1 and fabric is not None:
             handoff = (p - 1) * fabric.up_latency
         return StepCost(
-            fixed=s.iteration_seconds + handoff,
+            fixed=s.iteration_seconds + (s.tp_step_seconds if t > 1 else 0.0) + handoff,
             comm_fixed=stages * comm0,
             comm_token=stages * comm1,
+            comm_pieces=tuple((upper, stages * a, stages * b) for upper, a, b in pieces),
             dense=stages * dense / (bw * s.decode.bandwidth),
             experts_all=stages * experts / (bw * s.decode.bandwidth),
             experts=m.experts,

@@ -54,7 +54,6 @@ from napkin.engines.serving_terms import (
     decode_attention_flops,
     prefill_seconds,
     serve_warnings,
-    tp_comm_seconds,
     weight_steps,
     window_share,
 )
@@ -245,7 +244,7 @@ def serve(
         return read, flops, read / datasheet_bw, flops / rate
 
     read, flops, t_mem, t_comp = step_time(batch)
-    decode_comm = tp_comm_seconds(model, tensor, batch, fabric) / stack.collective_efficiency
+    decode_comm = cost.comm(batch) if tensor > 1 and fabric is not None else 0.0
     decode = cost.seconds(batch, 0, batch * mean * window_share(model, mean), 0)
     _, _, floor_mem, floor_comp = step_time(1)
     floor = max(floor_mem, floor_comp)  # the roofline floor at datasheet rates (no engine, no communication)
@@ -309,14 +308,19 @@ def serve(
         communication = "TP all-reduce not modelled (no cluster profile for this device)"
     else:
         communication = f"TP all-reduce {format_duration(decode_comm)} per decode step on {fabric.up_name}"
+        from napkin.engines.tp_allreduce import SOURCE, custom_applies, one_shot
+
+        size = batch * model.hidden * 2.0
+        custom = stack.tp_allreduce == "custom" and size <= 8 * 1024 * 1024 and custom_applies(tensor, fabric)
+        how = ("one-shot" if one_shot(size, tensor) else "two-shot") + " peer-to-peer kernel" if custom else "NCCL"
         steps.append(
             step(
                 "TP all-reduce per decode step",
-                "2·L all-reduces of b·d·2 B over the TP group (α–β) / the engine's share of that speed",
-                f"2 × {model.layers} × all-reduce({format_bytes_si(batch * model.hidden * 2)}, "
-                f"n = {tensor}) on {fabric.name} / {stack.collective_efficiency:g}",
+                "2·L all-reduces of b·d·2 B over the TP group, as the engine runs them: one-shot α₁ + (t−1)·S/B, "
+                "two-shot α₂ + 2(t−1)/t·S/B below 8 MiB, else NCCL (α–β)",
+                f"2 × {model.layers} × all-reduce({format_bytes_si(size)}, n = {tensor}) on {fabric.name}, {how}",
                 format_duration(decode_comm),
-                f"{sources.MEGATRON_TP}; napkin.comm ring/NVLS model",
+                f"{sources.MEGATRON_TP}; {SOURCE if custom else 'napkin.comm ring/NVLS model'}",
             )
         )
 

@@ -1,6 +1,6 @@
-"""The terms of one serving estimate that are not bytes: decode attention FLOPs, chunked prefill time, the TP
-all-reduces of a step, the roofline crossover batch, the memory rules as the explanation prints them, cost and
-energy per token, and the warnings an estimate carries."""
+"""The terms of one serving estimate that are not bytes: decode attention FLOPs, chunked prefill time, the roofline
+crossover batch, the memory rules as the explanation prints them, cost and energy per token, and the warnings an
+estimate carries."""
 
 from __future__ import annotations
 
@@ -141,15 +141,6 @@ def prefill_seconds(cost: Any, prompts: list[int], budget: int) -> float:
                 head += 1
         seconds += cost.seconds(0, tokens, 0, pairs)
     return float(seconds)
-
-
-def tp_comm_seconds(model: Model, tensor: int, tokens: int, fabric: Fabric | None) -> float:
-    """Seconds of the 2·L tensor-parallel all-reduces of ``tokens`` × d activations in 16 bits."""
-    if tensor == 1 or fabric is None:
-        return 0.0
-    from napkin.engines.comm import collective_seconds
-
-    return 2 * model.layers * collective_seconds("all-reduce", tokens * model.hidden * 2.0, tensor, fabric)
 
 
 def crossover_batch(step_time: Any, limit: int = 1 << 20) -> int | None:

@@ -38,7 +38,9 @@ class StepCost:
 
     fixed + comm(T) + max(weights(T), GEMMs) + ctx · attention + pairs · prefill_pair, where
 
-    * T = decode + prefill tokens of the step; comm(T) = comm_fixed + comm_token · T (TP all-reduces);
+    * T = decode + prefill tokens of the step; comm(T) = comm_fixed + comm_token · T (TP all-reduces), or, where
+      ``comm_pieces`` are given, the first (below, fixed, per_token) piece with T < below: the custom all-reduce's
+      one-shot and two-shot regimes, then NCCL's (``napkin.engines.tp_allreduce``);
     * weights(T) = dense + experts · (1 − (1 − k/E)^(T · ep_tokens)) (MoE: only the experts some token
       picked are read; ``ep_tokens`` scales T to the tokens the expert group sees under DP attention);
     * GEMMs = decode · decode_token + prefill · prefill_token;
@@ -61,6 +63,7 @@ class StepCost:
     prefill_token: float
     attention: float
     prefill_pair: float
+    comm_pieces: tuple[tuple[float, float, float], ...] = ()
     verify: int = 1
     draft_passes: float = 0.0
     draft_weights: float = 0.0
@@ -79,6 +82,12 @@ class StepCost:
         untouched: float = (1 - k / e) ** (tokens * self.ep_tokens)
         return self.dense + self.experts_all * (1 - untouched)
 
+    def comm(self, tokens: float) -> float:
+        for below, fixed, per_token in self.comm_pieces:
+            if tokens < below:
+                return fixed + per_token * tokens
+        return self.comm_fixed + self.comm_token * tokens
+
     def gemms(self, decode: float, prefill: float) -> float:
         return decode * self.decode_token + prefill * self.prefill_token
 
@@ -86,8 +95,7 @@ class StepCost:
         tokens = decode + prefill
         return (
             self.fixed
-            + self.comm_fixed
-            + self.comm_token * tokens
+            + self.comm(tokens)
             + max(self.weights(tokens), self.gemms(decode, prefill))
             + self.attention * ctx
             + self.prefill_pair * pairs
@@ -300,8 +308,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         tok = n_dec * q
         per_step = (
             cost.fixed
-            + cost.comm_fixed
-            + cost.comm_token * tok
+            + cost.comm(tok)
             + max(cost.weights(tok), cost.gemms(tok, 0))
             + cost.attention * q * ctx
             + cost.draft(n_dec)

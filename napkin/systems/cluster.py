@@ -211,6 +211,9 @@ class Fabric:
     out_name: str
     out_bandwidth_per_device: float
     out_latency: float
+    #: every pair of devices in a scale-up domain has a direct link (an NVLink switch, a full mesh); False for a
+    #: device's own interconnect figure (PCIe through the host), where engines' peer-to-peer all-reduce stops at 2
+    direct_links: bool = True
 
 
 # ------------------------------------------------------------------------------------------ loading

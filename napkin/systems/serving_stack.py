@@ -70,12 +70,17 @@ class ServingStack(Record):
     attention_bandwidth: float = Field(
         gt=0, le=1, description="fraction of HBM bandwidth the decode attention kernel reaches reading the KV cache"
     )
+    tp_allreduce: Literal["custom", "nccl"] = Field(
+        default="nccl",
+        description="how the engine all-reduces TP activations: 'custom' (a peer-to-peer one-/two-shot kernel "
+        "below 8 MiB, NCCL above: vLLM, SGLang, TensorRT-LLM) or 'nccl' (every all-reduce through NCCL)",
+    )
     collective_efficiency: float = Field(
         default=1.0,
         gt=0,
         le=1,
-        description="share of the cluster model's collective speed the engine's TP "
-        "all-reduces reach (their kernels, launches and synchronisation)",
+        description="share of the cluster model's collective speed the engine's NCCL all-reduces reach "
+        "(the custom kernel's time is modelled, napkin.engines.tp_allreduce)",
     )
     request_seconds: float = Field(
         default=0.0,
@@ -86,6 +91,13 @@ class ServingStack(Record):
     )
     iteration_seconds: float = Field(
         ge=0, lt=1, description="fixed cost of one engine step: scheduling, sampling, launches CUDA graphs leave"
+    )
+    tp_step_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="fixed cost of one engine step of a TP group (> 1 GPU) beyond one GPU's: handing the step's "
+        "inputs to every rank and waiting for the slowest",
     )
     # --- memory -----------------------------------------------------------------------------------
     memory_rule: MemoryRule
