@@ -1,0 +1,39 @@
+"""The serving engines' TP all-reduce against the published microbenchmarks of their kernels (at 8 × H100 and
+6 × H100 on NVLink 4), and the dispatch vLLM's source fixes."""
+
+from __future__ import annotations
+
+import pytest
+
+from napkin.api.inputs import get_cluster
+from napkin.engines.tp_allreduce import CUSTOM_MAX_BYTES, allreduce_pieces, allreduce_seconds, one_shot
+
+H100 = get_cluster("dgx-h100")[0].fabric()
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "n", "published"),
+    [
+        (8192, 8, 5.7e-6),  # sgl-project/sglang PR 2904: custom all-reduce, 8 x H100, 4,096 bf16 values
+        (524288, 6, 15e-6),  # vllm-project/vllm PR 24111: ca_2stage, 6 x H100, (32, 8192) bf16, 0.50 MB
+        (1048576, 6, 17e-6),  # same table, (64, 8192), 1 MB
+    ],
+)
+def test_custom_all_reduce_times_match_the_kernels_microbenchmarks(nbytes: int, n: int, published: float) -> None:
+    assert allreduce_seconds(nbytes, n, H100, custom=True) == pytest.approx(published, rel=0.15)
+
+
+def test_vllm_dispatch_one_shot_two_shot_then_nccl() -> None:
+    # csrc/custom_all_reduce.cuh: one-shot at 2 GPUs, below 512 KiB at <= 4, below 256 KiB at <= 8
+    assert one_shot(10 * 2**20, 2) and one_shot(511 * 1024, 4) and not one_shot(300 * 1024, 8)
+    assert not one_shot(512 * 1024, 4) and one_shot(255 * 1024, 8)
+    nccl = allreduce_seconds(CUSTOM_MAX_BYTES + 2, 8, H100, custom=True)
+    assert nccl == allreduce_seconds(CUSTOM_MAX_BYTES + 2, 8, H100, custom=False)
+
+
+def test_pieces_are_the_all_reduce_at_every_token_count() -> None:
+    token = 8192 * 2.0  # Llama-3.1 70B's hidden size, 16-bit
+    pieces = allreduce_pieces(token, 8, H100, custom=True)
+    for tokens in (1, 8, 15, 16, 17, 100, 256, 511, 512):  # one-shot below 16 tokens, two-shot to 512
+        fixed, per = next((a, b) for below, a, b in pieces if tokens < below)
+        assert fixed + per * tokens == pytest.approx(allreduce_seconds(tokens * token, 8, H100, custom=True))
