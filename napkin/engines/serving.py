@@ -148,6 +148,7 @@ def serve(
         device_bytes=cap,
     )
     cost = rep.step_cost()
+    step_fixed = cost.fixed  # the engine's cost per step, with its fixed cost per TP step where t > 1
 
     # --- memory -------------------------------------------------------------------------------
     w_total, w_gpu, steps = weight_steps(model, fmt, s.group_size, tensor)
@@ -227,7 +228,7 @@ def serve(
             "TTFT (prefill of one prompt)",
             "Σ chunks of the token budget: step cost + max(weights / (bw × β), FLOPs / (t × peak × η_prefill))",
             f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); "
-            f"step cost {format_duration(stack.iteration_seconds)}",
+            f"step cost {format_duration(step_fixed)}",
             format_duration(ttft),
             f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
@@ -277,7 +278,7 @@ def serve(
             "+ KV read / (bw × β_attention) + TP all-reduces",
             f"β_decode {stack.decode.bandwidth:g}, η_decode {stack.decode.compute:g}, "
             f"β_attention {stack.attention_bandwidth:g} of {format_bandwidth(bw)} ({s.bandwidth_source}); "
-            f"step cost {format_duration(stack.iteration_seconds)}",
+            f"step cost {format_duration(step_fixed)}",
             f"{format_duration(decode)} ({bound})",
             f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
