@@ -116,12 +116,15 @@ def test_narayanan_through_the_cli(napkin: Run) -> None:
 def test_max_model(napkin: Run) -> None:
     r = napkin("max-model", "--gpus", "8", "--optimizer", "adamw")
     assert r.exit_code == 0 and "42.8 B params" in r.stdout  # 8 × 85,520,809,984 B (reported) / 16 B
-    assert "16 B = 4 (params) + 4 (gradients) + 8 (optimizer states)" in r.stdout
+    # mixed precision by default (ZeRO §3.1): bf16 params and gradients, fp32 master weights and Adam moments
+    assert "16 B = 2 (params) + 2 (gradients) + 4 (fp32 master) + 8 (optimizer states)" in r.stdout
+    fp32 = napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--precision", "fp32")
+    assert "16 B = 4 (params) + 4 (gradients) + 8 (optimizer states)" in fp32.stdout and "42.8 B params" in fp32.stdout
     assert "not included: CUDA context" in r.stdout and "pooled across GPUs" in r.stdout
     data = json.loads(napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--json").stdout)
     assert data["params"] == pytest.approx(8 * 85_520_809_984 / 16) and data["bytes_per_param"] == 16
     assert data["memory_bytes"] == 8 * 85_520_809_984 and data["hardware"] == "h100-sxm"
-    assert data["breakdown"] == {"params": 4, "gradients": 4, "master_weights": 0, "optimizer_states": 8}
+    assert data["breakdown"] == {"params": 2, "gradients": 2, "master_weights": 4, "optimizer_states": 8}
     assert "5.3 B params" in napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--sharding", "none").stdout
 
 

@@ -111,8 +111,8 @@ def console(stderr: bool = False) -> Console:
 
 #: Stands for a space no line may break at while text is wrapped; turned back into a space once it is.
 _GLUE = "\ue000"
-#: The spaces that hold two words together: a number and its unit or aside (``740 TFLOP/s``, ``85.5 GB``, ``8 (moments)``), a
-#: short label and its number (``TP 8``, ``b 2``, ``(v 2)``), and a product's ``×`` (``8 × 400``).
+#: The spaces that hold two words together: a number and its unit or aside (``740 TFLOP/s``, ``85.5 GB``,
+#: ``8 (moments)``), a short label and its number (``TP 8``, ``b 2``, ``(v 2)``), and a product's ``×`` (``8 × 400``).
 _GLUED = re.compile(r"(?<=\d) (?=[^\W\d_]|[%×(])|(?<=×) (?=\d)|(?<![\w.])([^\W\d_]{1,3}) (?=\d)")
 
 
