@@ -235,3 +235,24 @@ def test_a_profiles_origin_is_said_by_the_results_built_from_it(isolated: Path) 
         assert sum("your profile at" in n for n in result.notes) == 1, (type(result).__name__, result.notes)
     plain = napkin.train_time(params="7B", tokens="1T", gpus=8, hardware="a100")
     assert not any("your profile" in n for n in plain.notes)
+
+
+def test_a_custom_device_on_a_custom_cluster_runs_from_objects_alone() -> None:
+    """A library user's own GPU (a copy of the H100 profile at its 500 W clock-limited peak, as Grand Teton's
+    runs) on their own cluster (DGX H100's fabrics, that device): the pair is taken as given, no file needed."""
+    from napkin.domain.choices import Dtype
+    from napkin.systems.cluster import find
+
+    h100 = api.get_hardware("h100")
+    slower = h100.model_copy(
+        update={"name": "h100-500w", "aliases": [], "peak_flops": {d: f * 0.894 for d, f in h100.peak_flops.items()}}
+    )
+    cluster = find("dgx-h100").cluster.model_copy(update={"name": "my-pod", "device": "h100-500w"})
+    args = {"model": "llama3-8b", "gpus": 64, "global_batch": 64, "stack": "megatron-core"}
+    mine = napkin.step(cluster=cluster, hardware=slower, **args)
+    stock = napkin.step(cluster="dgx-h100", **args)
+    assert (mine.hardware, mine.cluster) == ("h100-500w", "my-pod")
+    assert slower.peak_flops[Dtype.bf16] == pytest.approx(0.894 * 989.5e12)
+    assert mine.breakdown["compute"] > stock.breakdown["compute"]  # a lower peak computes slower
+    with pytest.raises(UsageError, match=r"^cluster: my-pod is built from 'h100-500w', not the hardware given"):
+        napkin.step(cluster=cluster, hardware=h100, **args)

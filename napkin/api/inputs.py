@@ -418,9 +418,21 @@ def get_cluster(
     gpus: int | None = None,
 ) -> tuple[Cluster, HardwareProfile]:
     """(cluster, its device's profile): by cluster name, or the built-in cluster built from ``hardware``; one
-    ``gpus`` of a device no cluster is built from is a cluster of one device (no fabric: nothing to communicate)."""
+    ``gpus`` of a device no cluster is built from is a cluster of one device (no fabric: nothing to communicate).
+    A ``Cluster`` and the ``HardwareProfile`` of its device, both objects, are taken as they are (a custom device on
+    a custom cluster, no file needed)."""
     from napkin.systems.cluster import Cluster, ScaleUp, built_from, find
+    from napkin.systems.profiles import HardwareProfile
 
+    if isinstance(cluster, Cluster) and isinstance(hardware, HardwareProfile) and hardware_file is None:
+        # a library user's own device on their own cluster: the pair, once the cluster names that device
+        if cluster.device != hardware.name:
+            raise UsageError(
+                f"cluster: {cluster.name} is built from {cluster.device!r}, not the hardware given ({hardware.name!r})",
+                field="cluster",
+                also=("hardware",),
+            )
+        return cluster, hardware
     if cluster is not None and (hardware is not None or hardware_file is not None):
         raise UsageError(
             "give cluster or hardware, not both (a cluster names its device)",
