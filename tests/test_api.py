@@ -256,3 +256,10 @@ def test_a_custom_device_on_a_custom_cluster_runs_from_objects_alone() -> None:
     assert mine.breakdown["compute"] > stock.breakdown["compute"]  # a lower peak computes slower
     with pytest.raises(UsageError, match=r"^cluster: my-pod is built from 'h100-500w', not the hardware given"):
         napkin.step(cluster=cluster, hardware=h100, **args)
+
+
+@pytest.mark.parametrize("name", ["step", "plan", "memory", "max_model", "train_time", "traffic", "serve_plan"])
+def test_a_question_s_signature_names_the_result_it_returns(name: str) -> None:
+    """help() and editors read the signature: step shares step_setup's keywords, not its tuple return."""
+    annotation = str(inspect.signature(getattr(napkin, name)).return_annotation)
+    assert all(part.strip().endswith("Result") for part in annotation.split("|")), annotation

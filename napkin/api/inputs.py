@@ -336,7 +336,9 @@ def same_keywords(
             given.apply_defaults()
             return func(**given.arguments)
 
-        bound.__signature__ = sig  # type: ignore[attr-defined]
+        # the keywords are ``other``'s, the result is ``func``'s own (step returns a StepResult, not step_setup's tuple)
+        own = inspect.signature(func).return_annotation
+        bound.__signature__ = sig.replace(return_annotation=own)  # type: ignore[attr-defined]
         return bound
 
     return decorate
