@@ -204,6 +204,12 @@ SOURCES: Final = (
     "configs/deepseek/workload_base_configs.py @ v0.2.0: DeepSeek-V3 with DeepEP; 25.09's table gives no "
     "precision column, its footnote's quantization granularities make it FP8)",
     "pytorch/torchtitan docs/performance.md @ 1ea476e9 (64 A100 80GB, FSDP2, torch.compile off)",
+    "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d (DGX-H100, MoE, 26.02.01), run at its "
+    "release's recipe: the table repeats 26.02's layout (PP 2, VP 12, EP 8), but the recipe of the 26.02.01 patch "
+    "container is EP 16, PP 1, HybridEP, moe_a2a_overlap off (scripts/performance/configs/qwen/"
+    "qwen3_workload_base_configs.py @ v0.3.1, from 'Update Qwen3 30B H100 Base Configs with HybridEP', f29a269f8 on "
+    "r0.3.0 after v0.3.0; the 26.02.01 rows were added in cfeddcd94, a day after v0.3.1), and its 9,058 tokens/s "
+    "is what the 26.04-26.06 EP 16 rows of the same recipe measure (8,826-8,960)",
 )
 
 #: One run a line: id, stack, shape, machine, GPUs, sequence, global batch, micro-batch, TP, PP, CP, v, sharding,
@@ -488,7 +494,7 @@ MOE_RUN_TABLE: Final = """
 mb-26.06-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8826 validation 14 16
 mb-26.04.01-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8960 validation 14 16
 mb-26.04-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 8901 validation 14 16
-mb-26.02.01-qwen3-30b-a3b-g16 megatron-core-moe-a2a-overlap qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 2 1 12 zero1 none fp8 9058 validation 15 8
+mb-26.02.01-qwen3-30b-a3b-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 1 1 1 zero1 none fp8 9058 validation 17 16
 mb-26.02-qwen3-30b-a3b-g16 megatron-core-moe-a2a-overlap qwen3-30b-a3b dgx-h100 16 4096 1024 1 1 2 1 12 zero1 none fp8 5113 validation 15 8
 mb-26.04.01-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1712 validation 15 32
 mb-26.04-qwen3-235b-a22b-g256 megatron-core-moe-a2a-overlap qwen3-235b-a22b dgx-h100 256 4096 8192 1 2 8 1 4 zero1 none fp8 1686 validation 15 32

@@ -31,6 +31,7 @@ from napkin.engines.step.knobs import (
 from napkin.engines.step.machine import (
     ACT_BYTES,
     FLASH_BACKWARD_FLOPS,
+    GROUPED_GEMM_STREAMS,
     LOW_PRECISION,
     SIZE_EFFICIENCY,
     SIZE_REFERENCE,
@@ -135,9 +136,12 @@ class LayerModel:
             adapters=adapters,
         )
 
-    def gemm(self, m: float, k: float, n: float, count: float = 1.0, *, rate16: bool = False) -> float:
+    def gemm(
+        self, m: float, k: float, n: float, count: float = 1.0, *, rate16: bool = False, at_once: float | None = None
+    ) -> float:
         """Seconds for ``count`` (m×k)·(k×n) GEMMs: math plus memory traffic (not overlapped), with tile
-        quantization of the m×n output. ``rate16``: a matmul that stays 16-bit under an fp8 recipe."""
+        quantization of the m×n output. ``rate16``: a matmul that stays 16-bit under an fp8 recipe. ``at_once``: how
+        many of the ``count`` run together (None: all, one batched call), which sets the size efficiency."""
         if m <= 0 or k <= 0 or n <= 0:
             return 0.0
         flops = 2.0 * m * k * n
@@ -146,7 +150,8 @@ class LayerModel:
         peak_rate = self.rate16 if rate16 else self.rate
         # one (batched) call, padded; Calculon's table is by the FLOPs of an A100 bf16 call: a faster rate reaches
         # the same efficiency only with as many more FLOPs (the same call duration)
-        rate = peak_rate * by_size(SIZE_EFFICIENCY, flops * count / q * SIZE_REFERENCE / peak_rate)
+        together = count if at_once is None else min(count, at_once)
+        rate = peak_rate * by_size(SIZE_EFFICIENCY, flops * together / q * SIZE_REFERENCE / peak_rate)
         math_s = flops / (rate * q)
         cast = 0.0
         if self.fp8 and not rate16:
@@ -182,8 +187,14 @@ class LayerModel:
         if m.is_moe:
             fe = float(m.d_expert)
             routed = tokens * m.top_k * e / m.experts  # tokens each local expert receives (balanced routing)
-            moe = proj + self.gemm(tokens, d, m.experts) + self.gemm(routed, d, (self.mm - 1) * fe / t, m.experts / e)
-            moe += self.gemm(routed, fe / t, d, m.experts / e)
+            # the local experts' GEMMs as Transformer Engine's grouped GEMM runs them: GROUPED_GEMM_STREAMS at once
+            local, streams = m.experts / e, GROUPED_GEMM_STREAMS
+            moe = (
+                proj
+                + self.gemm(tokens, d, m.experts)
+                + self.gemm(routed, d, (self.mm - 1) * fe / t, local, at_once=streams)
+            )
+            moe += self.gemm(routed, fe / t, d, local, at_once=streams)
             if m.shared_experts:
                 width = m.shared_experts * fe / t
                 moe += self.gemm(tokens, d, (self.mm - 1) * width) + self.gemm(tokens, width, d)
