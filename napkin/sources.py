@@ -111,6 +111,10 @@ TILE_QUANTIZATION: Final = "NVIDIA Deep Learning Performance Guide, Matrix Multi
 MATMUL_SIZE: Final = (
     "Calculon (Isaev et al. 2023, SC'23) systems/a100_80g.json matrix gflops_efficiency, normalised to its top entry"
 )
+GROUPED_GEMM: Final = (
+    "NVIDIA/TransformerEngine v2.12 transformer_engine/common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm "
+    "(one cuBLAS GEMM per expert) and common/util/multi_stream.cpp (num_compute_streams = 4)"
+)
 HBM_EFFICIENCY: Final = "Calculon (Isaev et al. 2023, SC'23) systems/a100_80g.json mem1 MB_efficiency"
 ELEMENTWISE: Final = (
     "Korthikanti et al. 2022, arXiv:2205.05198 §4.1 (the tensors each layer's non-matmul ops read and write)"

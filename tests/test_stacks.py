@@ -375,14 +375,14 @@ def test_validation_errors_stay_where_the_readme_says() -> None:
     dense = [e for name, errors in val.items() if "moe" not in name for e in errors]
     assert sum(dense) / len(dense) <= 0.08 and max(dense) <= 0.60
     # MoE (Megatron-Bridge DGX-H100): where the expert all-to-all crosses nodes (Qwen3-30B-A3B EP 16, Qwen3-235B-A22B
-    # EP 32, DeepSeek-V3 EP 64) within 10 %; GPT-OSS 120B and Qwen3-30B-A3B at EP 8 in one node are predicted
-    # 71-254 % fast, which the all-to-all does not explain (README)
+    # EP 32, DeepSeek-V3 EP 64) within 12 %; GPT-OSS 120B and Qwen3-30B-A3B at EP 8 in one node are predicted
+    # 69-224 % fast, which the all-to-all does not explain (README: the dropless dispatcher's host sync, suspected)
     crossing = [
         abs(error(c))
         for c in cases()
         if "moe" in c.stack and c.knobs.expert_parallel * c.knobs.tensor_parallel > c.model.hw.fabric.domain_size
     ]
-    assert len(crossing) == 9 and max(crossing) <= 0.10
+    assert len(crossing) == 10 and max(crossing) <= 0.12
     every = [e for errors in val.values() for e in errors]
     assert sum(every) / len(every) <= 0.10 and max(every) <= 2.6
     assert sum(val["llm-foundry"]) / len(val["llm-foundry"]) <= 0.07

@@ -28,6 +28,7 @@ from napkin.engines.step import (
     machine,
     pipeline_bubble,
 )
+from napkin.engines.step.machine import GROUPED_GEMM_STREAMS
 from napkin.systems.cluster import find
 from napkin.systems.presets import get_preset
 from napkin.systems.profiles import resolve
@@ -254,6 +255,20 @@ def _llama(batch: int = 512) -> StepModel:
     cluster = find("dgx-h100").cluster
     preset = get_preset("llama3-70b")
     return StepModel(preset.model, preset.seq, batch, machine(cluster, resolve(cluster.device).profile))
+
+
+def test_expert_gemms_run_four_at_a_time_as_transformer_engine_launches_them() -> None:
+    """Transformer Engine's grouped GEMM on Hopper is one cuBLAS GEMM per expert on 4 streams (GROUPED_GEMM_STREAMS):
+    16 small experts' GEMMs cost 4 rounds of 4 at once, more than one batched call of 16 would; large ones reach
+    the same rate either way."""
+    sm = _llama()
+    assert GROUPED_GEMM_STREAMS == 4
+    small = (2048.0, 768.0, 2048.0)  # Qwen3-30B-A3B's fc2 per expert at EP 8 (4,096 tokens, top 8, 16 local experts)
+    four_rounds = 4 * sm.gemm(*small, 4)
+    assert sm.gemm(*small, 16, at_once=4) == pytest.approx(four_rounds)
+    assert sm.gemm(*small, 16, at_once=4) > 1.2 * sm.gemm(*small, 16)
+    large = (16384.0, 8192.0, 8192.0)
+    assert sm.gemm(*large, 16, at_once=4) == pytest.approx(sm.gemm(*large, 16))
 
 
 KNOBS = st.builds(

@@ -24,6 +24,7 @@ from napkin.engines.step.machine import (
     FLASH_BACKWARD,
     FLASH_BACKWARD_FLOPS,
     FLASH_FORWARD,
+    GROUPED_GEMM_STREAMS,
     MEMORY_EFFICIENCY,
     SHARDED_PARAMS,
     SIZE_EFFICIENCY,
@@ -184,6 +185,21 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             + ", ".join(f"{e:.2f} ≥ {s / 1e9:g} GFLOP" for s, e in SIZE_EFFICIENCY),
             "each GEMM's time",
             f"{sources.NO_OVERLAP}; {sources.TILE_QUANTIZATION}; {sources.MATMUL_SIZE}",
+        ),
+        *(
+            [
+                step(
+                    "expert GEMMs",
+                    f"the local experts' GEMMs {GROUPED_GEMM_STREAMS} at a time: η_size of {GROUPED_GEMM_STREAMS} "
+                    "experts' FLOPs, not of one call of them all",
+                    f"{sm.model.experts // k.expert_parallel} local experts, {sm.model.top_k} of "
+                    f"{sm.model.experts} per token",
+                    "each MoE layer's expert GEMMs",
+                    sources.GROUPED_GEMM,
+                )
+            ]
+            if sm.model.is_moe
+            else []
         ),
         step(
             "memory-bound work",
