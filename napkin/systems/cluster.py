@@ -25,6 +25,7 @@ directory; it never prints and imports neither typer nor rich.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -275,9 +276,19 @@ class ClusterCatalog:
 def built_from(device: str) -> Cluster | None:
     """The built-in cluster made of ``device`` (a hardware profile's name), if any, as its name resolves (your
     file of the same name replaces it, and says so). A user cluster of another name is never a default."""
+    made = _builtin_by_device().get(device)
+    return find(made).cluster if made is not None else None
+
+
+@functools.cache
+def _builtin_by_device() -> dict[str, str]:
+    """device → the first built-in cluster made of it. The shipped files cannot change under a running process,
+    so they are validated once; user files are still looked up afresh by ``find``."""
     builtins = profiles.catalog_of(CLUSTERS, [("built-in", CLUSTERS.builtin_dir())])
-    made = next((c.profile for c in builtins.visible() if c.profile.device == device), None)
-    return find(made.name).cluster if made is not None else None
+    made: dict[str, str] = {}
+    for loaded in builtins.visible():
+        made.setdefault(loaded.profile.device, loaded.profile.name)
+    return made
 
 
 def load_catalog() -> ClusterCatalog:
