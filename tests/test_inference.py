@@ -233,3 +233,14 @@ def test_a_tensor_parallel_degree_alone_is_one_replica_on_that_many_gpus() -> No
     assert napkin.inference(model="llama3-8b").gpus == 1
     refused = runner.invoke(app, ["inference", "--model", "llama3-70b", "--gpus", "6", "--tensor-parallel", "4"])
     assert refused.exit_code == 2
+
+
+def test_the_ttft_row_says_it_is_one_prompt_alone_and_when_the_batch_s_last_comes() -> None:
+    """A batch's TTFT is not one number: the row gives the first prompt's alone and the whole batch's prefill."""
+    from napkin.units import format_duration
+
+    r = napkin.inference(model="llama3.1-8b", prompt="2k", output=256, batch=32)
+    rows = dict(r.rows())
+    assert rows["TTFT"].startswith(f"{format_duration(r.ttft_seconds)} (one 2,048-token prompt alone")
+    assert f"the batch's last at {format_duration(r.prefill_seconds)}" in rows["TTFT"]
+    assert r.prefill_seconds > 20 * r.ttft_seconds  # 32 prompts take about 32 times one

@@ -374,6 +374,7 @@ def test_serve_plan_ranks_by_cost_and_names_the_closest_miss() -> None:
         (["--rate", "0"], "--rate: '0' must be above 0 requests per second"),
         (["--rate", "-3/s"], "--rate: '-3/s' must be above 0"),
         (["--rate", "fast"], "--rate: 'fast' is not understood; expected requests per second"),
+        (["--rate", "inf"], "--rate: 'inf' is not a finite rate; for a burst"),
         (["--percentiles", "50,100"], "--percentiles: 100 is outside (0, 100)"),
         (["--percentiles", "0"], "--percentiles: 0 is outside (0, 100)"),
         (["--ttft-p90", "2GB"], "--ttft-p90:"),

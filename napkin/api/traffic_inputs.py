@@ -29,7 +29,13 @@ def parse_rate_per_second(value: Number, field: str = "rate") -> float:
             f"{field}: {value!r} is not understood; expected requests per second such as 20, 20/s or 1200/min",
             field=field,
         ) from None
-    if not rate > 0 or rate == float("inf"):
+    if rate == float("inf"):  # a benchmark's --request-rate inf: every request at once
+        raise UsageError(
+            f"{field}: {value!r} is not a finite rate; for a burst (every request at once, as --request-rate inf "
+            "sends them) give a rate far above what the engine serves, such as 1e6",
+            field=field,
+        )
+    if not rate > 0:
         raise UsageError(f"{field}: {value!r} must be above 0 requests per second", field=field)
     return rate
 

@@ -165,7 +165,11 @@ class InferenceResult(Result):
             )
             return rows
         rows += [
-            ("TTFT", f"{format_duration(self.ttft_seconds)} ({self.prompt:,}-token prompt)"),
+            (
+                "TTFT",
+                f"{format_duration(self.ttft_seconds)} (one {self.prompt:,}-token prompt alone"
+                + (f"; the batch's last at {format_duration(self.prefill_seconds)})" if self.batch > 1 else ")"),
+            ),
             ("decode step", f"{format_duration(self.decode_seconds_per_token)}, {self.decode_bound}"),
             ("decode floor", f"{format_duration(self.decode_floor_seconds)} (batch 1)"),
             (
@@ -181,7 +185,11 @@ class InferenceResult(Result):
                 f"decode {format_duration(self.decode_seconds)} ({self.decode_tokens_per_second:,.0f} tok/s), "
                 f"{self.total_tokens_per_second:,.0f} tok/s in all",
             ),
-            ("request latency", f"{format_duration(self.request_seconds)} (TTFT + {self.output - 1:,} steps)"),
+            (
+                "request latency",
+                f"{format_duration(self.request_seconds)} (TTFT + {self.output - 1:,} steps"
+                + (f" of the batch of {self.batch})" if self.batch > 1 else ")"),
+            ),
         ]
         if self.usd_per_million_tokens is not None and self.usd_per_million_input_tokens is not None:
             rows.append(("$ per 1M input", f"${self.usd_per_million_input_tokens:,.3f}"))
