@@ -189,3 +189,14 @@ def test_a_model_that_is_neither_file_folder_nor_hub_id_is_one_line(
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"napkin: error: {flag}: {value!r} {message}")
+
+
+def test_without_huggingface_hub_a_hub_id_names_the_extra_to_install(
+    napkin: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The distribution is napkin-math: 'napkin[hf]' would install another project's package."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if the extra were not installed
+    r = napkin("kv-cache", "--model", "meta-llama/Llama-3.1-8B", "--context", "8k")
+    assert r.exit_code == 2 and "pip install 'napkin-math[hf]'" in r.stderr and len(r.stderr.splitlines()) == 1

@@ -1,6 +1,6 @@
 """A Hugging Face model by what a user has: a config.json, a model folder, or a Hub id (``org/name``).
 
-A Hub id is resolved by ``huggingface_hub`` (the optional ``hf`` extra: ``pip install 'napkin[hf]'``), which
+A Hub id is resolved by ``huggingface_hub`` (the optional ``hf`` extra: ``pip install 'napkin-math[hf]'``), which
 reads the local cache first and honours ``HF_HUB_OFFLINE``, ``HF_HOME`` and ``HF_HUB_CACHE``; only
 ``config.json`` is fetched, and nothing else in napkin touches the network. The model is named by its Hub
 id, or its config's ``_name_or_path``, never by its folder.
@@ -72,7 +72,7 @@ def _from_hub(repo_id: str, field: str) -> Path:
     except ImportError:
         raise UsageError(
             f"{field}: {repo_id!r} is not a file, a folder or a preset; read as a Hugging Face Hub id it needs "
-            "huggingface_hub: pip install 'napkin[hf]'",
+            "huggingface_hub: pip install 'napkin-math[hf]'",
             field=field,
         ) from None
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE
