@@ -244,3 +244,15 @@ def test_the_ttft_row_says_it_is_one_prompt_alone_and_when_the_batch_s_last_come
     assert rows["TTFT"].startswith(f"{format_duration(r.ttft_seconds)} (one 2,048-token prompt alone")
     assert f"the batch's last at {format_duration(r.prefill_seconds)}" in rows["TTFT"]
     assert r.prefill_seconds > 20 * r.ttft_seconds  # 32 prompts take about 32 times one
+
+
+@pytest.mark.parametrize(("tensor", "ok"), [(7, True), (14, True), (4, False), (2, False)])
+def test_kv_heads_split_whole_over_tp_as_engines_split_them(tensor: int, ok: bool) -> None:
+    """7 KV heads (28 query heads): TP 7 or 14 gives each GPU whole (or replicated) heads; TP 2 or 4 would give
+    1.75 or 3.5 heads a GPU, which no engine runs (vLLM's QKVParallelLinear refuses it)."""
+    shape = {"layers": 28, "hidden": 3584, "heads": 28, "kv_heads": 7, "head_dim": 128, "vocab": 150_000}
+    if ok:
+        assert napkin.kv_cache(**shape, context="8k", tensor_parallel=tensor).kv_heads_per_gpu == 1.0  # 7/7, 7/14 → 1
+    else:
+        with pytest.raises(napkin.UsageError, match=r"^tensor_parallel \(\d\) must divide the model's KV heads \(7\)"):
+            napkin.kv_cache(**shape, context="8k", tensor_parallel=tensor)

@@ -17,6 +17,7 @@ from napkin.api.serving_inputs import (
     build_replica,
     context_of,
     fraction_or_zero,
+    kv_split,
     positive,
     seed_of,
     serving_fabric,
@@ -84,6 +85,7 @@ def kv_cache(
     t = positive(tensor_parallel, "tensor_parallel")
     if arch.heads is not None and arch.heads % t:
         raise UsageError(f"tensor_parallel ({t}) must divide the model's heads ({arch.heads})", field="tensor_parallel")
+    kv_split(arch, t)
     length = context_of(context, arch)
     b = positive(batch, "batch")
     result = engine(name, arch, length, b, choice(KvDtype, kv_dtype, "kv_dtype"), block_of(block_size, paged), t)

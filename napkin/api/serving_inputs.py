@@ -110,7 +110,23 @@ def tensor_of(gpus: Number | None, tensor_parallel: Number | None, arch: Model, 
         )
     if arch.heads is not None and arch.heads % t:
         raise UsageError(f"tensor_parallel ({t}) must divide the model's heads ({arch.heads})", field="tensor_parallel")
+    kv_split(arch, t)
     return g, t
+
+
+def kv_split(arch: Model, tensor: int) -> None:
+    """The KV heads split over TP as engines split them: each GPU a whole number of them, or one head replicated
+    on ``tensor / n_kv`` GPUs (vLLM's QKVParallelLinear: tp % n_kv == 0 when tp ≥ n_kv, else n_kv % tp == 0;
+    vllm/model_executor/layers/linear.py). MLA's one latent is replicated on every GPU."""
+    if arch.is_mla or tensor == 1:
+        return
+    n_kv = arch.n_kv
+    if (tensor >= n_kv and tensor % n_kv) or (tensor < n_kv and n_kv % tensor):
+        raise UsageError(
+            f"tensor_parallel ({tensor}) must divide the model's KV heads ({n_kv}) or be a multiple of them: "
+            f"engines give each GPU whole KV heads",
+            field="tensor_parallel",
+        )
 
 
 def positive(value: Number, field: str) -> int:
