@@ -439,6 +439,18 @@ def test_a_layout_outside_the_validated_region_says_so() -> None:
     assert "outside the megatron-core stack's validated region: 2,048 GPUs (validated up to 1,024)" in outside.notes
 
 
+def test_an_moe_layout_says_where_its_validation_does_not_hold() -> None:
+    """The Megatron-Bridge MoE runs agree where expert parallelism spans nodes and miss by 1.7-3.2x inside one
+    (tests/training_runs.py): an in-node EP layout says so; a dense-only stack says it has no MoE run."""
+    moe = {"model": "mixtral-8x7b", "seq": 4096, "global_batch": 256, "cluster": "dgx-h100", "dtype": "fp8"}
+    in_node = api.step(gpus=64, expert_parallel=8, stack="megatron-core-moe", **moe)
+    across = api.step(gpus=64, expert_parallel=8, tensor_parallel=2, stack="megatron-core-moe", **moe)
+    dense_stack = api.step(gpus=64, expert_parallel=8, tensor_parallel=2, stack="megatron-core", **moe)
+    assert in_node.validated is False and any("expert parallelism inside one node" in n for n in in_node.notes)
+    assert across.validated and not any("expert parallelism" in n for n in across.notes)
+    assert any("a mixture-of-experts model (validated: dense)" in n for n in dense_stack.notes)
+
+
 def test_hsdp_shards_in_a_node_and_all_reduces_the_shards_across_nodes() -> None:
     """Llama 3 70B on 256 H100s with torchtitan: HSDP holds an eighth of the model states per GPU (a node's
     ranks), FSDP a 256th; HSDP's data-parallel traffic is a node's NVLink per layer plus one all-reduce of the

@@ -167,10 +167,28 @@ class Validated(Record):
     seq: int = Field(ge=0, description="the longest sequence of a validation run")
     sharding_across_nodes: list[Sharding] = Field(description="data-parallel sharding validated across nodes")
     dtypes: list[str] = Field(description="number formats validated (bf16, fp8)")
+    experts: Literal["none", "across-nodes"] = Field(
+        default="none",
+        description="mixture-of-experts layouts where the validation runs agree: none, or expert parallelism "
+        "spanning nodes (the in-node runs are validation runs too, and miss: README)",
+    )
 
-    def outside(self, gpus: int, seq: int, sharding: Sharding, across_nodes: bool, dtype: str) -> list[str]:
-        """What of a layout its validation does not cover (empty: inside)."""
+    def outside(
+        self,
+        gpus: int,
+        seq: int,
+        sharding: Sharding,
+        across_nodes: bool,
+        dtype: str,
+        experts: Literal["dense", "in-node", "across-nodes"] = "dense",
+    ) -> list[str]:
+        """What of a layout its validation does not cover (empty: inside). ``experts``: a dense model, or an MoE
+        whose expert-parallel group stays inside one node or spans nodes."""
         out = []
+        if experts != "dense" and self.experts == "none":
+            out.append("a mixture-of-experts model (validated: dense)")
+        elif experts == "in-node" and self.experts == "across-nodes":
+            out.append("expert parallelism inside one node (published in-node MoE runs ran 1.7-3.2x slower)")
         if gpus > self.gpus:
             out.append(f"{gpus:,} GPUs (validated up to {self.gpus:,})")
         if seq > self.seq:

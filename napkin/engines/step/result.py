@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, computed_field
 
@@ -297,7 +297,11 @@ def outside_validation(sm: StepModel, k: Knobs) -> list[str]:
     """What of a layout the stack's published validation runs do not cover (empty without a stack profile)."""
     if sm.validated is None:
         return []
-    return sm.validated.outside(k.layout().gpus, sm.seq, k.sharding, _spans_nodes(k, sm.hw), sm.hw.dtype)
+    experts: Literal["dense", "in-node", "across-nodes"] = "dense"
+    if sm.model.is_moe:  # Megatron order: TP innermost, then EP over the data-parallel ranks
+        inside = k.tensor_parallel * k.expert_parallel <= sm.hw.fabric.domain_size
+        experts = "in-node" if inside else "across-nodes"
+    return sm.validated.outside(k.layout().gpus, sm.seq, k.sharding, _spans_nodes(k, sm.hw), sm.hw.dtype, experts)
 
 
 def _spans_nodes(k: Knobs, hw: Machine) -> bool:
