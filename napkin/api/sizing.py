@@ -161,7 +161,9 @@ def _sizing(
                 f"sharding: the stack {software.name} offers {', '.join(offers.sharding)}, not {lay.sharding}",
                 field="sharding",
             )
-    elif not offered_sharding(offers, lay.sharding):
+    elif not solve_for_n or not offered_sharding(offers, lay.sharding):
+        # memory: the stack's own default, as step and plan take it (Megatron-Core's distributed optimizer, ZeRO-1);
+        # max-model: ZeRO-3 where the stack offers it, the memory pooled over every GPU (the largest that fits)
         lay = lay.model_copy(update={"sharding": offers.sharding[0]})
     if "sequence_parallel" not in lay.model_fields_set and lay.tensor_parallel > 1:
         lay = lay.model_copy(update={"sequence_parallel": offers.sequence})  # on where the stack offers it
