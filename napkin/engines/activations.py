@@ -72,8 +72,11 @@ def layer_bytes(
     flash_attention: bool = False,
     moe: bool | None = None,
     capacity_factor: float | None = None,
+    linear_bytes: float | None = None,
 ) -> LayerBytes:
-    """One block's saved activations; ``moe`` picks an MoE layer (default: an average over the model's layers)."""
+    """One block's saved activations; ``moe`` picks an MoE layer (default: an average over the model's layers).
+    ``linear_bytes``: the bytes per element of the input each dense linear layer keeps for its weight gradient when
+    that is its own quantized copy (an fp8 recipe, ``fp8_linear_inputs``); None: the activations' e."""
     if model.heads is None:
         raise UsageError("heads: activation memory needs the attention head count (the a·s²·b term)", field="heads")
     e, t = element_bytes, layout.tensor_parallel
@@ -91,6 +94,7 @@ def layer_bytes(
             flash_attention=flash_attention,
             moe=False,
             capacity_factor=capacity_factor,
+            linear_bytes=linear_bytes,
         )
         sparse = layer_bytes(
             model,
@@ -100,6 +104,7 @@ def layer_bytes(
             flash_attention=flash_attention,
             moe=True,
             capacity_factor=capacity_factor,
+            linear_bytes=linear_bytes,
         )
         mean = (model.dense_layers * dense.total + model.moe_layers * sparse.total) / model.layers
         return LayerBytes(
@@ -121,6 +126,10 @@ def layer_bytes(
     else:
         split += tensors * e * model.d_ffn
         terms_s += f" + {tensors}e·F"
+    if linear_bytes is not None:
+        fp8 = fp8_linear_inputs(model, e, linear_bytes, flash_attention, moe=bool(moe))
+        unsplit, split = unsplit + fp8.unsplit, split + fp8.split
+        terms_u, terms_s = terms_u + fp8.terms_unsplit, terms_s + fp8.terms_split
     keys = model.attended(workload.seq)
     if flash_attention:
         scores, terms_a = 4.0 * a, "4a (FlashAttention statistics: fp32 log-sum-exp)"
@@ -134,6 +143,36 @@ def layer_bytes(
     formula = per + "[" + terms_u + ("/t" if sp > 1 else "") + " + (" + terms_s + (f" + {terms_a}" if terms_a else "")
     formula += ")" + ("/t" if t > 1 else "") + "]"
     return LayerBytes(total, formula)
+
+
+@dataclass(frozen=True)
+class LinearInputs:
+    """What an fp8 recipe changes in ``layer_bytes`` per token, as corrections to its 16-bit count."""
+
+    unsplit: float
+    split: float
+    terms_unsplit: str
+    terms_split: str
+
+
+def fp8_linear_inputs(model: Model, e: float, f: float, flash_attention: bool, *, moe: bool) -> LinearInputs:
+    """Transformer Engine under an fp8 recipe: each Linear / LayerNormLinear keeps for its weight-gradient GEMM the
+    fp8 copy of its input it quantized for the forward GEMM (f bytes per element, ``prepare_for_saving(inputmat…)``
+    / ``(…ln_out…)`` in transformer_engine/pytorch/module/linear.py and layernorm_linear.py), not the 16-bit one:
+        QKV input and FC1 input (the norms' outputs; the norms' inputs stay e): (f − e)·h each, unsplit (an MoE
+            layer's pre-MLP norm output, which the router and the dispatch take, stays e)
+        output-projection input: its own f copy; under FlashAttention the attention keeps the 16-bit output as
+            well (FusedAttnFunc saves q, k, v, out in 16 bits without fp8 attention), so + f·a·d_h, else (f − e)·a·d_h
+        FC2 input (the activation function's output; the function keeps its 16-bit input): (f − e)·F
+    The MoE path (routed experts, their dispatch) is left at e: napkin has not read the grouped GEMMs' saving."""
+    a, dh, h = model.n_heads, model.d_head, model.hidden
+    linears = 1 if moe else 2  # QKV (and FC1: an MoE layer's norm output goes to the router and the dispatch)
+    split = (f if flash_attention else f - e) * a * dh
+    terms_s = " + " + ("f" if flash_attention else "(f−e)") + "·a·d_h"
+    if not moe:
+        split += (f - e) * model.d_ffn
+        terms_s += " + (f−e)·F"
+    return LinearInputs(linears * (f - e) * h, split, f" + {'2' if linears == 2 else ''}(f−e)·h", terms_s)
 
 
 def embedding_bytes(model: Model, workload: Workload, layout: Layout) -> float:

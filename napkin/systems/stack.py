@@ -276,6 +276,14 @@ class Memory(Record):
     cached: CachedActivations | None = Field(
         default=None, description="the stack's own activation policy (absent: Korthikanti's count)"
     )
+    fp8_linear_input_bytes: float | None = Field(
+        default=None,
+        ge=0.5,
+        le=2,
+        allow_inf_nan=False,
+        description="under an fp8 recipe, bytes per element of the input each linear layer keeps for its "
+        "weight-gradient GEMM (its quantized copy, scales included); absent: the 16-bit activations'",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,6 +457,8 @@ class Stack(Profile):
                 pipeline_gradient_bytes=t.memory.pipeline_gradient_bytes or 0.0,
                 dualpipe=t.pipeline.schedules[0] is Schedule.dualpipe,
                 cached=t.memory.cached,
+                fp8_linear_input_bytes=t.memory.fp8_linear_input_bytes or 0.0,
+                fp8_source=t.source_of("memory.fp8_linear_input_bytes") or "",
                 loss_parallel_logit_bytes=t.memory.loss_parallel_logit_bytes or 0.0,
                 output_input_gathered=t.memory.output_input_gathered,
                 states_source="; ".join(
@@ -501,6 +511,8 @@ class MemoryRules:
     cached: CachedActivations | None = None
     loss_parallel_logit_bytes: float = 0.0  # 0: logit_bytes
     output_input_gathered: bool = False
+    fp8_linear_input_bytes: float = 0.0  # 0: linear inputs kept at the activations' 16-bit bytes under fp8
+    fp8_source: str = ""
     states_source: str = ""  # the citations of the values above, for --explain
     ends_source: str = ""
     dualpipe_source: str = ""

@@ -51,6 +51,13 @@ class ActivationInputs(Record):
     logit_bytes: float = Field(
         default=acts.LOSS_LOGIT_BYTES, gt=0, description="bytes per logit the loss holds at its peak (the stack's)"
     )
+    linear_input_bytes: float | None = Field(
+        default=None,
+        ge=0.5,
+        le=2,
+        description="bytes per element of the input each dense linear layer keeps for its weight gradient when it is "
+        "its own quantized copy (the stack's, under an fp8 recipe); None: element_bytes",
+    )
     selective_keeps: float = Field(
         default=1.0,
         gt=0,
@@ -77,6 +84,7 @@ def activation_bytes_per_layer(x: ActivationInputs, cached: CachedActivations | 
         element_bytes=x.element_bytes,
         flash_attention=x.flash_attention,
         capacity_factor=x.capacity_factor,
+        linear_bytes=x.linear_input_bytes,
     )
     kept = x.kept()
     return got.total * kept, got.formula if kept == 1.0 else f"({got.formula}) × {kept:g} kept by selective recompute"

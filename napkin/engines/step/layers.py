@@ -134,6 +134,7 @@ class LayerModel:
             flash_attention=self.flash,
             stack=st,
             adapters=adapters,
+            fp8=self.fp8 and hw.dtype == "fp8",
         )
 
     def gemm(

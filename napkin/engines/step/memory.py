@@ -42,8 +42,12 @@ class StepMemory:
         flash_attention: bool,
         stack: StackKnobs,
         adapters: Adapters | None,
+        fp8: bool = False,
     ) -> None:
         self.model, self.seq, self.batch = model, seq, global_batch
+        rules = stack.rules
+        #: under an fp8 recipe, the stack's bytes per kept linear-layer input (None: the 16-bit activations')
+        self.linear_input_bytes = rules.fp8_linear_input_bytes if fp8 and rules and rules.fp8_linear_input_bytes else None
         self.flash, self.stack, self.adapters = flash_attention, stack, adapters
         self.params = float(model.params())
         self.framework = stack.framework()
@@ -64,6 +68,7 @@ class StepMemory:
             flash_attention=self.flash,
             selective_keeps=self.stack.selective_keeps,
             logit_bytes=self.stack.logit_bytes,
+            linear_input_bytes=self.linear_input_bytes,
         )
 
     def per_gpu(self, k: Knobs) -> float:
