@@ -129,7 +129,7 @@ def layer_bytes(
     if linear_bytes is not None:
         fp8 = fp8_linear_inputs(model, e, linear_bytes, flash_attention, moe=bool(moe))
         unsplit, split = unsplit + fp8.unsplit, split + fp8.split
-        terms_u, terms_s = terms_u + fp8.terms_unsplit, terms_s + fp8.terms_split
+        terms_u, terms_s = f"({terms_u}{fp8.terms_unsplit})", terms_s + fp8.terms_split
     keys = model.attended(workload.seq)
     if flash_attention:
         scores, terms_a = 4.0 * a, "4a (FlashAttention statistics: fp32 log-sum-exp)"

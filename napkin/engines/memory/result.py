@@ -230,9 +230,12 @@ def memory(
                 "activations per layer",
                 formula,
                 f"s={activations.workload.seq}, b={activations.workload.micro_batch}, h={m.hidden}, a={m.heads}, "
-                f"n_kv={m.n_kv}, F={m.d_ffn}, t={tp}, e={e:g}",
+                f"n_kv={m.n_kv}, F={m.d_ffn}, t={tp}, e={e:g}"
+                + (f", f={activations.linear_input_bytes:g}" if activations.linear_input_bytes else ""),
                 format_bytes(per_layer),
-                fw.rules.cached_source if fw.rules and fw.rules.cached else activation_source(activations),
+                fw.rules.cached_source
+                if fw.rules and fw.rules.cached
+                else activation_source(activations, fw.rules.fp8_source if fw.rules else ""),
             )
         )
         steps.append(
