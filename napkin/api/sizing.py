@@ -32,7 +32,7 @@ from napkin.api.inputs import (
     split_layout,
     usable_capacity,
 )
-from napkin.domain.choices import Finetune, Optimizer, Precision, Recompute, Sharding
+from napkin.domain.choices import Dtype, Finetune, Optimizer, Precision, Recompute, Sharding
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -117,6 +117,7 @@ def _sizing(
     hardware_file: str | Path | None = None,
     stack: str | Any | None = None,
     stack_file: str | Path | None = None,
+    dtype: str | Dtype = Dtype.bf16,
     **shape: Any,
 ) -> MemoryResult | MaxModelResult | FinetuneMemoryResult | FinetuneMaxResult:
     """memory's question, or with ``params=_NO_PARAMS`` max_model's (the same inputs, solved for N).
@@ -126,10 +127,12 @@ def _sizing(
     ``stack`` (full training; default megatron-core): FlashAttention by default where it has it, its selective
     recomputation, its loss, and the memory it keeps (FSDP/ZeRO-3 gather buffers, fixed, fragmentation); a
     sharding it does not offer is an error, and left out it is ZeRO-3 where the stack offers it, else its
-    default."""
+    default. ``dtype="fp8"``: an fp8 recipe, whose linear layers keep the stack's bytes per saved input (full
+    training only)."""
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
 
+    fp8 = choice(Dtype, dtype, "dtype") is Dtype.fp8
     adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.mixed)
     recompute_given = shape.get("recompute")
     lay = split_layout(shape)
@@ -194,8 +197,14 @@ def _sizing(
     }
     if got.activations is not None:  # the stack's selective recomputation and loss
         knobs = software.knobs(profile.name)
+        rules = knobs.rules
+        kept = rules.fp8_linear_input_bytes if fp8 and rules and rules.fp8_linear_input_bytes else None
         common["activations"] = got.activations.model_copy(
-            update={"selective_keeps": knobs.selective_keeps, "logit_bytes": knobs.logit_bytes}
+            update={
+                "selective_keeps": knobs.selective_keeps,
+                "logit_bytes": knobs.logit_bytes,
+                "linear_input_bytes": kept,  # under fp8, the stack's bytes per kept linear input
+            }
         )
     if solve_for_n:  # max_model: the same inputs, solved for N
         from napkin.engines.memory import max_model as solve

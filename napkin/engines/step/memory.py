@@ -47,7 +47,9 @@ class StepMemory:
         self.model, self.seq, self.batch = model, seq, global_batch
         rules = stack.rules
         #: under an fp8 recipe, the stack's bytes per kept linear-layer input (None: the 16-bit activations')
-        self.linear_input_bytes = rules.fp8_linear_input_bytes if fp8 and rules and rules.fp8_linear_input_bytes else None
+        self.linear_input_bytes = (
+            rules.fp8_linear_input_bytes if fp8 and rules and rules.fp8_linear_input_bytes else None
+        )
         self.flash, self.stack, self.adapters = flash_attention, stack, adapters
         self.params = float(model.params())
         self.framework = stack.framework()
