@@ -1,0 +1,81 @@
+"""Activations under an fp8 recipe: Transformer Engine's linear layers keep the fp8 copy of their input for the
+weight-gradient GEMM (transformer_engine/pytorch/module/linear.py and layernorm_linear.py at v2.5), the rest stays
+16-bit; a stack that states nothing about it keeps napkin's 16-bit count."""
+
+from __future__ import annotations
+
+import pytest
+
+from napkin import api
+from tests.conftest import Run
+
+#: Llama 3 8B (h 4,096, 32 heads of 128, 8 KV heads, SwiGLU F 14,336) at 8,192 tokens on one GPU.
+LLAMA3_8B = {"model": "llama3-8b", "gpus": 1, "seq": 8192, "hardware": "h100", "sharding": "zero1"}
+LAYERS, TOKENS = 32, 8192
+
+#: What one layer keeps per token, tensor by tensor, as Transformer Engine 2.5 and Megatron-Core save it (bytes):
+#: LayerNormLinear (QKV): the norm's input, bf16, and its fp8 output (the GEMM input); FusedAttnFunc: q, k, v and
+#: the output in bf16 (fp8 attention off), the fp32 log-sum-exp; Linear (proj): its fp8 input; LayerNormLinear
+#: (FC1): the norm's bf16 input and fp8 output; bias_swiglu: its bf16 input (2F); Linear (FC2): its fp8 input (F).
+TE_FP8_PER_TOKEN = (
+    2 * 4096
+    + 1 * 4096  # QKV: norm input, fp8 norm output
+    + 2 * 4096
+    + 2 * 2 * 1024
+    + 2 * 4096
+    + 4 * 32  # q, k and v (8 KV heads), attention output, log-sum-exp
+    + 1 * 4096  # proj: fp8 input
+    + 2 * 4096
+    + 1 * 4096  # FC1: norm input, fp8 norm output
+    + 2 * 2 * 14336  # SwiGLU input (gate and up)
+    + 1 * 14336  # FC2: fp8 input
+)
+#: The same tensors in bf16, the projection's input being the attention's output (Korthikanti et al. 2022 Table 2
+#: with FlashAttention): 4e·h + e·(2a·d_h + 2n_kv·d_h) + 3e·F + 4a.
+BF16_PER_TOKEN = 4 * 2 * 4096 + 2 * (2 * 4096 + 2 * 1024) + 3 * 2 * 14336 + 4 * 32
+
+
+def _activations(**options: object) -> float:
+    """The activations of one layer × 32 layers (PP 1); sharding None: the stack's own default."""
+    given = {k: v for k, v in {**LLAMA3_8B, **options}.items() if v is not None}
+    return float(api.memory(**given).breakdown["activations"])
+
+
+def test_megatron_core_under_fp8_keeps_what_transformer_engine_saves() -> None:
+    assert TE_FP8_PER_TOKEN == 120_960 and BF16_PER_TOKEN == 139_392
+    assert _activations(dtype="fp8") == LAYERS * TOKENS * TE_FP8_PER_TOKEN
+    assert _activations(dtype="bf16") == LAYERS * TOKENS * BF16_PER_TOKEN
+
+
+@pytest.mark.parametrize("name", ["torchtitan", "llm-foundry", "deepspeed", "megatron-2022"])
+def test_a_stack_that_states_no_fp8_inputs_keeps_the_16_bit_count(name: str) -> None:
+    """torchtitan's float8 is torchao's, not Transformer Engine: nothing is assumed of what it keeps."""
+    assert _activations(dtype="fp8", stack=name, sharding=None) == _activations(dtype="bf16", stack=name, sharding=None)
+
+
+def test_step_and_memory_agree_on_an_fp8_run() -> None:
+    """Megatron-Bridge's Llama 3.1 405B FP8 (current scaling) layout on 256 GB200: TP 4, PP 16, VP 4, MBS 1, GBS
+    1,536 (src/megatron/bridge/perf_recipes/llama/gb200/llama31.py @ 067f987d)."""
+    layout = {
+        "model": "llama3.1-405b",
+        "gpus": 256,
+        "tensor_parallel": 4,
+        "pipeline_parallel": 16,
+        "interleave": 4,
+        "global_batch": 1536,
+        "sharding": "zero1",
+        "seq": 8192,
+    }
+    for dtype in ("bf16", "fp8"):
+        step = api.step(**layout, cluster="gb200-nvl72", dtype=dtype, stack="megatron-core")
+        memory = api.memory(**layout, hardware="gb200", dtype=dtype, stack="megatron-core")
+        assert step.per_gpu_bytes == pytest.approx(memory.per_gpu_bytes, rel=1e-12)
+    bf16 = api.memory(**layout, hardware="gb200")
+    fp8 = api.memory(**layout, hardware="gb200", dtype="fp8")
+    assert fp8.per_gpu_bytes < bf16.per_gpu_bytes
+    assert fp8.breakdown["params"] == bf16.breakdown["params"]  # the change is the activations' alone
+
+
+def test_an_unknown_dtype_is_one_line_exit_2(napkin: Run) -> None:
+    got = napkin("memory", "--model", "llama3-8b", "--dtype", "fp9")
+    assert got.exit_code == 2 and "--dtype" in got.stderr and "Traceback" not in got.stderr
