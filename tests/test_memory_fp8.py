@@ -1,6 +1,7 @@
-"""Activations under an fp8 recipe: Transformer Engine's linear layers keep the fp8 copy of their input for the
+"""Memory under an fp8 recipe: Transformer Engine's linear layers keep the fp8 copy of their input for the
 weight-gradient GEMM (transformer_engine/pytorch/module/linear.py and layernorm_linear.py at v2.5), the rest stays
-16-bit; a stack that states nothing about it keeps napkin's 16-bit count."""
+16-bit; Megatron-Bridge's fp8 recipes hold the layers' weights in fp8 (1 byte, and its transpose on Hopper); a stack
+that states nothing about either keeps napkin's 16-bit count."""
 
 from __future__ import annotations
 
@@ -48,9 +49,10 @@ def test_megatron_core_under_fp8_keeps_what_transformer_engine_saves() -> None:
 
 
 @pytest.mark.parametrize("name", ["torchtitan", "llm-foundry", "deepspeed", "megatron-2022"])
-def test_a_stack_that_states_no_fp8_inputs_keeps_the_16_bit_count(name: str) -> None:
+def test_a_stack_that_states_nothing_for_fp8_keeps_the_16_bit_count(name: str) -> None:
     """torchtitan's float8 is torchao's, not Transformer Engine: nothing is assumed of what it keeps."""
-    assert _activations(dtype="fp8", stack=name, sharding=None) == _activations(dtype="bf16", stack=name, sharding=None)
+    given = {k: v for k, v in {**LLAMA3_8B, "hardware": "gb200", "stack": name}.items() if k != "sharding"}
+    assert api.memory(**given, dtype="fp8").per_gpu_bytes == api.memory(**given).per_gpu_bytes
 
 
 def test_step_and_memory_agree_on_an_fp8_run() -> None:
@@ -72,8 +74,12 @@ def test_step_and_memory_agree_on_an_fp8_run() -> None:
         assert step.per_gpu_bytes == pytest.approx(memory.per_gpu_bytes, rel=1e-12)
     bf16 = api.memory(**layout, hardware="gb200")
     fp8 = api.memory(**layout, hardware="gb200", dtype="fp8")
-    assert fp8.per_gpu_bytes < bf16.per_gpu_bytes
-    assert fp8.breakdown["params"] == bf16.breakdown["params"]  # the change is the activations' alone
+    assert fp8.fits and not bf16.fits  # the run ran: it fits under its fp8 recipe
+    # the most loaded stage holds only layers: their fp8 weights take 1 byte on Blackwell, half the bf16 ones
+    assert fp8.breakdown["params"] == pytest.approx(bf16.breakdown["params"] / 2, rel=1e-12)
+    # on Hopper the fp8 weight's transpose is kept as well: 2 bytes, as the bf16 weight
+    hopper = {**layout, "hardware": "h100"}
+    assert api.memory(**hopper, dtype="fp8").breakdown["params"] == api.memory(**hopper).breakdown["params"]
 
 
 def test_an_unknown_dtype_is_one_line_exit_2(napkin: Run) -> None:

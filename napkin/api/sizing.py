@@ -131,6 +131,7 @@ def _sizing(
     training only)."""
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
+    from napkin.systems.stack import under_fp8
 
     fp8 = choice(Dtype, dtype, "dtype") is Dtype.fp8
     adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.mixed)
@@ -195,6 +196,8 @@ def _sizing(
         "reserve_bytes": reserve_of(reserve, usable_capacity(profile)),
         "framework": software.knobs(profile.name).framework(),
     }
+    if fp8:  # the stack's fp8 weights
+        common["framework"] = under_fp8(common["framework"])
     if got.activations is not None:  # the stack's selective recomputation and loss
         knobs = software.knobs(profile.name)
         rules = knobs.rules

@@ -284,6 +284,18 @@ class Memory(Record):
         description="under an fp8 recipe, bytes per element of the input each linear layer keeps for its "
         "weight-gradient GEMM (its quantized copy, scales included); absent: the 16-bit activations'",
     )
+    fp8_weight_bytes: float | None = Field(
+        default=None,
+        ge=1,
+        le=4,
+        allow_inf_nan=False,
+        description="under an fp8 recipe, bytes per transformer-layer weight held for the GEMMs in place of the "
+        "16-bit parameter (fp8 primary weights, with their transpose where the device's fp8 GEMMs take only the TN "
+        "layout); absent: --precision's parameter bytes",
+    )
+    fp8_weight_bytes_devices: dict[str, Annotated[float, Field(ge=1, le=4, allow_inf_nan=False)]] | None = Field(
+        default=None, description="hardware profile name → fp8_weight_bytes on that device (absent: none)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +471,14 @@ class Stack(Profile):
                 cached=t.memory.cached,
                 fp8_linear_input_bytes=t.memory.fp8_linear_input_bytes or 0.0,
                 fp8_source=t.source_of("memory.fp8_linear_input_bytes") or "",
+                fp8_weight_bytes=(t.memory.fp8_weight_bytes_devices or {}).get(
+                    hardware, t.memory.fp8_weight_bytes or 0.0
+                ),
+                fp8_weights_source="; ".join(
+                    dict.fromkeys(
+                        t.source_of(f"memory.{k}") or "" for k in ("fp8_weight_bytes", "fp8_weight_bytes_devices")
+                    )
+                ),
                 loss_parallel_logit_bytes=t.memory.loss_parallel_logit_bytes or 0.0,
                 output_input_gathered=t.memory.output_input_gathered,
                 states_source="; ".join(
@@ -513,10 +533,21 @@ class MemoryRules:
     output_input_gathered: bool = False
     fp8_linear_input_bytes: float = 0.0  # 0: linear inputs kept at the activations' 16-bit bytes under fp8
     fp8_source: str = ""
+    fp8_weight_bytes: float = 0.0  # under fp8, bytes per transformer-layer weight on this device (0: --precision's)
+    fp8_weights_source: str = ""
+    layer_param_bytes: float = 0.0  # bytes per transformer-layer parameter held (0: --precision's): ``under_fp8``
     states_source: str = ""  # the citations of the values above, for --explain
     ends_source: str = ""
     dualpipe_source: str = ""
     cached_source: str = ""
+
+
+def under_fp8(framework: Framework) -> Framework:
+    """The stack's memory under an fp8 recipe: its transformer layers' weights at its fp8 weight bytes."""
+    rules = framework.rules
+    if rules is None or not rules.fp8_weight_bytes:
+        return framework
+    return replace(framework, rules=replace(rules, layer_param_bytes=rules.fp8_weight_bytes))
 
 
 @dataclass(frozen=True, slots=True)

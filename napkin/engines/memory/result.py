@@ -199,7 +199,7 @@ def memory(
         step(
             f"model states per GPU ({sharding})",
             sharding_formula(sharding) + (" / (t·p)" if split > 1 else ""),
-            _states_numbers(worst, bpp, layout, 2 if dualpipe else 1),
+            _states_numbers(worst, bpp, layout, 2 if dualpipe else 1) + _fp8_weights_numbers(worst, bpp, layout, fw),
             format_bytes(sum(worst.states.values()) + worst.host_bytes),
             sharding_source(sharding)
             + (
@@ -210,6 +210,19 @@ def memory(
             ),
         ),
     ]
+    if fw.rules and fw.rules.layer_param_bytes:
+        layer_params = worst.params - worst.expert_params - worst.end_params
+        steps.append(
+            step(
+                "fp8 weights (within the model states)",
+                "the layers' weights at the stack's bytes under fp8; the embedding, output layer and experts at "
+                "--precision's",
+                f"{format_sci(layer_params)} layer params on this GPU × {fw.rules.layer_param_bytes:g} B, not "
+                f"{bpp.breakdown['params']:g} B",
+                f"params {format_bytes(worst.states.get('params', 0.0))}",
+                fw.rules.fp8_weights_source,
+            )
+        )
     if worst.host_bytes:
         moved = ", ".join(sorted(OFFLOADED[layout.offload]))
         steps.append(
@@ -356,6 +369,16 @@ def memory(
             else []
         ),
     )
+
+
+def _fp8_weights_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout, fw: Framework) -> str:
+    """What the stack's fp8 weights take off the model states (``stage_states``), for its step's numbers."""
+    w = fw.rules.layer_param_bytes if fw.rules else 0.0
+    if not w:
+        return ""
+    held = per_gpu_bytes_per_param(bpp, layout.sharding, shard_ranks(layout))["params"]
+    layer_params = worst.params - worst.expert_params - worst.end_params
+    return f" − {format_bytes_si(layer_params * held * (1 - w / bpp.breakdown['params']))} (fp8 weights, below)"
 
 
 def _states_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout, copies: int = 1) -> str:

@@ -245,6 +245,11 @@ def stage_states(
     dense_local = (layers * per_layer_dense + ends + (final_norm if last else 0)) * scale / t
     expert_local = layers * per_layer_expert * scale / (t * layout.expert_parallel)
     states = {c: dense_local * dense_pp[c] + expert_local * expert_pp[c] for c in dense_pp}
+    if rules is not None and rules.layer_param_bytes and bpp.breakdown["params"]:
+        # the layers' weights held at the stack's bytes (fp8 primary weights, ``under_fp8``); the embedding, the
+        # output layer and the routed experts at --precision's (the layers' norms, < 0.1 %, counted with them)
+        ratio = rules.layer_param_bytes / bpp.breakdown["params"]
+        states["params"] += layers * per_layer_dense * scale / t * dense_pp["params"] * (ratio - 1)
     moved = OFFLOADED[layout.offload]
     host = sum(v for c, v in states.items() if c in moved)
     return StageStates(

@@ -25,7 +25,7 @@ from napkin.engines.memory import (
     stage_states,
 )
 from napkin.engines.step.knobs import Knobs
-from napkin.systems.stack import StackKnobs
+from napkin.systems.stack import StackKnobs, under_fp8
 
 
 class StepMemory:
@@ -52,7 +52,7 @@ class StepMemory:
         )
         self.flash, self.stack, self.adapters = flash_attention, stack, adapters
         self.params = float(model.params())
-        self.framework = stack.framework()
+        self.framework = under_fp8(stack.framework()) if fp8 else stack.framework()
         self.rules = self.framework.rules
         self.bpp = stack_bytes_per_param(bytes_per_param(optimizer, precision), self.rules)
         self.element_bytes = activation_element_bytes(precision)
