@@ -637,6 +637,15 @@ def test_renamed_flags_keep_their_old_spelling_for_a_release_with_a_note(
     assert both is None or (both.exit_code == 2 and "not both" in both.stderr)
 
 
+def test_a_rounded_token_batch_says_what_data_parallelism_it_leaves(napkin: Run) -> None:
+    """4M tokens of 8,000 are 524 sequences = 4 × 131: data parallelism × micro-batch must divide them, so at
+    most 4 of 64 GPUs' worth of replicas; the note says so and what batch uses every GPU (9 × 64 = 576)."""
+    r = napkin("plan", "--model", "llama3-8b", "--gpus", "64", "--seq", "8000", "--global-batch-tokens", "4M")
+    assert r.exit_code == 0, r.stderr
+    assert "using 524 (4,192,000 tokens), which share only 4 with 64 GPUs: data parallelism at most 4" in r.stderr
+    assert "--global-batch 576" in r.stderr
+
+
 def test_a_batch_in_tokens_may_be_a_fraction_of_binary_millions(napkin: Run) -> None:
     """--global-batch-tokens 15.7M is 15.7 × 2^20 = 16,462,643 tokens: rounded to whole sequences and said, not
     refused; 4M is 4 × 2^20 = 512 sequences of 8,192 exactly."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -67,15 +68,24 @@ def _global_batch(
     return optional(units.parse_int, global_batch, "global_batch"), None
 
 
-def _notes(sm: StepModel, batch_tokens: int | None) -> list[str]:
-    """What a step or plan result should say about its inputs: a token batch that is not whole sequences, a
-    sequence longer than the model's context."""
+def _notes(sm: StepModel, batch_tokens: int | None, gpus: int | None = None) -> list[str]:
+    """What a step or plan result should say about its inputs: a token batch that is not whole sequences (and,
+    for a plan on ``gpus``, the data parallelism its rounded count leaves), a sequence longer than the model's
+    context."""
     notes = []
     if batch_tokens is not None and batch_tokens != sm.batch * sm.seq:
-        notes.append(
+        note = (
             f"global batch: {batch_tokens:,} tokens is {batch_tokens / sm.seq:,.1f} sequences of "
             f"{sm.seq:,}; using {sm.batch:,} ({sm.batch * sm.seq:,} tokens)"
         )
+        shared = math.gcd(sm.batch, gpus) if gpus else None
+        if gpus and shared is not None and shared < gpus:  # DP × micro-batch must divide the sequences
+            whole = -(-sm.batch // gpus) * gpus
+            note += (
+                f", which share only {shared} with {gpus:,} GPUs: data parallelism at most {shared}; "
+                f"--global-batch {whole:,} (or a --seq that divides the tokens) lets it use every GPU"
+            )
+        notes.append(note)
     if sm.model.context is not None and sm.seq > sm.model.context:
         notes.append(f"seq {sm.seq:,} is longer than the model's context of {sm.model.context:,} tokens")
     return notes
@@ -252,6 +262,6 @@ def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
     sm, chosen, batch_tokens = step_model(o, options, adapters=adapters, gpus=g)
     result = engine(sm, g, chosen.name or "custom", n)
     result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
-    result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
+    result.notes += [*chosen.notes, *_notes(sm, batch_tokens, g)]
     result.warnings[:0] = list(chosen.warnings)
     return result
