@@ -90,6 +90,7 @@ DURATION_UNITS: Final = {
 
 _EXAMPLES: Final = {
     "count": "a positive count such as 70e9, 70B, 1.5T, 7M or 70_000_000_000",
+    "whole": "a positive whole number such as 8, 64, 1K or 2e3",
     "bytes": "a positive size such as 80GB, 80 GiB or 8e10 (bytes); GB = 1e9 B, GiB = 2^30 B",
     "rate": "a positive rate such as 989.5 TFLOP/s, 312e12 or 1979 TOPS",
     "flops": "a positive FLOP count such as 6.3e24 or 5.76e23 FLOP",
@@ -212,7 +213,7 @@ def _exact(text: object) -> int | None:
 def parse_int(text: str | float | int, what: str = "value") -> int:
     """A positive whole count (GPUs, layers, batch): ``"1024"``, ``"1K"``, ``"2e3"``; at most 2^53, read exactly
     (``"9007199254740993"`` is refused, not rounded to 2^53)."""
-    return _whole(parse_count(text, what), text, what, _exact(text))
+    return _whole(_parse(text, COUNT_UNITS, "whole", what), text, what, _exact(text))
 
 
 def parse_bytes(text: str | float | int, what: str = "value") -> float:

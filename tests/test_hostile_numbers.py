@@ -231,6 +231,11 @@ def test_numpy_numbers_are_accepted_alike() -> None:
             ["traffic", "--model", "llama3-8b", "--rate", "1", "--prompt", "9"],
             "napkin: error: --output: a length is required (1024, 100..2000 or @histogram.txt)\n",
         ),
+        # a GPU count is a whole number: its examples are whole numbers, not parameter counts
+        (
+            ["memory", "--model", "llama3-8b", "--gpus", "0"],
+            "--gpus: '0' must be positive and finite; expected a positive whole number such as 8, 64, 1K or 2e3",
+        ),
         # a length with its k/M suffix is quoted whole, with what a length accepts
         (["kv-cache", "--model", "llama3-8b", "--context", "-8k"], "--context: '-8k' is not a positive length"),
         (["plan", "--model", "llama3-8b", "-G", "8", "--global-batch-tokens", "-4M"], "'-4M' is not a positive length"),

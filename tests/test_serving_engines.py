@@ -380,6 +380,7 @@ def test_serve_plan_ranks_by_cost_and_names_the_closest_miss() -> None:
         (["--ttft-p90", "2GB"], "--ttft-p90:"),
         (["--prompt", "@/nonexistent/lengths.txt"], "--prompt:"),
         (["--prompt", "900..100"], "--prompt: '900..100' must be LOW..HIGH"),
+        (["--prompt", "200-1800"], "--prompt: '200-1800': a uniform range is written 200..1800"),
     ],
 )
 def test_traffic_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:

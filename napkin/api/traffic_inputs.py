@@ -3,6 +3,7 @@ percentiles and SLO targets, each checked and named when wrong."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,9 @@ def parse_lengths(value: Number, field: str) -> Any:
         if not 1 <= low <= high:
             raise UsageError(f"{field}: {value!r} must be LOW..HIGH with 1 ≤ LOW ≤ HIGH tokens", field=field)
         return Lengths(kind="uniform", values=[low, high], label=f"uniform {low:,}..{high:,}")
+    if re.fullmatch(r"\d[\d_.,kKmM]*\s*(-|–|to)\s*\d[\d_.,kKmM]*", text):  # 200-1800: a range, written LOW..HIGH
+        low_text, high_text = re.split(r"\s*(?:-|–|to)\s*", text, maxsplit=1)
+        raise UsageError(f"{field}: {value!r}: a uniform range is written {low_text}..{high_text}", field=field)
     path = Path(text.removeprefix("@"))
     if text.startswith("@") or (not text[:1].isdigit() and path.exists()):
         return _histogram(path, field)

@@ -106,7 +106,10 @@ class TrainTimeResult(ModelResult):
                 f"{self.hardware}: {self.dtype} dense peak {format_rate(self.peak_flops)} ({self.peak_source})",
             ),
             ("parameters", f"{format_count(self.params)} params{mark['params']}{active}{self._adapters()}"),
-            ("tokens", f"{format_count(self.tokens)} tokens{mark['tokens']} ({self.tokens_per_param:,.1f} per param)"),
+            (
+                "tokens",
+                f"{format_count(self.tokens)} tokens{mark['tokens']} ({_per_param(self.tokens_per_param)} per param)",
+            ),
             ("GPUs", f"{self.gpus:,}{mark['gpus']}"),
             (
                 "training FLOPs",
@@ -170,6 +173,11 @@ class TrainTimeResult(ModelResult):
         formula = "C = (4N + 6T)·D" if self.adapter_params else "C = 6·N·D"
         formula += " + attention" if self.flops_attention else ""
         return f"{formula}; t = C / (G × dense peak × MFU)"
+
+
+def _per_param(value: float) -> str:
+    """Tokens per parameter: 214.3, 1,867.9; two significant figures below one (a fine-tune's 0.012)."""
+    return f"{value:,.1f}" if value >= 1 else f"{value:.2g}"
 
 
 def _tenths(value: float) -> str:

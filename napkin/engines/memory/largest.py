@@ -99,7 +99,7 @@ class MaxModelResult(ModelResult):
             rows.append(
                 (
                     "largest micro-batch",
-                    f"{self.max_micro_batch} sequences for the given shape's "
+                    f"{self.max_micro_batch} sequence{'' if self.max_micro_batch == 1 else 's'} for the given shape's "
                     f"{format_count(self.shape_params)}-param model",
                 )
             )

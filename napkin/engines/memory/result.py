@@ -119,7 +119,9 @@ class MemoryResult(ModelResult):
         else:
             rows.append(("verdict", f"does NOT fit{scope}: short by {format_bytes(-self.headroom_bytes)}"))
         if self.max_micro_batch is not None:
-            rows.append(("largest micro-batch", f"{self.max_micro_batch} sequences"))
+            rows.append(
+                ("largest micro-batch", f"{self.max_micro_batch} sequence{'' if self.max_micro_batch == 1 else 's'}")
+            )
         return rows
 
     def extras(self) -> list[Any]:
