@@ -109,9 +109,10 @@ class ServePlanResult(Result):
 
 
 def _config(d: Deployment) -> str:
+    per = d.gpus // d.replicas  # GPUs of one replica
     return (
-        f"{d.replicas} × {d.hardware} {d.layout_text}, {d.weights} weights, {d.kv_dtype} KV: "
-        f"${d.usd_per_hour:,.2f}/h, ${d.usd_per_million_tokens:,.3f}/1M"
+        f"{d.replicas} replica{'' if d.replicas == 1 else 's'} × {per} {d.hardware} ({d.layout_text}), "
+        f"{d.weights} weights, {d.kv_dtype} KV: ${d.usd_per_hour:,.2f}/h, ${d.usd_per_million_tokens:,.3f}/1M"
     )
 
 
@@ -242,7 +243,9 @@ def bottleneck(replica: Replica, workload: Workload, ratios: dict[str, float]) -
     weights, gemm, kv = cost.weights(b), cost.gemms(b, 0), cost.attention * ctx
     regime = "weight reads" if weights >= max(gemm, kv) else "KV reads" if kv >= gemm else "matmuls"
     limit = max(ratios, key=lambda k: ratios[k]) if ratios else "throughput"
-    return f"{limit} ({regime} at full batch)"
+    metric, _, q = limit.partition("_")  # ttft_p90 → TTFT P90, as the SLO was written
+    named = f"{metric.upper()} {q.upper()}".strip() if q else limit
+    return f"{named} binds; decode bound by {regime} at full batch"
 
 
 def with_replica(candidate: Candidate, **changes: Any) -> Candidate:
