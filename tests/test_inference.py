@@ -256,3 +256,10 @@ def test_kv_heads_split_whole_over_tp_as_engines_split_them(tensor: int, ok: boo
     else:
         with pytest.raises(napkin.UsageError, match=r"^tensor_parallel \(\d\) must divide the model's KV heads \(7\)"):
             napkin.kv_cache(**shape, context="8k", tensor_parallel=tensor)
+
+
+def test_a_context_longer_than_prompt_and_output_says_which_sets_what() -> None:
+    """--context sizes the KV cache, --prompt and --output the speed: given all three, the result says so."""
+    r = napkin.inference(model="llama3.1-8b", context="8k", prompt="2k", output=100)
+    assert "context 8,192 sizes each sequence's KV cache; the speed is of prompt + output = 2,148 tokens" in r.notes
+    assert r.kv_bytes_per_sequence == 131_072 * 8192  # the KV cache is the context's: 128 KiB a token, bf16

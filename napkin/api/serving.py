@@ -135,6 +135,11 @@ def inference(
             "least 2 (1 to read, 1 to generate)",
             field="context",
         )
+    if context is not None and len(given) == 2 and 1 <= p + o < length:
+        notes = (
+            *notes,
+            f"context {length:,} sizes each sequence's KV cache; the speed is of prompt + output = {p + o:,} tokens",
+        )
     if p < 1 or o < 1 or p + o > length:
         told = " + ".join(f"{name} ({p if name == 'prompt' else o:,})" for name in given)
         raise UsageError(
