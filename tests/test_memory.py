@@ -205,3 +205,21 @@ def test_max_model_that_cannot_hold_its_activations_is_an_answer_of_zero() -> No
     assert "--flash-attention" in r.warnings[0]
     fitted = api.max_model(model="llama3-8b", gpus=8, flash_attention=True, recompute="full")
     assert fitted.params > 0 and not fitted.warnings
+
+
+def test_the_activations_step_of_explain_adds_up_to_its_result() -> None:
+    """--explain's numbers line holds every term of the sum it states (the logits were left out: 1.14 GB × 32 was
+    printed as 40.9 GB)."""
+    import re
+
+    from napkin import api
+    from napkin.units import parse_bytes
+
+    result = api.memory(model="llama3-8b", gpus=8, micro_batch=1)
+    [activations] = [s for s in result.steps if s.quantity.startswith("activations on")]
+    first, *rest = activations.substituted.split(" + ")
+    per_layer, layers, in_flight = first.split(" × ")
+    total = parse_bytes(per_layer) * float(layers) * float(in_flight)
+    total += sum(parse_bytes(re.sub(r" \(.*\)$", "", term)) for term in rest)
+    assert {re.sub(r"^.*\((.*)\)$", r"\1", term) for term in rest} == {"embedding", "logits"}
+    assert total == pytest.approx(parse_bytes(activations.result.split(" (")[0]), rel=0.01)

@@ -264,7 +264,12 @@ def memory(
                 + (" + embedding" if worst.activations.get("embedding") else "")
                 + (" + logits (for the loss)" if worst.activations.get("logits") else "")
                 + (" + all-to-all buffers" if worst.activations.get("all_to_all_buffers") else ""),
-                f"{format_bytes_si(per_layer)} × {worst.layers:g} × {worst.in_flight:.4g}",
+                f"{format_bytes_si(per_layer)} × {worst.layers:g} × {worst.in_flight:.4g}"
+                + "".join(
+                    f" + {format_bytes_si(worst.activations[part])} ({part.replace('_', ' ')})"
+                    for part in ("embedding", "logits", "all_to_all_buffers")
+                    if worst.activations.get(part)
+                ),
                 format_bytes(sum(worst.activations.values())),
                 fw.rules.dualpipe_source if dualpipe and fw.rules else sources.PIPELINE_MEMORY,
             )
