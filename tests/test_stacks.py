@@ -494,3 +494,10 @@ def test_grand_teton_h100s_run_at_the_peak_their_500w_limit_allows() -> None:
     assert nvl < grand_teton.peak("bf16") < sxm
     assert grand_teton.peak("bf16") == pytest.approx(884.6e12, rel=1e-3)
     assert sxm * (400 / H100_SXM_WATTS) ** POWER_CLOCK_EXPONENT == pytest.approx(nvl, rel=0.02)
+
+
+def test_stack_list_is_in_name_order(napkin: Run) -> None:
+    """megatron-core before megatron-core-moe (file order put 'megatron-core-moe.yaml' first: '-' sorts before '.')."""
+    out = napkin("stack", "list").stdout
+    names = [line.split()[0] for line in out.splitlines() if line.endswith("built-in")]
+    assert names == sorted(names) and names.index("megatron-core") < names.index("megatron-core-moe")

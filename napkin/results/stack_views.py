@@ -25,7 +25,9 @@ class StackList(TableResult):
 
     def body(self) -> list[list[str]]:
         rows = []
-        for loaded in self.catalog.visible():
+        shown = self.catalog.visible()  # by name within each origin (file order put '-moe.yaml' before '.yaml')
+        first = {origin: i for i, origin in reversed(list(enumerate(loaded.origin for loaded in shown)))}
+        for loaded in sorted(shown, key=lambda loaded: (first[loaded.origin], loaded.profile.name)):
             s = loaded.profile
             t = s.training
             if t is None:  # a serving stack
