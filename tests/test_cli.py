@@ -126,6 +126,8 @@ def test_max_model(napkin: Run) -> None:
     assert data["memory_bytes"] == 8 * 85_520_809_984 and data["hardware"] == "h100-sxm"
     assert data["breakdown"] == {"params": 2, "gradients": 2, "master_weights": 4, "optimizer_states": 8}
     assert "5.3 B params" in napkin("max-model", "--gpus", "8", "--optimizer", "adamw", "--sharding", "none").stdout
+    # pooled by ZeRO-3, where memory and step take the stack's ZeRO-1: the answer says what memory needs to agree
+    assert "give memory --sharding zero3 to check this answer" in r.stderr
 
 
 def test_memory_json_and_bar(napkin: Run) -> None:

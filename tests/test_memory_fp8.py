@@ -85,3 +85,18 @@ def test_step_and_memory_agree_on_an_fp8_run() -> None:
 def test_an_unknown_dtype_is_one_line_exit_2(napkin: Run) -> None:
     got = napkin("memory", "--model", "llama3-8b", "--dtype", "fp9")
     assert got.exit_code == 2 and "--dtype" in got.stderr and "Traceback" not in got.stderr
+
+
+def test_memory_refuses_fp8_where_step_does() -> None:
+    """An A100 has no fp8 peak: step refuses --dtype fp8 there, and so do memory and max-model; an adapter
+    fine-tune keeps its own dtypes, so fp8 is refused rather than silently dropped."""
+    from napkin import api
+    from napkin.errors import UsageError
+
+    for question in (api.memory, api.max_model):
+        with pytest.raises(UsageError, match=r"^dtype: a100-sxm-80gb has no fp8 peak"):
+            question(model="llama3-8b", gpus=8, hardware="a100", dtype="fp8")
+    with pytest.raises(UsageError, match=r"^dtype: a100-sxm-80gb has no fp8 peak"):
+        api.step(model="llama3-8b", gpus=8, global_batch=8, hardware="a100", dtype="fp8")
+    with pytest.raises(UsageError, match=r"^dtype: fp8 is a full-training recipe here"):
+        api.memory(model="llama3-8b", gpus=8, finetune="lora", dtype="fp8")

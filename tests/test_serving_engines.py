@@ -556,3 +556,15 @@ def test_one_stack_catalog_serves_both_sides() -> None:
     assert code == 0 and "serving.memory_fraction" in out and "0.9" in out
     code, _, err = cli("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "64", "--stack", "vllm")
     assert code == 2 and "'vllm' has serving values only" in err and err.count("\n") == 1, err
+
+
+def test_serve_plan_ranks_only_layouts_inference_accepts() -> None:
+    """Phi-3-medium's shape (40 heads, 10 KV heads): TP 4 and 8 would give a GPU 2.5 or 1.25 KV heads, which
+    inference refuses (as vLLM does); serve-plan must not rank them either."""
+    shape = {"layers": 40, "hidden": 5120, "heads": 40, "kv_heads": 10, "ffn": 17920, "vocab": 32064, "mlp": "swiglu"}
+    plan = napkin.serve_plan(
+        **shape, rate=2, prompt=500, output=100, ttft_p90="2s", hardware="h100", requests=100, top=20
+    )
+    assert plan.deployments and {d.layout.tensor_parallel for d in plan.deployments} <= {1, 2}
+    with pytest.raises(napkin.UsageError, match=r"must divide the model's KV heads \(10\)"):
+        napkin.inference(**shape, gpus=4, prompt=500, output=100, hardware="h100")

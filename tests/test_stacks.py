@@ -376,7 +376,7 @@ def test_validation_errors_stay_where_the_readme_says() -> None:
     assert sum(dense) / len(dense) <= 0.08 and max(dense) <= 0.60
     # MoE (Megatron-Bridge DGX-H100): where the expert all-to-all crosses nodes (Qwen3-30B-A3B EP 16, Qwen3-235B-A22B
     # EP 32, DeepSeek-V3 EP 64) within 12 %; GPT-OSS 120B and Qwen3-30B-A3B at EP 8 in one node are predicted
-    # 69-224 % fast, which the all-to-all does not explain (README: the dropless dispatcher's host sync, suspected)
+    # 69-223 % fast, which the all-to-all does not explain (README: the dropless dispatcher's host sync, suspected)
     crossing = [
         abs(error(c))
         for c in cases()
@@ -446,8 +446,8 @@ def test_an_moe_layout_says_where_its_validation_does_not_hold() -> None:
     in_node = api.step(gpus=64, expert_parallel=8, stack="megatron-core-moe", **moe)
     across = api.step(gpus=64, expert_parallel=8, tensor_parallel=2, stack="megatron-core-moe", **moe)
     dense_stack = api.step(gpus=64, expert_parallel=8, tensor_parallel=2, stack="megatron-core", **moe)
-    assert in_node.validated is False and any("expert parallelism inside one node" in n for n in in_node.notes)
-    assert across.validated and not any("expert parallelism" in n for n in across.notes)
+    assert in_node.validated is False and any("experts within one node" in n for n in in_node.notes)
+    assert across.validated and not any("experts within one node" in n for n in across.notes)
     assert any("a mixture-of-experts model (validated: dense)" in n for n in dense_stack.notes)
 
 

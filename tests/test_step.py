@@ -1060,9 +1060,9 @@ def test_the_expert_all_to_all_is_exposed_unless_the_stack_overlaps_it_and_hides
     hw = machine(cluster, resolve(cluster.device).profile)
     model = get_preset("deepseek-v3").model
 
-    def terms(stack_name: str, gpus: int, ep: int) -> Any:
+    def terms(stack_name: str, gpus: int, ep: int, microbatches: int = 64) -> Any:
         knobs = stack_of(stack_name).profile.knobs("h100-sxm")
-        sm = StepModel(model, 4096, gpus, hw, flash_attention=True, stack=knobs)
+        sm = StepModel(model, 4096, gpus // 2 * microbatches, hw, flash_attention=True, stack=knobs)
         k = Knobs(
             tensor_parallel=2,
             data_parallel=gpus // 2,
@@ -1078,8 +1078,13 @@ def test_the_expert_all_to_all_is_exposed_unless_the_stack_overlaps_it_and_hides
         assert overlapped.compute == pytest.approx(in_line.compute, rel=1e-12)
         # what the compute cannot cover stays exposed
         assert overlapped.other >= in_line.other - overlapped.compute - 1e-9
-    assert terms("megatron-core-moe-a2a-overlap", 64, 8).other == 0.0
+    # 64 micro-batches: the first has no other beside it, so 1/64 of the all-to-all stays in line
+    hides = terms("megatron-core-moe-a2a-overlap", 64, 8)
+    assert hides.other == pytest.approx(terms("megatron-core-moe", 64, 8).other / 64, rel=1e-9)
     assert terms("megatron-core-moe-a2a-overlap", 512, 64).other > 0.0
+    # one micro-batch: no other micro-batch to hide under, the overlap changes nothing
+    alone = terms("megatron-core-moe-a2a-overlap", 64, 8, microbatches=1)
+    assert alone.other == pytest.approx(terms("megatron-core-moe", 64, 8, microbatches=1).other, rel=1e-12)
 
 
 def test_a_single_gpu_needs_no_cluster_and_step_names_the_finetune(napkin: Run) -> None:

@@ -11,6 +11,7 @@ from napkin.api.inputs import SHAPE_FIELDS, choice, fabric_of, get_hardware, key
 from napkin.api.serving_inputs import (
     ServingOptions,
     build_replica,
+    kv_splits,
     positive,
     seed_of,
     serving_model,
@@ -147,8 +148,8 @@ def _layouts(arch: Model, profile: HardwareProfile, limit: int) -> list[tuple[in
     domain = fabric.domain_size if fabric is not None else 8
     out = []
     for t in (1, 2, 4, 8):
-        if t > domain or t > limit or (arch.heads is not None and arch.heads % t):
-            continue
+        if t > domain or t > limit or (arch.heads is not None and arch.heads % t) or not kv_splits(arch, t):
+            continue  # as inference and traffic refuse it: TP must split the heads and the KV heads whole
         for p in (1, 2):
             if t * p > limit or (p > 1 and t < min(8, domain)):
                 continue

@@ -114,14 +114,20 @@ def tensor_of(gpus: Number | None, tensor_parallel: Number | None, arch: Model, 
     return g, t
 
 
-def kv_split(arch: Model, tensor: int) -> None:
-    """The KV heads split over TP as engines split them: each GPU a whole number of them, or one head replicated
-    on ``tensor / n_kv`` GPUs (vLLM's QKVParallelLinear: tp % n_kv == 0 when tp ≥ n_kv, else n_kv % tp == 0;
-    vllm/model_executor/layers/linear.py). MLA's one latent is replicated on every GPU."""
+def kv_splits(arch: Model, tensor: int) -> bool:
+    """Whether TP splits the KV heads as engines split them: each GPU a whole number of them, or one head
+    replicated on ``tensor / n_kv`` GPUs (vLLM's QKVParallelLinear: tp % n_kv == 0 when tp ≥ n_kv, else
+    n_kv % tp == 0; vllm/model_executor/layers/linear.py). MLA's one latent is replicated on every GPU."""
     if arch.is_mla or tensor == 1:
-        return
+        return True
     n_kv = arch.n_kv
-    if (tensor >= n_kv and tensor % n_kv) or (tensor < n_kv and n_kv % tensor):
+    return not ((tensor >= n_kv and tensor % n_kv) or (tensor < n_kv and n_kv % tensor))
+
+
+def kv_split(arch: Model, tensor: int) -> None:
+    """``kv_splits``, or a UsageError naming tensor_parallel."""
+    n_kv = arch.n_kv
+    if not kv_splits(arch, tensor):
         raise UsageError(
             f"tensor_parallel ({tensor}) must divide the model's KV heads ({n_kv}) or be a multiple of them: "
             f"engines give each GPU whole KV heads",

@@ -126,9 +126,9 @@ def _sizing(
     nf4 with ``double_quant``); ``paged_optimizer``: bitsandbytes paged states, which spill to CPU memory.
     ``stack`` (full training; default megatron-core): FlashAttention by default where it has it, its selective
     recomputation, its loss, and the memory it keeps (FSDP/ZeRO-3 gather buffers, fixed, fragmentation); a
-    sharding it does not offer is an error, and left out it is ZeRO-3 where the stack offers it, else its
-    default. ``dtype="fp8"``: an fp8 recipe, whose linear layers keep the stack's bytes per saved input (full
-    training only)."""
+    sharding it does not offer is an error, and left out it is the stack's own (as step and plan take it), but
+    for max_model, which pools the states with ZeRO-3 where the stack offers it. ``dtype="fp8"``: an fp8 recipe,
+    whose linear layers keep the stack's bytes per saved input (full training only)."""
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
     from napkin.systems.stack import under_fp8
@@ -139,6 +139,13 @@ def _sizing(
     lay = split_layout(shape)
     solve_for_n = params is _NO_PARAMS
     if adapters is not None:
+        if fp8:
+            raise UsageError(
+                "dtype: fp8 is a full-training recipe here; adapters keep their own dtypes (base_format, "
+                "adapter_dtype)",
+                field="dtype",
+                also=("finetune", "base_format", "adapter_dtype"),
+            )
         return _adapter_memory(
             adapters,
             solve_for_n,
@@ -188,6 +195,11 @@ def _sizing(
     if got.params is None and not solve_for_n:
         raise UsageError("params (or model) is required", field="params", also=("model",))
     profile = get_hardware(hardware, hardware_file)
+    if fp8 and profile.peak_if_known(Dtype.fp8) is None:  # as step refuses it
+        raise UsageError(
+            f"dtype: {profile.name} has no fp8 peak; it has: {', '.join(profile.peak_flops)}",
+            field="dtype",
+        )
     common = {
         "optimizer": choice(Optimizer, optimizer, "optimizer"),
         "layout": lay,
@@ -387,4 +399,12 @@ def max_model(**options: Any) -> MaxModelResult | FinetuneMaxResult:
 
     result = _sizing(params=_NO_PARAMS, **options)
     assert isinstance(result, MaxModelResult | FinetuneMaxResult)
+    if isinstance(result, MaxModelResult) and options.get("sharding") is None and result.gpus > 1:
+        stack = get_stack(options.get("stack"), options.get("stack_file"))
+        own = stack.trains().offers().sharding[0]
+        if result.sharding is not own:  # say what memory needs to agree with this answer
+            result.notes.append(
+                f"sharding: {result.sharding}, the states pooled over every GPU; memory and step default to the "
+                f"stack's {own} (give memory --sharding {result.sharding} to check this answer)"
+            )
     return result

@@ -178,7 +178,7 @@ LAYOUT: Group = [
         Sharding | None,
         None,
         help="none (DDP) | zero1 | zero2 | zero3 | fsdp (= zero3) | hsdp (FSDP in a node, replicated across "
-        "nodes); default the stack's (--stack).",
+        "nodes); default the stack's (--stack); max-model: zero3 where the stack offers it.",
     ),
     _opt(
         "recompute",

@@ -135,7 +135,8 @@ class StepModel(LayerModel):
             if t > 1 and k.sequence_parallel:
                 per += self.collective("all-gather", routed, t, min(t, dom))
             a2a = collectives_per_layer(k.recompute) * per * n_moe
-            hidden = self.stack.a2a_overlap * a2a
+            # only under another micro-batch: with m of them the first has none beside it, with one, none hides
+            hidden = self.stack.a2a_overlap * a2a * (m - 1) / m
             other += m * (a2a - hidden + exposed_seconds(hidden, layers_mb, slow))
         # context parallel: all-gather K, V forward, reduce-scatter their gradients backward, hidden under attention
         if c > 1:
