@@ -492,7 +492,6 @@ def test_grand_teton_h100s_run_at_the_peak_their_500w_limit_allows() -> None:
     _, grand_teton = machines()["grand-teton"]
     nvl, sxm = resolve("h100-nvl").profile.peak("bf16"), resolve("h100-sxm").profile.peak("bf16")
     assert nvl < grand_teton.peak("bf16") < sxm
-    assert grand_teton.peak("bf16") == pytest.approx(884.6e12, rel=1e-3)
     assert sxm * (400 / H100_SXM_WATTS) ** POWER_CLOCK_EXPONENT == pytest.approx(nvl, rel=0.02)
 
 

@@ -28,7 +28,6 @@ from napkin.engines.step import (
     machine,
     pipeline_bubble,
 )
-from napkin.engines.step.machine import GROUPED_GEMM_STREAMS
 from napkin.systems.cluster import find
 from napkin.systems.presets import get_preset
 from napkin.systems.profiles import resolve
@@ -257,18 +256,25 @@ def _llama(batch: int = 512) -> StepModel:
     return StepModel(preset.model, preset.seq, batch, machine(cluster, resolve(cluster.device).profile))
 
 
-def test_expert_gemms_run_four_at_a_time_as_transformer_engine_launches_them() -> None:
-    """Transformer Engine's grouped GEMM on Hopper is one cuBLAS GEMM per expert on 4 streams (GROUPED_GEMM_STREAMS):
-    16 small experts' GEMMs cost 4 rounds of 4 at once, more than one batched call of 16 would; large ones reach
-    the same rate either way."""
+def test_expert_gemms_run_as_the_stack_launches_them() -> None:
+    """Transformer Engine's grouped GEMM on Hopper is one cuBLAS GEMM per expert on 4 streams (megatron-core's
+    grouped_gemm_streams): 16 small experts' GEMMs cost more than one batched call of them all (a stack that states
+    no streams, torchtitan's torch._grouped_mm); large ones reach the same rate either way."""
     sm = _llama()
-    assert GROUPED_GEMM_STREAMS == 4
     small = (2048.0, 768.0, 2048.0)  # Qwen3-30B-A3B's fc2 per expert at EP 8 (4,096 tokens, top 8, 16 local experts)
-    four_rounds = 4 * sm.gemm(*small, 4)
-    assert sm.gemm(*small, 16, at_once=4) == pytest.approx(four_rounds)
     assert sm.gemm(*small, 16, at_once=4) > 1.2 * sm.gemm(*small, 16)
     large = (16384.0, 8192.0, 8192.0)
     assert sm.gemm(*large, 16, at_once=4) == pytest.approx(sm.gemm(*large, 16))
+    te, torch_mm = stack_of("megatron-core").profile.knobs("h100-sxm"), stack_of("torchtitan").profile.knobs("h100-sxm")
+    assert (te.grouped_streams, torch_mm.grouped_streams) == (4, None)
+    # a small-expert MoE (Qwen3-30B-A3B's widths): the same stack with no streams stated computes faster
+    moe = Model(layers=4, hidden=2048, heads=32, kv_heads=4, ffn=6144, vocab=151_936, experts=128, top_k=8, moe_ffn=768)
+    cluster = find("dgx-h100").cluster
+    hw = machine(cluster, resolve(cluster.device).profile)
+    k = Knobs(data_parallel=8, expert_parallel=8, sharding=Sharding.zero1)
+    streamed = StepModel(moe, 4096, 64, hw, flash_attention=True, stack=te).evaluate(k)
+    batched = StepModel(moe, 4096, 64, hw, flash_attention=True, stack=te.replace(grouped_streams=None)).evaluate(k)
+    assert streamed.compute > batched.compute
 
 
 KNOBS = st.builds(

@@ -1,5 +1,6 @@
-"""The serving engines' TP all-reduce against the published microbenchmarks of their kernels (at 8 × H100 and
-6 × H100 on NVLink 4), and the dispatch vLLM's source fixes."""
+"""The serving engines' TP all-reduce: the kernel latencies napkin reads off the published microbenchmarks of
+their kernels (8 × H100 and 6 × H100 on NVLink 4; a calibration, not a validation: these are the points the
+α values come from), and the dispatch vLLM's source fixes."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ H100 = get_cluster("dgx-h100")[0].fabric()
         (1048576, 6, 17e-6),  # same table, (64, 8192), 1 MB
     ],
 )
-def test_custom_all_reduce_times_match_the_kernels_microbenchmarks(nbytes: int, n: int, published: float) -> None:
+def test_custom_all_reduce_times_reproduce_the_microbenchmarks_they_are_read_off(
+    nbytes: int, n: int, published: float
+) -> None:
     assert allreduce_seconds(nbytes, n, H100, custom=True) == pytest.approx(published, rel=0.15)
 
 

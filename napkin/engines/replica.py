@@ -170,7 +170,6 @@ class Replica:
                 )
                 pieces = tuple((upper, 2 * layers * a + a2a0, 2 * layers * b + a2a1) for upper, a, b in ars)
         stages = float(p)
-        stages = float(p)
         handoff = 0.0
         if p > 1 and fabric is not None:
             handoff = (p - 1) * fabric.up_latency

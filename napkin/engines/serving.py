@@ -309,10 +309,10 @@ def serve(
         communication = "TP all-reduce not modelled (no cluster profile for this device)"
     else:
         communication = f"TP all-reduce {format_duration(decode_comm)} per decode step on {fabric.up_name}"
-        from napkin.engines.tp_allreduce import SOURCE, custom_applies, one_shot
+        from napkin.engines.tp_allreduce import CUSTOM_MAX_BYTES, SOURCE, custom_applies, one_shot
 
         size = batch * model.hidden * 2.0
-        custom = stack.tp_allreduce == "custom" and size <= 8 * 1024 * 1024 and custom_applies(tensor, fabric)
+        custom = stack.tp_allreduce == "custom" and size <= CUSTOM_MAX_BYTES and custom_applies(tensor, fabric)
         how = ("one-shot" if one_shot(size, tensor) else "two-shot") + " peer-to-peer kernel" if custom else "NCCL"
         steps.append(
             step(

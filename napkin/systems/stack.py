@@ -342,6 +342,13 @@ class Training(Record):
     memory: Memory
     validated: Validated
     step_overhead: float = Field(ge=0, le=60, allow_inf_nan=False, description="seconds per step outside the model")
+    grouped_gemm_streams: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="MoE: the local experts' GEMMs run this many at a time (one GEMM per expert on that many "
+        "streams); absent: one batched call of them all",
+    )
     sources: dict[str, str] = Field(description="a source for every value: field path (or section) → citation")
 
     def offers(self) -> Offers:
@@ -456,6 +463,7 @@ class Stack(Profile):
             fragmentation=t.memory.fragmentation,
             fixed_bytes=t.memory.fixed,
             step_overhead=t.step_overhead,
+            grouped_streams=t.grouped_gemm_streams,
             memory_source="; ".join(
                 dict.fromkeys(t.source_of(f"memory.{k}") or "" for k in ("fixed", "fragmentation"))
             ),
@@ -579,6 +587,7 @@ class StackKnobs:
     fragmentation: float = 0.0
     fixed_bytes: float = 0.0
     step_overhead: float = 0.0
+    grouped_streams: int | None = None  # MoE expert GEMMs at once; None: one batched call of the local experts
     memory_source: str = ""
     own_memory: bool = False  # a stack profile's: FSDP/ZeRO-3 gather buffers counted
     selective_keeps: float = 1.0

@@ -31,7 +31,6 @@ from napkin.engines.step.knobs import (
 from napkin.engines.step.machine import (
     ACT_BYTES,
     FLASH_BACKWARD_FLOPS,
-    GROUPED_GEMM_STREAMS,
     LOW_PRECISION,
     SIZE_EFFICIENCY,
     SIZE_REFERENCE,
@@ -188,8 +187,10 @@ class LayerModel:
         if m.is_moe:
             fe = float(m.d_expert)
             routed = tokens * m.top_k * e / m.experts  # tokens each local expert receives (balanced routing)
-            # the local experts' GEMMs as Transformer Engine's grouped GEMM runs them: GROUPED_GEMM_STREAMS at once
-            local, streams = m.experts / e, GROUPED_GEMM_STREAMS
+            # the local experts' GEMMs as the stack runs them: so many at once (Transformer Engine's grouped GEMM on
+            # Hopper: 4 streams), else one batched call of them all
+            local = m.experts / e
+            streams = self.stack.grouped_streams or local
             moe = (
                 proj
                 + self.gemm(tokens, d, m.experts)

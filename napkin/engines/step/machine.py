@@ -44,12 +44,6 @@ TILE: Final = 128
 #: The achievable rate Calculon's size table was measured at: A100 SXM bf16 (MAMF_BF16 above).
 SIZE_REFERENCE: Final = 271.2e12
 SMALLEST_TILE: Final = 16
-#: Transformer Engine's grouped GEMM (GroupedLinear, Megatron-Core's TEGroupedMLP) on Hopper is one cuBLAS GEMM per
-#: expert, launched round-robin on 4 compute streams (NVIDIA/TransformerEngine v2.12
-#: transformer_engine/common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm; common/util/multi_stream.cpp
-#: num_compute_streams = 4): at most 4 experts' GEMMs share the GPU at once, so the size efficiency is that of 4
-#: experts' FLOPs, not of all the local experts' as one call.
-GROUPED_GEMM_STREAMS: Final = 4
 
 
 def padded(dim: float) -> float:

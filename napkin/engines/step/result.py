@@ -24,7 +24,6 @@ from napkin.engines.step.machine import (
     FLASH_BACKWARD,
     FLASH_BACKWARD_FLOPS,
     FLASH_FORWARD,
-    GROUPED_GEMM_STREAMS,
     MEMORY_EFFICIENCY,
     SHARDED_PARAMS,
     SIZE_EFFICIENCY,
@@ -190,12 +189,16 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             [
                 step(
                     "expert GEMMs",
-                    f"the local experts' GEMMs {GROUPED_GEMM_STREAMS} at a time: η_size of {GROUPED_GEMM_STREAMS} "
-                    "experts' FLOPs, not of one call of them all",
+                    f"the local experts' GEMMs {sm.stack.grouped_streams} at a time: η_size of "
+                    f"{sm.stack.grouped_streams} experts' FLOPs, not of one call of them all"
+                    if sm.stack.grouped_streams
+                    else "the local experts' GEMMs as one batched call: η_size of all their FLOPs",
                     f"{sm.model.experts // k.expert_parallel} local experts, {sm.model.top_k} of "
                     f"{sm.model.experts} per token",
                     "each MoE layer's expert GEMMs",
-                    sources.GROUPED_GEMM,
+                    sources.GROUPED_GEMM
+                    if sm.stack.grouped_streams
+                    else "the stack states no streams: one batched call (torch._grouped_mm, DeepGEMM's grouped GEMM)",
                 )
             ]
             if sm.model.is_moe
