@@ -258,3 +258,26 @@ def test_help_fits_80_columns_with_every_flag_whole(command: str) -> None:
     assert not re.search(r"--[a-z0-9-]+…", out)  # rich's option table truncated long flags
     flags = re.findall(r"--[a-z][a-z0-9-]*", out)
     assert flags and all(not f.endswith("-") for f in flags), [f for f in flags if f.endswith("-")]
+
+
+@pytest.mark.parametrize(
+    ("args", "url"),
+    [
+        (
+            ["hardware", "show", "h100"],
+            "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+        ),
+        (
+            ["cluster", "show", "dgx-h100"],
+            "https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html",
+        ),
+        (["stack", "show", "megatron-core"], "https://github.com/"),
+    ],
+)
+def test_a_sheet_prints_its_links_whole_at_80_columns(args: list[str], url: str) -> None:
+    """A URL wider than the table's cell was folded into pieces that neither copy nor open; the links follow the
+    table, one whole line each (a terminal wraps a long one itself)."""
+    out = run(args, NARROW)
+    links = out.split("\nlinks\n", 1)[1].splitlines()
+    assert any(url in line for line in links)
+    assert all(re.fullmatch(r"  \[\d+\] \S+", line) for line in links if line)

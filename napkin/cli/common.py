@@ -254,7 +254,7 @@ def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:
 
     out = r.console()
     for renderable in result.renderables():
-        out.print(renderable)
+        out.print(renderable, soft_wrap=isinstance(renderable, r.Links))  # a link is never broken
     if explain and result.steps:
         out.print(r.explanation(result.steps))
 

@@ -96,9 +96,14 @@ class ClusterSheet(Result):
                     f"{format_duration(out.latency)}/hop",
                 )
             )
-        rows += [(f"source {i + 1}", f"{s.title} <{s.url}>") for i, s in enumerate(c.sources)]
+        rows += [(f"source {i + 1}", f"{s.title} [{i + 1}]") for i, s in enumerate(c.sources)]
         rows.append(("file", f"{self.loaded.path} ({self.loaded.origin})"))
         return rows
+
+    def extras(self) -> list[Any]:
+        from napkin.results import render
+
+        return [render.links([s.url for s in self.loaded.cluster.sources])]
 
     def to_json(self, explain: bool = False) -> Any:
         return fields(self.loaded.cluster, origin=self.loaded.origin, path=self.loaded.path)

@@ -95,11 +95,16 @@ class HardwareSheet(Result):
             rows.append((f"measured {dtype}", f"{format_rate(m.flops_per_second)} ({m.date}, {m.device}, {m.size})"))
         if p.price_per_hour:
             rows.append(("price", f"${p.price_per_hour:g} per hour"))
-        rows += [("source", f"{s.title} <{s.url}>") for s in p.sources]
+        rows += [("source", f"{s.title} [{n}]") for n, s in enumerate(p.sources, 1)]
         if p.notes:
             rows.append(("notes", p.notes))
         rows.append(("file", f"{self.loaded.path} ({self.loaded.origin})"))
         return rows
+
+    def extras(self) -> list[Any]:
+        from napkin.results import render
+
+        return [render.links([s.url for s in self.loaded.profile.sources])]
 
     def to_json(self, explain: bool = False) -> Any:
         return fields(self.loaded.profile, origin=self.loaded.origin, path=self.loaded.path)

@@ -150,6 +150,19 @@ class Wrapped:
         yield Text("\n".join(unglue(line.plain.rstrip()) for line in lines))
 
 
+class Links(Text):
+    """URLs one to a line, never broken: printed with ``soft_wrap`` (the CLI does), a terminal wraps a long one
+    itself, so it still copies and opens whole. In a table a URL wider than its cell was folded into pieces."""
+
+
+def links(urls: Sequence[str]) -> Links:
+    """The numbered links a sheet's ``[n]`` marks point to."""
+    out = Links("links\n", style="bold")
+    for n, url in enumerate(urls, 1):
+        out.append(f"  [{n}] {sanitize(url)}\n", style="")
+    return out
+
+
 def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None = None) -> Table:
     table = Table(
         title=title,

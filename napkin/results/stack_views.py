@@ -100,11 +100,16 @@ class StackSheet(Result):
         for path, value, source in stack_values(s):  # a section's source once, after its first value
             rows.append((path, value if source == previous else f"{value}  [{source}]"))
             previous = source
-        rows += [("source", f"{src.title} <{src.url}>") for src in s.sources]
+        rows += [("source", f"{src.title} [{n}]") for n, src in enumerate(s.sources, 1)]
         if s.notes:
             rows.append(("notes", s.notes))
         rows.append(("file", f"{self.loaded.path} ({self.loaded.origin})"))
         return rows
+
+    def extras(self) -> list[Any]:
+        from napkin.results import render
+
+        return [render.links([src.url for src in self.loaded.profile.sources])]
 
     def to_json(self, explain: bool = False) -> Any:
         return fields(self.loaded.profile, origin=self.loaded.origin, path=self.loaded.path)
