@@ -206,7 +206,8 @@ def serve(
             sources.PAGED,
         )
     )
-    max_ctx = max_context(model, kv, s.block_size, budget / (batch * k["shard"]))
+    # at the engine's block granularity, as its capacity is counted (vLLM pages of 16 tokens)
+    max_ctx = max_context(model, kv, s.block_size or stack.block_size, budget / (batch * k["shard"]))
     if model.context is not None:
         max_ctx = min(max_ctx, model.context)  # memory allows more than the model was built for
 
