@@ -310,11 +310,12 @@ def serve(
         communication = "TP all-reduce not modelled (no cluster profile for this device)"
     else:
         communication = f"TP all-reduce {format_duration(decode_comm)} per decode step on {fabric.up_name}"
-        from napkin.engines.tp_allreduce import CUSTOM_MAX_BYTES, SOURCE, custom_applies, one_shot
+        from napkin.engines.tp_allreduce import SOURCE, kernel
 
         size = batch * model.hidden * 2.0
-        custom = stack.tp_allreduce == "custom" and size <= CUSTOM_MAX_BYTES and custom_applies(tensor, fabric)
-        how = ("one-shot" if one_shot(size, tensor) else "two-shot") + " peer-to-peer kernel" if custom else "NCCL"
+        ran = kernel(size, tensor, fabric, custom=stack.tp_allreduce == "custom")
+        custom = ran != "NCCL"
+        how = f"{ran} peer-to-peer kernel" if custom else ran
         steps.append(
             step(
                 "TP all-reduce per decode step",

@@ -32,7 +32,7 @@ not fitted on serving rows:
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Final, Literal
 
 from napkin.systems.cluster import Fabric
 
@@ -73,12 +73,20 @@ def custom_seconds(nbytes: float, n: int, fabric: Fabric) -> float:
     return TWO_SHOT_SECONDS + 2.0 * (n - 1) / n * nbytes / fabric.up_bandwidth
 
 
+def kernel(nbytes: float, n: int, fabric: Fabric, *, custom: bool) -> Literal["one-shot", "two-shot", "NCCL"]:
+    """Which all-reduce runs: the engine's custom kernel (one- or two-shot) where it applies and the tensor fits
+    its buffer, else NCCL."""
+    if custom and nbytes <= CUSTOM_MAX_BYTES and custom_applies(n, fabric):
+        return "one-shot" if one_shot(nbytes, n) else "two-shot"
+    return "NCCL"
+
+
 def allreduce_seconds(nbytes: float, n: int, fabric: Fabric, *, custom: bool, efficiency: float = 1.0) -> float:
-    """One TP all-reduce as the engine runs it: its custom kernel where it applies and the tensor fits its buffer,
-    else NCCL's (at ``efficiency`` of the collective model's speed)."""
+    """One TP all-reduce as the engine runs it (``kernel``): the custom kernel's time, else NCCL's (at
+    ``efficiency`` of the collective model's speed)."""
     if n <= 1:
         return 0.0
-    if custom and nbytes <= CUSTOM_MAX_BYTES and custom_applies(n, fabric):
+    if kernel(nbytes, n, fabric, custom=custom) != "NCCL":
         return custom_seconds(nbytes, n, fabric)
     from napkin.engines.comm import collective_seconds
 
