@@ -225,6 +225,12 @@ def _sizing(
         from napkin.engines.memory import max_model as solve
 
         solved = solve(got.gpus, profile, **common).model_copy(update={"stack": software.name})
+        own = offers.sharding[0]
+        if "sharding" not in lay.model_fields_set and solved.gpus > 1 and solved.sharding is not own:
+            solved.notes.append(  # say what memory needs to agree with this answer
+                f"sharding: {solved.sharding}, the states pooled over every GPU; memory and step default to the "
+                f"stack's {own} (give memory --sharding {solved.sharding} to check this answer)"
+            )
         return said(described(solved, got.chosen, got.seq, got.seq_source), profile, software)
     assert got.params is not None
     result = engine(got.params, profile, gpus=got.gpus, **common).model_copy(update={"stack": software.name})
@@ -399,12 +405,4 @@ def max_model(**options: Any) -> MaxModelResult | FinetuneMaxResult:
 
     result = _sizing(params=_NO_PARAMS, **options)
     assert isinstance(result, MaxModelResult | FinetuneMaxResult)
-    if isinstance(result, MaxModelResult) and options.get("sharding") is None and result.gpus > 1:
-        stack = get_stack(options.get("stack"), options.get("stack_file"))
-        own = stack.trains().offers().sharding[0]
-        if result.sharding is not own:  # say what memory needs to agree with this answer
-            result.notes.append(
-                f"sharding: {result.sharding}, the states pooled over every GPU; memory and step default to the "
-                f"stack's {own} (give memory --sharding {result.sharding} to check this answer)"
-            )
     return result
