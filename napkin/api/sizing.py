@@ -131,7 +131,7 @@ def _sizing(
     whose linear layers keep the stack's bytes per saved input (full training only)."""
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
-    from napkin.systems.stack import under_fp8
+    from napkin.systems.stack import recipe_memory
 
     fp8 = choice(Dtype, dtype, "dtype") is Dtype.fp8
     adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.mixed)
@@ -200,20 +200,17 @@ def _sizing(
             f"dtype: {profile.name} has no fp8 peak; it has: {', '.join(profile.peak_flops)}",
             field="dtype",
         )
+    knobs = software.knobs(profile.name)
+    framework, kept = recipe_memory(knobs.framework(), fp8)  # under fp8: its fp8 weights and linear inputs
     common = {
         "optimizer": choice(Optimizer, optimizer, "optimizer"),
         "layout": lay,
         "activations": got.activations,
         "precision": choice(Precision, precision, "precision"),
         "reserve_bytes": reserve_of(reserve, usable_capacity(profile)),
-        "framework": software.knobs(profile.name).framework(),
+        "framework": framework,
     }
-    if fp8:  # the stack's fp8 weights
-        common["framework"] = under_fp8(common["framework"])
     if got.activations is not None:  # the stack's selective recomputation and loss
-        knobs = software.knobs(profile.name)
-        rules = knobs.rules
-        kept = rules.fp8_linear_input_bytes if fp8 and rules and rules.fp8_linear_input_bytes else None
         common["activations"] = got.activations.model_copy(
             update={
                 "selective_keeps": knobs.selective_keeps,

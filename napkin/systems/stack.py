@@ -560,6 +560,17 @@ def under_fp8(framework: Framework) -> Framework:
     return replace(framework, rules=replace(rules, layer_param_bytes=rules.fp8_weight_bytes))
 
 
+def recipe_memory(framework: Framework, fp8: bool) -> tuple[Framework, float | None]:
+    """The stack's memory and the bytes each linear layer keeps of its input, for the run's number format: under
+    an fp8 recipe its fp8 weights (``under_fp8``) and its kept linear-input bytes; else as it is, and None (the
+    16-bit activations'). What memory and step both take."""
+    rules = framework.rules
+    if not fp8:
+        return framework, None
+    kept = rules.fp8_linear_input_bytes if rules is not None and rules.fp8_linear_input_bytes else None
+    return under_fp8(framework), kept
+
+
 @dataclass(frozen=True, slots=True)
 class StackKnobs:
     """A stack's training values as plain numbers, for the step model's hot path. The defaults are napkin's

@@ -25,7 +25,7 @@ from napkin.engines.memory import (
     stage_states,
 )
 from napkin.engines.step.knobs import Knobs
-from napkin.systems.stack import StackKnobs, under_fp8
+from napkin.systems.stack import StackKnobs, recipe_memory
 
 
 class StepMemory:
@@ -45,14 +45,10 @@ class StepMemory:
         fp8: bool = False,
     ) -> None:
         self.model, self.seq, self.batch = model, seq, global_batch
-        rules = stack.rules
-        #: under an fp8 recipe, the stack's bytes per kept linear-layer input (None: the 16-bit activations')
-        self.linear_input_bytes = (
-            rules.fp8_linear_input_bytes if fp8 and rules and rules.fp8_linear_input_bytes else None
-        )
+        #: the stack's memory and, under an fp8 recipe, its bytes per kept linear-layer input (None: 16-bit)
+        self.framework, self.linear_input_bytes = recipe_memory(stack.framework(), fp8)
         self.flash, self.stack, self.adapters = flash_attention, stack, adapters
         self.params = float(model.params())
-        self.framework = under_fp8(stack.framework()) if fp8 else stack.framework()
         self.rules = self.framework.rules
         self.bpp = stack_bytes_per_param(bytes_per_param(optimizer, precision), self.rules)
         self.element_bytes = activation_element_bytes(precision)
