@@ -8,6 +8,7 @@ import typer
 
 from napkin.cli.common import run
 from napkin.cli.options import (
+    DTYPE,
     FINETUNE,
     GPUS,
     HARDWARE,
@@ -18,30 +19,18 @@ from napkin.cli.options import (
     STACK,
     TRAINING_STATE,
     WORKLOAD,
-    _opt,
     _text,
     command,
 )
-from napkin.domain.choices import Dtype
 
 app = typer.Typer()
 
 ONE_GPU = [_text("gpus", "G: number of GPUs (devices).", "COUNT", "--gpus", "-G", default="1")]
 assert [p.name for p in ONE_GPU] == [p.name for p in GPUS]
-#: The GEMMs' number format: under fp8 a stack's linear layers may keep their inputs in fewer bytes.
-RECIPE = [
-    _opt(
-        "dtype",
-        Dtype,
-        Dtype.bf16,
-        help="Number format of the training GEMMs: fp8 keeps each linear input in the stack's bytes (see 'napkin "
-        "stack show').",
-    )
-]
 
 
 @app.command("max-model")
-@command(ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, STACK, RECIPE, OUTPUT)
+@command(ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, STACK, DTYPE, OUTPUT)
 def max_model_command(**options: Any) -> None:
     """The largest model whose training state fits: memory / bytes per parameter.
 
@@ -54,7 +43,7 @@ def max_model_command(**options: Any) -> None:
 
 
 @app.command("memory")
-@command(PARAMS, ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, STACK, RECIPE, OUTPUT)
+@command(PARAMS, ONE_GPU, TRAINING_STATE, MODEL, WORKLOAD, LAYOUT, FINETUNE, HARDWARE, STACK, DTYPE, OUTPUT)
 def memory_command(**options: Any) -> None:
     """Per-GPU training memory: parameters, gradients, master weights, optimizer states, activations."""
     from napkin import api

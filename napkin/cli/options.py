@@ -83,7 +83,15 @@ HARDWARE: Group = [
         metavar="PATH",
     ),
 ]
-DTYPE: Group = [_opt("dtype", Dtype, Dtype.bf16, help="Number format whose dense peak is used.")]
+DTYPE: Group = [
+    _opt(
+        "dtype",
+        Dtype,
+        Dtype.bf16,
+        help="Number format of the matmuls: their dense peak; in memory, fp8 keeps each linear input in the "
+        "stack's bytes ('napkin stack show').",
+    )
+]
 PARAMS: Group = [_text("params", "N: parameters, e.g. 70e9 or 70B.", "COUNT", "--params", "-N")]
 TOKENS: Group = [_text("tokens", "D: training tokens, e.g. 15e12 or 15T.", "COUNT", "--tokens", "-D")]
 GPUS: Group = [_text("gpus", "G: number of GPUs (devices).", "COUNT", "--gpus", "-G")]
@@ -261,34 +269,28 @@ TRAIN_RECOMPUTE: Group = [
 ]
 
 
-def training_state(precision: Precision = Precision.mixed) -> Group:
-    """Optimizer, precision (mixed by default, as every training stack runs) and reserve."""
-    return [
-        _opt(
-            "optimizer",
-            Optimizer,
-            Optimizer.adamw,
-            "--optimizer",
-            "-o",
-            metavar="NAME",
-            help="adamw, adam, sgd, adafactor, lion, adam-8bit, muon, … (see 'napkin optimizers').",
-        ),
-        _opt(
-            "precision",
-            Precision,
-            precision,
-            "--precision",
-            "-p",
-            metavar="REGIME",
-            help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16.",
-        ),
-        _text(
-            "reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION", default="0"
-        ),
-    ]
-
-
-TRAINING_STATE: Group = training_state()
+#: Optimizer, precision (mixed by default, as every training stack runs) and reserve.
+TRAINING_STATE: Group = [
+    _opt(
+        "optimizer",
+        Optimizer,
+        Optimizer.adamw,
+        "--optimizer",
+        "-o",
+        metavar="NAME",
+        help="adamw, adam, sgd, adafactor, lion, adam-8bit, muon, … (see 'napkin optimizers').",
+    ),
+    _opt(
+        "precision",
+        Precision,
+        Precision.mixed,
+        "--precision",
+        "-p",
+        metavar="REGIME",
+        help="fp32 | mixed (16 B Adam) | mixed-fp32-grads (18 B) | bf16.",
+    ),
+    _text("reserve", "Memory kept free per GPU: bytes (4GB) or a fraction (0.1, 10%).", "BYTES|FRACTION", default="0"),
+]
 FIT: Group = [_opt("fit", Fit, Fit.epoch, help="Loss-law constants: epoch (refit) or hoffmann (as published).")]
 
 

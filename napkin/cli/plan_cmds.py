@@ -19,13 +19,12 @@ from napkin.cli.options import (
     OUTPUT,
     STACK,
     STACK_CAUSAL,
+    TRAINING_STATE,
     _flag,
     _opt,
     _text,
     command,
-    training_state,
 )
-from napkin.domain.choices import Precision
 
 app = typer.Typer()
 
@@ -53,7 +52,6 @@ BATCH = [
 MICRO_BATCH = [
     _text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b", default="1")
 ]
-STATE = training_state(Precision.mixed)
 #: The layout flags but --offload: the step model has no CPU offload (napkin memory does)
 STEP_LAYOUT = [option for option in LAYOUT if option.name != "offload"]
 OVERLAP = [
@@ -100,7 +98,7 @@ PLOT = [
     HARDWARE,
     STACK,
     DTYPE,
-    STATE,
+    TRAINING_STATE,
     STACK_CAUSAL,
     OVERLAP,
     FINETUNE,
@@ -118,7 +116,22 @@ def step_command(**options: Any) -> None:
 
 
 @app.command("plan")
-@command(MODEL, GPUS, BATCH, CLUSTER, HARDWARE, STACK, DTYPE, STATE, STACK_CAUSAL, OVERLAP, FINETUNE, TOP, PLOT, OUTPUT)
+@command(
+    MODEL,
+    GPUS,
+    BATCH,
+    CLUSTER,
+    HARDWARE,
+    STACK,
+    DTYPE,
+    TRAINING_STATE,
+    STACK_CAUSAL,
+    OVERLAP,
+    FINETUNE,
+    TOP,
+    PLOT,
+    OUTPUT,
+)
 def plan_command(**options: Any) -> None:
     """The fastest parallel layouts that fit: TP/PP/CP/EP/DP, interleave, micro-batch, recompute, ZeRO.
 
