@@ -11,12 +11,12 @@ from napkin.api.inputs import SHAPE_FIELDS, choice, fabric_of, get_hardware, key
 from napkin.api.serving_inputs import (
     ServingOptions,
     build_replica,
-    kv_splits,
     positive,
     seed_of,
     serving_model,
     serving_settings,
     serving_stack,
+    tp_splits,
 )
 from napkin.api.traffic_inputs import SLO_FIELDS, parse_lengths, parse_rate_per_second, parse_slo
 from napkin.errors import UsageError
@@ -148,7 +148,7 @@ def _layouts(arch: Model, profile: HardwareProfile, limit: int) -> list[tuple[in
     domain = fabric.domain_size if fabric is not None else 8
     out = []
     for t in (1, 2, 4, 8):
-        if t > domain or t > limit or (arch.heads is not None and arch.heads % t) or not kv_splits(arch, t):
+        if t > domain or t > limit or not tp_splits(arch, t):
             continue  # as inference and traffic refuse it: TP must split the heads and the KV heads whole
         for p in (1, 2):
             if t * p > limit or (p > 1 and t < min(8, domain)):

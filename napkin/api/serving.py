@@ -17,7 +17,6 @@ from napkin.api.serving_inputs import (
     build_replica,
     context_of,
     fraction_or_zero,
-    kv_split,
     positive,
     seed_of,
     serving_fabric,
@@ -26,6 +25,7 @@ from napkin.api.serving_inputs import (
     serving_settings,
     serving_stack,
     tensor_of,
+    tp_split,
     with_stack,
 )
 from napkin.api.traffic_inputs import (
@@ -83,9 +83,7 @@ def kv_cache(
 
     name, arch, notes = serving_model(model, model_config, shape)
     t = positive(tensor_parallel, "tensor_parallel")
-    if arch.heads is not None and arch.heads % t:
-        raise UsageError(f"tensor_parallel ({t}) must divide the model's heads ({arch.heads})", field="tensor_parallel")
-    kv_split(arch, t)
+    tp_split(arch, t)
     length = context_of(context, arch)
     b = positive(batch, "batch")
     result = engine(name, arch, length, b, choice(KvDtype, kv_dtype, "kv_dtype"), block_of(block_size, paged), t)

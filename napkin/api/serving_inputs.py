@@ -108,13 +108,11 @@ def tensor_of(gpus: Number | None, tensor_parallel: Number | None, arch: Model, 
             field="gpus",
             also=("tensor_parallel",),
         )
-    if arch.heads is not None and arch.heads % t:
-        raise UsageError(f"tensor_parallel ({t}) must divide the model's heads ({arch.heads})", field="tensor_parallel")
-    kv_split(arch, t)
+    tp_split(arch, t)
     return g, t
 
 
-def kv_splits(arch: Model, tensor: int) -> bool:
+def _kv_splits(arch: Model, tensor: int) -> bool:
     """Whether TP splits the KV heads as engines split them: each GPU a whole number of them, or one head
     replicated on ``tensor / n_kv`` GPUs (vLLM's QKVParallelLinear: tp % n_kv == 0 when tp ≥ n_kv, else
     n_kv % tp == 0; vllm/model_executor/layers/linear.py). MLA's one latent is replicated on every GPU."""
@@ -124,12 +122,20 @@ def kv_splits(arch: Model, tensor: int) -> bool:
     return not ((tensor >= n_kv and tensor % n_kv) or (tensor < n_kv and n_kv % tensor))
 
 
-def kv_split(arch: Model, tensor: int) -> None:
-    """``kv_splits``, or a UsageError naming tensor_parallel."""
-    n_kv = arch.n_kv
-    if not kv_splits(arch, tensor):
+def tp_splits(arch: Model, tensor: int) -> bool:
+    """Whether a serving TP degree splits the model as engines do: the query heads evenly, the KV heads whole."""
+    return (arch.heads is None or arch.heads % tensor == 0) and _kv_splits(arch, tensor)
+
+
+def tp_split(arch: Model, tensor: int) -> None:
+    """``tp_splits``, or a UsageError naming tensor_parallel and the heads it cannot split."""
+    if arch.heads is not None and arch.heads % tensor:
         raise UsageError(
-            f"tensor_parallel ({tensor}) must divide the model's KV heads ({n_kv}) or be a multiple of them: "
+            f"tensor_parallel ({tensor}) must divide the model's heads ({arch.heads})", field="tensor_parallel"
+        )
+    if not _kv_splits(arch, tensor):
+        raise UsageError(
+            f"tensor_parallel ({tensor}) must divide the model's KV heads ({arch.n_kv}) or be a multiple of them: "
             f"engines give each GPU whole KV heads",
             field="tensor_parallel",
         )
