@@ -188,9 +188,7 @@ class Validated(Record):
         if experts != "dense" and self.experts == "none":
             out.append("a mixture-of-experts model (validated: dense)")
         elif experts == "in-node" and self.experts == "across-nodes":
-            out.append(
-                "experts within one node, no expert parallelism across nodes (published runs so: 1.7-3.2x slower)"
-            )
+            out.append("experts within one node (published runs laid out so ran 1.7-3.2x slower than predicted)")
         if gpus > self.gpus:
             out.append(f"{gpus:,} GPUs (validated up to {self.gpus:,})")
         if seq > self.seq:
