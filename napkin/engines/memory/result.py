@@ -213,13 +213,12 @@ def memory(
         ),
     ]
     if fw.rules and fw.rules.layer_param_bytes:
-        layer_params = worst.params - worst.expert_params - worst.end_params
         steps.append(
             step(
                 "fp8 weights (within the model states)",
                 "the layers' weights at the stack's bytes under fp8; the embedding, output layer and experts at "
                 "--precision's",
-                f"{format_sci(layer_params)} layer params on this GPU × {fw.rules.layer_param_bytes:g} B, not "
+                f"{format_sci(worst.layer_params)} layer params on this GPU × {fw.rules.layer_param_bytes:g} B, not "
                 f"{bpp.breakdown['params']:g} B",
                 f"params {format_bytes(worst.states.get('params', 0.0))}",
                 fw.rules.fp8_weights_source,
@@ -384,8 +383,7 @@ def _fp8_weights_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout,
     if not w:
         return ""
     held = per_gpu_bytes_per_param(bpp, layout.sharding, shard_ranks(layout))["params"]
-    layer_params = worst.params - worst.expert_params - worst.end_params
-    return f" − {format_bytes_si(layer_params * held * (1 - w / bpp.breakdown['params']))} (fp8 weights, below)"
+    return f" − {format_bytes_si(worst.layer_params * held * (1 - w / bpp.breakdown['params']))} (fp8 weights, below)"
 
 
 def _states_numbers(worst: StageMemory, bpp: BytesPerParam, layout: Layout, copies: int = 1) -> str:

@@ -127,6 +127,11 @@ class StageMemory:
     def total(self) -> float:
         return sum(self.states.values()) + sum(self.activations.values())
 
+    @property
+    def layer_params(self) -> float:
+        """Of ``params``, the transformer layers' dense weights (not the experts, embedding or output layer)."""
+        return self.params - self.expert_params - self.end_params
+
 
 class ActivationParts(NamedTuple):
     """One micro-batch's activation bytes on one GPU: a layer's (as the recomputation or the stack's policy keeps
