@@ -18,7 +18,7 @@ from napkin.errors import UsageError
 from napkin.systems.stack import STACKS, schema
 from napkin.systems.stack import resolve as stack
 from tests.conftest import Run
-from tests.training_runs import FITS, STACK_ORDER, cases, error, fitted, summary_markdown
+from tests.training_runs import FITS, SHAPES, STACK_ORDER, cases, error, fitted, summary_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -170,6 +170,8 @@ def test_a_layout_the_stack_cannot_run_names_the_field(napkin: Run) -> None:
         (("--stack", "llm-foundry", "--sharding", "zero1"), "--sharding"),
         (("--stack", "megatron-2021", "--sharding", "zero3"), "--sharding"),
         (("--stack", "megatron-2021", "--context-parallel", "2"), "--context-parallel"),
+        # DeepSpeed's pipeline engine asserts ZeRO-2/3 are incompatible with pipeline parallelism
+        (("--stack", "deepspeed", "--pipeline-parallel", "2", "--sharding", "zero2"), "--sharding"),
     ):
         r = napkin(*base, *extra)
         assert r.exit_code == 2 and r.stderr.startswith(f"napkin: error: {field}"), (extra, r.stderr)
@@ -184,6 +186,23 @@ def test_the_plan_searches_only_what_the_stack_offers() -> None:
     assert {r.layout.sharding for r in result.layouts} <= {"fsdp", "zero3", "hsdp", "zero2", "none"}
     old = api.plan(model="gpt3-175b", gpus=1024, global_batch=1024, cluster="dgx-a100", stack="megatron-2021", top=5)
     assert all(r.layout.sharding == "none" and not r.layout.sequence_parallel for r in old.layouts)
+
+
+def test_the_plan_tries_every_pipeline_degree_that_divides_the_gpus() -> None:
+    """BLOOM's published layout (384 A100s: TP 4, PP 12 over 70 layers, ZeRO-1, BigScience's training log) is in
+    the plan: 12 divides neither 70 nor is it a power of two. DeepSpeed's pipeline never comes with ZeRO-2/3."""
+    result = api.plan(
+        model=SHAPES["bloom-176b"],
+        gpus=384,
+        global_batch=2048,
+        seq=2048,
+        cluster="dgx-a100",
+        stack="deepspeed",
+        top=200,
+    )
+    degrees = {r.layout.pipeline_parallel for r in result.layouts}
+    assert degrees & {3, 6, 12, 24}, degrees
+    assert all(r.layout.sharding in ("zero1", "none") for r in result.layouts if r.layout.pipeline_parallel > 1)
 
 
 def test_flash_attention_and_the_causal_mask_are_the_stack_s_defaults() -> None:

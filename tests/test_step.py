@@ -895,9 +895,11 @@ def test_a_tpu_slice_is_one_domain_at_any_size_it_holds() -> None:
 
 
 def test_plan_with_no_layout_that_fits_exits_1_with_the_reason(napkin: Run) -> None:
-    r = napkin("plan", "--model", "llama3-70b", "--gpus", "7", "--global-batch-tokens", "4M", "--cluster", "dgx-h100")
+    # 83 is prime and above Llama 3 70B's 80 layers: no TP, PP or CP degree but 1 divides it, nor does DP 83 the
+    # 512 sequences
+    r = napkin("plan", "--model", "llama3-70b", "--gpus", "83", "--global-batch-tokens", "4M", "--cluster", "dgx-h100")
     assert r.exit_code == 1
-    assert "no valid layout: 7 GPUs must split into TP × PP × CP × DP" in r.stderr
+    assert "no valid layout: 83 GPUs must split into TP × PP × CP × DP" in r.stderr
     assert r.stdout.endswith("dgx-h100, 512 × 8,192 tokens per step: no valid layout.\n")
     assert "#   layout" not in r.stdout  # no empty table
     assert (
@@ -907,7 +909,7 @@ def test_plan_with_no_layout_that_fits_exits_1_with_the_reason(napkin: Run) -> N
                 "--model",
                 "llama3-70b",
                 "--gpus",
-                "7",
+                "83",
                 "--global-batch-tokens",
                 "4M",
                 "--cluster",

@@ -1,7 +1,7 @@
 """The parallel-layout planner: every valid layout of a model on a cluster, scored by the step-time model.
 
-Enumerates TP (within the scale-up domain, dividing the heads), PP (dividing the layers, or a power of two
-over an uneven split), CP (long sequences), EP (MoE), DP (the rest), the interleaving, the micro-batch,
+Enumerates TP (within the scale-up domain, dividing the heads), PP (any degree up to the layers, split as
+evenly as they go), CP (long sequences), EP (MoE), DP (the rest), the interleaving, the micro-batch,
 recomputation and the ZeRO stage;
 keeps the layouts that fit by napkin's memory model and ranks them by predicted step time. The search runs
 on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` objects.
@@ -18,7 +18,16 @@ from pydantic import Field
 from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.layout import split_problem
 from napkin.engines.divisors import divisors, powers_of_two
-from napkin.engines.step import BREAKDOWN, Knobs, StepModel, StepResult, Terms, build_result, offered_sharding
+from napkin.engines.step import (
+    BREAKDOWN,
+    Knobs,
+    StepModel,
+    StepResult,
+    Terms,
+    build_result,
+    offered_sharding,
+    offered_with_pipeline,
+)
 from napkin.errors import UsageError
 from napkin.results.result import TableResult
 from napkin.systems.stack import Offers
@@ -62,12 +71,12 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
         for c in cps:
             if gpus % (t * c):
                 continue
-            room = gpus // (t * c)  # PP divides it: only the divisors of the layers that do are enumerated
-            # PP: the divisors of the layers and, split unevenly (napkin.domain.layout.stage_size), the powers of two
-            pps = set(divisors(math.gcd(model.layers, room)))
-            pps |= {k for k in powers_of_two(min(model.layers, room)) if room % k == 0}
-            for p in sorted(pps) if offers.pipeline else [1]:
+            room = gpus // (t * c)
+            # PP: every divisor of the GPUs left up to the layers, the layers split as evenly as they go
+            # (napkin.domain.layout.stage_size) where it does not divide them: BLOOM's 70 layers over 12 stages
+            for p in divisors(room, model.layers) if offers.pipeline else [1]:
                 d = room // p
+                pipe_shardings = [z for z in shardings if offered_with_pipeline(offers, z, p)]
                 eps = divisors(math.gcd(model.experts, d * c)) if model.is_moe and offers.expert else [1]
                 for b in MICRO_BATCHES:
                     if batch % (b * d):
@@ -86,7 +95,7 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                     for e in eps:
                         for v in vs:
                             for r in recomputes:
-                                for z in shardings if d * c > 1 else (Sharding.none,):
+                                for z in pipe_shardings if d * c > 1 else (Sharding.none,):
                                     out.append(
                                         Knobs(
                                             tensor_parallel=t,

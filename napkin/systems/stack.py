@@ -147,6 +147,11 @@ class Parallelism(Record):
     context: bool
     expert: bool
     sharding: list[Sharding] = Field(min_length=1, description="data-parallel sharding it offers, its default first")
+    pipeline_sharding: list[Sharding] | None = Field(
+        default=None,
+        min_length=1,
+        description="the sharding it offers together with pipeline parallelism (absent: all of sharding)",
+    )
 
 
 class Recomputation(Record):
@@ -309,6 +314,8 @@ class Offers:
     expert: bool = True
     sharding: tuple[Sharding, ...] = tuple(Sharding)
     schedules: tuple[Schedule, ...] = tuple(Schedule)
+    #: the sharding it runs with PP > 1 (None: all of ``sharding``)
+    pipeline_sharding: tuple[Sharding, ...] | None = None
 
     def data_parallel_only(self) -> Offers:
         """These offers with data parallelism alone, what napkin models for LoRA/QLoRA: replicated (DDP) or with
@@ -353,7 +360,14 @@ class Training(Record):
         """What the stack can run, its pipeline schedules included."""
         p = self.parallelism
         return Offers(
-            p.tensor, p.sequence, p.pipeline, p.context, p.expert, tuple(p.sharding), tuple(self.pipeline.schedules)
+            p.tensor,
+            p.sequence,
+            p.pipeline,
+            p.context,
+            p.expert,
+            tuple(p.sharding),
+            tuple(self.pipeline.schedules),
+            None if p.pipeline_sharding is None else tuple(p.pipeline_sharding),
         )
 
     @model_validator(mode="after")

@@ -25,6 +25,13 @@ def offered_sharding(offers: Offers, sharding: Sharding) -> bool:
     return sharding in names
 
 
+def offered_with_pipeline(offers: Offers, sharding: Sharding, pipeline_parallel: int) -> bool:
+    """Whether a stack runs ``sharding`` at this pipeline degree (DeepSpeed's pipeline engine refuses ZeRO-2/3)."""
+    if pipeline_parallel == 1 or offers.pipeline_sharding is None:
+        return True
+    return sharding in offers.pipeline_sharding
+
+
 def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
     """A layout the stack cannot run is an error naming the field and what the stack offers."""
     for field, degree, offered, what in (
@@ -42,6 +49,14 @@ def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
     if not offered_sharding(offers, layout.sharding):
         raise UsageError(
             f"sharding: the stack {stack} offers {', '.join(offers.sharding)}, not {layout.sharding}", field="sharding"
+        )
+    if not offered_with_pipeline(offers, layout.sharding, layout.pipeline_parallel):
+        allowed = ", ".join(offers.pipeline_sharding or ())
+        raise UsageError(
+            f"sharding: the stack {stack} runs {allowed} with pipeline parallelism, not {layout.sharding}; "
+            "use one of those, or pipeline_parallel 1",
+            field="sharding",
+            also=("pipeline_parallel",),
         )
 
 
