@@ -200,3 +200,20 @@ LORA_BACKWARD: Final = (
     "frozen weights need no weight gradient: backward = input gradients only, 2N per token instead of 4N "
     "(Narayanan et al. 2021 App. A split; Hu et al. 2021 §4.2); adapters cost 6 FLOPs per parameter per token"
 )
+FSDP_FP8_GATHER: Final = (
+    "NVIDIA/Megatron-LM @ d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py: "
+    "Float8Tensor parameters all-gathered in a uint8 buffer (param_dtype = torch.uint8), one byte each"
+)
+ACTIVATION_OFFLOAD: Final = (
+    "Megatron-Core cpu_offloading_num_layers (NVIDIA/Megatron-LM @ d98e8a64 megatron/core/transformer/"
+    "transformer_block.py, transformer_config.py: 0 ≤ k < layers, no pipeline parallelism, no recomputation) on "
+    "Transformer Engine's DefaultOffloadSynchronizer (NVIDIA/TransformerEngine @ d0067d0d "
+    "transformer_engine/pytorch/cpu_offload.py): layers 0…k−1 offloaded, layer i's copy started after its forward "
+    "and waited for before layer L−k+i's, reloaded from before layer L−1−k+i's backward: the saved activations "
+    "peak at (L − k) layers'"
+)
+OFFLOAD_OVERLAP: Final = (
+    "the k copies run back to back on one stream beside the compute (TransformerEngine cpu_offload.py offload_stream):"
+    " with c = one layer's bytes / host link and f one layer's forward (or backward), the compute waits "
+    "max(0, k·c − (L−2)·f, c − (L−k−1)·f) per pass (the last copy's lag past its deadline)"
+)

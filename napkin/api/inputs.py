@@ -362,6 +362,7 @@ LAYOUT_FIELDS = (
     "sharding",
     "recompute",
     "offload",
+    "activation_offload_layers",
 )
 _LAYOUT_ENUMS: dict[str, Any] = {"sharding": Sharding, "recompute": Recompute, "offload": Offload}
 #: The keywords a layout is given by: a ``Layout`` object and/or its parts.
@@ -386,12 +387,17 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
             update[key] = choice(_LAYOUT_ENUMS[key], value, key)
         elif key == "sequence_parallel":
             update["sequence_parallel"] = flag(value, key)
+        elif key == "activation_offload_layers" and str(value).strip() in ("0", "0.0"):
+            update[key] = 0  # none offloaded: the one count of a layout that may be zero
         else:
             update[key] = parse(units.parse_int, value, key)
     try:
         return Layout.model_validate({**(layout or Layout()).model_dump(exclude_unset=True), **update})
     except ValueError as exc:
-        raise UsageError(first_error(exc), field="interleave", also=("pipeline_parallel",)) from None
+        message = first_error(exc)
+        if "activation_offload_layers" in message:
+            raise UsageError(message, field="activation_offload_layers") from None
+        raise UsageError(message, field="interleave", also=("pipeline_parallel",)) from None
 
 
 # --------------------------------------------------------------------------------------- questions
@@ -592,6 +598,11 @@ def data_parallel_only(layout: Layout) -> None:
             "offload: fine-tuning with adapters is modelled on the GPU (a frozen base has no optimizer states to "
             "offload; --paged-optimizer pages the adapters')",
             field="offload",
+        )
+    if layout.activation_offload_layers:
+        raise UsageError(
+            "activation_offload_layers: fine-tuning with adapters keeps its activations on the GPU here",
+            field="activation_offload_layers",
         )
 
 

@@ -196,6 +196,14 @@ LAYOUT: Group = [
         "(attention scores), full (one extra forward).",
     ),
     _opt("offload", Offload, Offload.none, help="Model states in CPU memory: none, optimizer, params."),
+    _text(
+        "activation_offload_layers",
+        "k: the first k layers' saved activations copied to CPU memory and back (Megatron-Core "
+        "cpu_offloading_num_layers; 0 ≤ k < layers, PP 1, no recompute); step pays the copies the compute "
+        "cannot hide, over the device's host link.",
+        "INT",
+        default="0",
+    ),
 ]
 WORKLOAD: Group = [
     _text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b", default="1"),

@@ -47,6 +47,12 @@ class Layout(Record):
     sharding: Sharding = Field(default=Sharding.zero3, description="ZeRO stage / FSDP over the DP group")
     recompute: Recompute = Field(default=Recompute.none, description="activation recomputation")
     offload: Offload = Field(default=Offload.none, description="model states kept in CPU memory")
+    activation_offload_layers: int = Field(
+        default=0,
+        ge=0,
+        description="the first k layers' saved activations copied to CPU memory in the forward and back for the "
+        "backward (Megatron-Core cpu_offloading_num_layers); 0: none",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -62,6 +68,18 @@ class Layout(Record):
     def _consistent(self) -> Layout:
         if self.interleave > 1 and self.pipeline_parallel == 1:
             raise ValueError(f"interleave ({self.interleave}) needs pipeline parallelism (pipeline_parallel > 1)")
+        k = self.activation_offload_layers
+        # what Megatron-Core refuses (transformer_config.py: no pipeline parallelism, no recomputation)
+        if k and self.pipeline_parallel > 1:
+            raise ValueError(
+                f"activation_offload_layers ({k}) needs pipeline_parallel 1: Megatron-Core offloads "
+                "activations without pipeline parallelism only"
+            )
+        if k and self.recompute is not Recompute.none:
+            raise ValueError(
+                f"activation_offload_layers ({k}) needs recompute none: Megatron-Core does not offload "
+                "activations it recomputes"
+            )
         return self
 
     @property
@@ -117,6 +135,12 @@ class Layout(Record):
                 f"tensor_parallel ({self.tensor_parallel}) must divide the model's heads ({model.heads})",
                 field="tensor_parallel",
             )
+        if self.activation_offload_layers >= model.layers:
+            raise UsageError(
+                f"activation_offload_layers ({self.activation_offload_layers}) must be below the model's layers "
+                f"({model.layers}): the last layer's activations stay on the GPU (Megatron-Core, Transformer Engine)",
+                field="activation_offload_layers",
+            )
         problem = split_problem(model.layers, self.pipeline_parallel, self.interleave)
         if problem is not None:
             field, message = problem
@@ -148,6 +172,9 @@ class Layout(Record):
             parts.append(str(self.recompute) if compact else f"{self.recompute} recompute")
         if self.offload is not Offload.none:
             parts.append(f"offload {self.offload}")
+        if self.activation_offload_layers:
+            k = self.activation_offload_layers
+            parts.append(f"ao{k}" if compact else f"{k} layers' activations offloaded")
         return sep.join(parts)
 
 

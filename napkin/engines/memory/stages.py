@@ -194,12 +194,14 @@ def stage_activations(
     parts: ActivationParts,
     rules: MemoryRules | None = None,
     experts: bool = True,
+    offloaded: int = 0,
 ) -> dict[str, float]:
     """A rank's activation bytes: its layers' × the micro-batches in flight, the embedding where it holds the first
-    stage, the output layer and logits where it holds the last, the all-to-all buffers where it has experts."""
+    stage, the output layer and logits where it holds the last, the all-to-all buffers where it has experts. With
+    ``offloaded`` layers' activations copied to CPU memory, only the other layers' stay (``offloaded_activations``)."""
     stages = held_stages(stage, pipeline, rules)
     out = {
-        "activations": parts.per_layer * layers * held,
+        "activations": parts.per_layer * (layers - offloaded) * held,
         "embedding": parts.embedding * held if 0 in stages else 0.0,
         "logits": parts.output if pipeline - 1 in stages else 0.0,
     }
@@ -266,6 +268,14 @@ def stage_states(
     )
 
 
+def offloaded_activations(per_layer: float, offloaded: int, held: float) -> float:
+    """Bytes of activations a GPU keeps in CPU memory with its first ``offloaded`` layers' copied there
+    (sources.ACTIVATION_OFFLOAD): Transformer Engine releases a layer's GPU copy before layer L − k + i runs and
+    reloads it in the backward while later layers' are freed, so the GPU peaks at (L − k) layers' (no extra
+    in-flight buffer) and the host holds k layers' per micro-batch in flight."""
+    return per_layer * offloaded * held
+
+
 #: What DualPipe's second copy of a stage shares with the first: the optimizer's own state (DeepSeek-V3 §3.2.1).
 MIRRORED = frozenset({"master_weights", "optimizer_states"})
 
@@ -320,11 +330,11 @@ def stage_memory(
         layers = rank_layers(m.layers, p, i, rules)
         own = stage_states(i, layers, m, params, layout, bpp, rules)
         held = stage_in_flight(i, layout, micro, rules)
-        act = stage_activations(i, p, layers, held, parts, rules, experts=own.expert_params > 0)
+        k = layout.activation_offload_layers
+        act = stage_activations(i, p, layers, held, parts, rules, experts=own.expert_params > 0, offloaded=k)
         params_i = own.dense_params + own.expert_params
-        stages.append(
-            StageMemory(i, layers, params_i, own.states, own.host_bytes, held, act, own.expert_params, own.end_params)
-        )
+        host = own.host_bytes + offloaded_activations(parts.per_layer, k, held)
+        stages.append(StageMemory(i, layers, params_i, own.states, host, held, act, own.expert_params, own.end_params))
     return stages
 
 
@@ -383,7 +393,10 @@ def gather_buffers(
         gathered = layers  # FSDP under PP keeps every layer of the stage gathered (no reshard after forward)
         # and the stage's unsharded gradients, accumulated over its micro-batches, reduce-scattered after the last
         accumulated = dense_params * rules.pipeline_gradient_bytes
-    buffers = layer * (gathered * bpp.breakdown["params"] + bpp.breakdown["gradients"]) + accumulated
+    # the gathered layers at the bytes the layers' weights are held in: under the stack's fp8 weights
+    # (``under_fp8``) Megatron-FSDP all-gathers them in a uint8 buffer, one byte each (sources.FSDP_FP8_GATHER)
+    weight = rules.layer_param_bytes if rules is not None and rules.layer_param_bytes else bpp.breakdown["params"]
+    buffers = layer * (gathered * weight + bpp.breakdown["gradients"]) + accumulated
     if rules is not None and rules.ends_gathered:
         buffers += end_params * bpp.breakdown["params"]
     return buffers

@@ -106,6 +106,7 @@ class Knobs:
     sequence_parallel: bool = False
     recompute: Recompute = Recompute.none
     sharding: Sharding = Sharding.zero3
+    activation_offload_layers: int = 0
 
     @classmethod
     def of(cls, layout: Layout, micro_batch: int) -> Knobs:
@@ -120,6 +121,7 @@ class Knobs:
             sequence_parallel=layout.sequence_parallel,
             recompute=layout.recompute,
             sharding=layout.sharding,
+            activation_offload_layers=layout.activation_offload_layers,
         )
 
     @property
@@ -149,4 +151,5 @@ class Knobs:
             sequence_parallel=self.sequence_parallel,
             sharding=self.sharding,
             recompute=self.recompute,
+            activation_offload_layers=self.activation_offload_layers,
         )

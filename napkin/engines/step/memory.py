@@ -106,7 +106,9 @@ class StepMemory:
             held = self._held.get(hkey)
             if held is None:
                 held = self._held[hkey] = stage_in_flight(i, layout or k.layout(), micro, self.rules)
-            acts = stage_activations(i, p, n, held, parts, self.rules, experts=states[2])
+            acts = stage_activations(
+                i, p, n, held, parts, self.rules, experts=states[2], offloaded=k.activation_offload_layers
+            )
             total = states[0] + sum(acts.values())
             worst = max(worst, total + fw.fixed + states[1] + fw.fragmentation * (total + states[1]))
         return worst
