@@ -85,11 +85,7 @@ class StepMemory:
             )
             return sum(parts_.values())
         layout: Layout | None = None
-        key = (k.tensor_parallel, k.context_parallel, k.micro_batch, k.sequence_parallel, k.recompute)
-        parts = self._parts.get(key)
-        if parts is None:
-            layout = k.layout()
-            parts = self._parts[key] = activation_parts(self.inputs(k, layout), layout, self.element_bytes, self.rules)
+        parts = self._activation_parts(k)
         micro = self.batch // (k.micro_batch * k.data_parallel)
         layers, p, fw = self.model.layers, k.pipeline_parallel, self.framework
         worst = 0.0
@@ -112,6 +108,19 @@ class StepMemory:
             total = states[0] + sum(acts.values())
             worst = max(worst, total + fw.fixed + states[1] + fw.fragmentation * (total + states[1]))
         return worst
+
+    def _activation_parts(self, k: Knobs) -> ActivationParts:
+        """The activations' parts per shape (t, c, b, SP, recompute), memoised."""
+        key = (k.tensor_parallel, k.context_parallel, k.micro_batch, k.sequence_parallel, k.recompute)
+        parts = self._parts.get(key)
+        if parts is None:
+            layout = k.layout()
+            parts = self._parts[key] = activation_parts(self.inputs(k, layout), layout, self.element_bytes, self.rules)
+        return parts
+
+    def layer_bytes(self, k: Knobs) -> float:
+        """One layer's activations for one micro-batch on one GPU (what activation offload copies)."""
+        return self._activation_parts(k).per_layer
 
     def frozen(self) -> float:
         """Bytes of the frozen base as stored (the quantized linear weights, and the rest)."""

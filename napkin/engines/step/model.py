@@ -23,6 +23,7 @@ from napkin.engines.step.knobs import (
     ranks_near,
 )
 from napkin.engines.step.layers import LayerModel
+from napkin.engines.step.offload import offload_seconds
 from napkin.engines.step.machine import (
     ACT_BYTES,
     SHARDED_PARAMS,
@@ -146,6 +147,9 @@ class StepModel(LayerModel):
             cp += self.collective("reduce-scatter", kv, c, near)
             scores = self.layer(t, c, b, e, k.sequence_parallel).scores
             other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
+        # activation offload: the copies to and from CPU memory the compute cannot hide (napkin.engines.step.offload)
+        if k.activation_offload_layers:
+            other += m * offload_seconds(self, k, fwd_layer, 2 * fwd_layer + extra_layer)
         dp = 0.0
         # FSDP-QLoRA: the frozen base is sharded too, and gathered per layer, never reduced
         frozen = self.frozen_bytes() * share / (t * p) if self.adapters is not None else 0.0

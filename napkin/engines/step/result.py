@@ -30,6 +30,7 @@ from napkin.engines.step.machine import (
     Machine,
 )
 from napkin.engines.step.model import StepModel
+from napkin.engines.step.offload import offload_explained
 from napkin.results.explain import Step, step
 from napkin.results.result import Result
 from napkin.units import format_bandwidth, format_bytes, format_duration, format_percent, format_rate
@@ -292,6 +293,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             f"{sources.SCATTER_GATHER}; {sources.CALCULON_NETWORK}; {sources.MOE_DISPATCH}"
             + (f"; {sources.P2P_OVERLAP}" if sm.stack.p2p_overlap else ""),
         ),
+        *offload_explained(sm, k, m),
         step("step time", "sum of the terms", "", format_duration(terms.step_seconds), "napkin step model"),
     ]
 

@@ -61,6 +61,9 @@ class HardwareProfile(Profile):
     interconnect_bandwidth: BytesPerSecond | None = Field(
         default=None, description="scale-up bandwidth per device, total of both directions"
     )
+    host_link_bandwidth: BytesPerSecond | None = Field(
+        default=None, description="CPU–GPU link per device, each direction (PCIe, NVLink-C2C): activation offload"
+    )
     peak_flops: dict[Dtype, FlopsPerSecond] = Field(description="DENSE peak FLOP/s (or OP/s for int8) per dtype")
     price_per_hour: float | None = Field(
         default=None, gt=0, lt=1e6, allow_inf_nan=False, description="USD per device-hour, for cost estimates"
