@@ -78,7 +78,9 @@ class MemoryResult(ModelResult):
     stage: int = Field(description="the most loaded pipeline stage (0-based)")
     stage_name: str
     stages: list[StageRow] = Field(default_factory=list)
-    host_bytes_per_gpu: float = Field(default=0.0, description="offloaded model states in CPU memory, per GPU")
+    host_bytes_per_gpu: float = Field(
+        default=0.0, description="offloaded states and activations in CPU memory, per GPU"
+    )
     host_bytes_per_node: float = Field(default=0.0, description=f"× {GPUS_PER_NODE} GPUs per node (assumed)")
     memory_bytes: float = Field(description="capacity of one device used for the fit check")
     capacity_source: str = Field(description="which capacity figure the fit check used")
@@ -235,7 +237,7 @@ def memory(
                 sources.ZERO_OFFLOAD,
             )
         )
-    per_layer = None
+    per_layer, k = None, layout.activation_offload_layers
     if activations is not None:
         per_layer, formula = activation_bytes_per_layer(activations, fw.rules.cached if fw.rules else None)
         m = activations.model
@@ -260,10 +262,11 @@ def memory(
                     if dualpipe
                     else "per layer × the stage's layers (L/p, or an uneven split's) × micro-batches in flight"
                 )
+                + (" (the layers not offloaded: L − k)" if k else "")
                 + (" + embedding" if worst.activations.get("embedding") else "")
                 + (" + logits (for the loss)" if worst.activations.get("logits") else "")
                 + (" + all-to-all buffers" if worst.activations.get("all_to_all_buffers") else ""),
-                f"{format_bytes_si(per_layer)} × {worst.layers:g} × {worst.in_flight:.4g}"
+                f"{format_bytes_si(per_layer)} × {worst.layers - k:g} × {worst.in_flight:.4g}"
                 + "".join(
                     f" + {format_bytes_si(worst.activations[part])} ({part.replace('_', ' ')})"
                     for part in ("embedding", "logits", "all_to_all_buffers")
@@ -273,10 +276,22 @@ def memory(
                 fw.rules.dualpipe_source if dualpipe and fw.rules else sources.PIPELINE_MEMORY,
             )
         )
+        if k:
+            text = f"{format_bytes_si(per_layer)} × k = {k} × {worst.in_flight:.4g}"
+            steps.append(
+                step(
+                    "activations in CPU memory",
+                    "per layer × k offloaded layers × in flight",
+                    text,
+                    format_bytes(worst.host_activations),
+                    sources.ACTIVATION_OFFLOAD,
+                )
+            )
     if framework is not None:
         ends = bool(fw.rules and fw.rules.ends_gathered and layout.sharding in GATHERED and worst.end_params)
         gathered = fw.gathered_layers if sharding in GATHERED else 0
         accumulated = 0.0
+        fp8_gather = bool(gathered and fw.rules and fw.rules.layer_param_bytes)
         if gathered and fw.rules and fw.rules.pipeline_gathered and layout.pipeline_parallel > 1:
             gathered = worst.layers  # FSDP under PP: the whole stage, not resharded after forward
             accumulated = fw.rules.pipeline_gradient_bytes
@@ -288,6 +303,7 @@ def memory(
                 + (" + embedding and output layer gathered" if ends else "")
                 + " + fragmentation × allocated",
                 f"{format_bytes_si(fw.fixed)} + {gathered} layer(s) gathered"
+                + (f" at {fw.rules.layer_param_bytes:g} B (fp8 weights)" if fp8_gather else "")
                 + (
                     f" + {format_sci(worst.params - worst.expert_params)} params × {accumulated:g} B"
                     if accumulated
@@ -297,7 +313,8 @@ def memory(
                 + f" + {fw.fragmentation:g} × allocated",
                 format_bytes(extra),
                 (fw.source or "stack profile")
-                + (f"; {fw.rules.ends_source}" if fw.rules and (ends or gathered != fw.gathered_layers) else ""),
+                + (f"; {fw.rules.ends_source}" if fw.rules and (ends or gathered != fw.gathered_layers) else "")
+                + (f"; {sources.FSDP_FP8_GATHER}" if fp8_gather else ""),
             )
         )
     total = worst.total + extra
@@ -349,8 +366,8 @@ def memory(
         stage=worst.stage,
         stage_name=stage_name(worst.stage, layout.pipeline_parallel),
         stages=rows,
-        host_bytes_per_gpu=worst.host_bytes,
-        host_bytes_per_node=worst.host_bytes * GPUS_PER_NODE,
+        host_bytes_per_gpu=worst.host_bytes + worst.host_activations,
+        host_bytes_per_node=(worst.host_bytes + worst.host_activations) * GPUS_PER_NODE,
         memory_bytes=cap,
         capacity_source=cap_source,
         reserve_bytes=reserve_bytes,

@@ -117,11 +117,12 @@ class StageMemory:
     layers: int  # 0 when the model's shape is not known
     params: float  # parameters this GPU holds (before ZeRO sharding)
     states: dict[str, float]  # bytes on the GPU by component
-    host_bytes: float  # offloaded bytes in CPU memory for this GPU
+    host_bytes: float  # offloaded model states in CPU memory for this GPU
     in_flight: float  # micro-batches' worth of this stage's layers held at once
     activations: dict[str, float]  # layers, embedding, logits
     expert_params: float = 0.0  # of ``params``, the routed experts' (sharded over their own data-parallel group)
     end_params: float = 0.0  # of ``params``, the input embedding's and the output layer's
+    host_activations: float = 0.0  # offloaded activations in CPU memory for this GPU
 
     @property
     def total(self) -> float:
@@ -333,8 +334,12 @@ def stage_memory(
         k = layout.activation_offload_layers
         act = stage_activations(i, p, layers, held, parts, rules, experts=own.expert_params > 0, offloaded=k)
         params_i = own.dense_params + own.expert_params
-        host = own.host_bytes + offloaded_activations(parts.per_layer, k, held)
-        stages.append(StageMemory(i, layers, params_i, own.states, host, held, act, own.expert_params, own.end_params))
+        host = offloaded_activations(parts.per_layer, k, held)
+        stages.append(
+            StageMemory(
+                i, layers, params_i, own.states, own.host_bytes, held, act, own.expert_params, own.end_params, host
+            )
+        )
     return stages
 
 

@@ -23,11 +23,11 @@ from napkin.engines.step.knobs import (
     ranks_near,
 )
 from napkin.engines.step.layers import LayerModel
-from napkin.engines.step.offload import offload_seconds
 from napkin.engines.step.machine import (
     ACT_BYTES,
     SHARDED_PARAMS,
 )
+from napkin.engines.step.offload import offload_seconds
 from napkin.systems.stack import StackKnobs
 
 
