@@ -913,3 +913,49 @@ def fitted_fragmentation(name: str) -> float:
         if c.stack == name and c.role == "calibration" and c.id in MEASURED_GIB
     ]
     return sum(ratios) / len(ratios) - 1
+
+
+class FitRun(NamedTuple):
+    """A published run with no measured peak: it ran, so its most loaded GPU fits the device at its layout."""
+
+    id: str
+    tokens_per_gpu: float  # measured tokens/s per GPU
+    options: dict[str, object]  # napkin.memory's keywords for its layout (``hardware`` included)
+    source: str
+
+
+#: Megatron-Bridge's Llama 3 70B FP8 (current scaling) pre-training on 64 GB200 of the performance summary archive
+#: (NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d, DGX-GB200 rows of 25.11 and
+#: 26.04.01: MBS 2, GBS 256, sequence 8,192, TP 1, PP 1, CP 1, Megatron-FSDP over the 64 ranks), at its recipe:
+#: LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG (scripts/performance/configs/llama3/workload_base_configs.py @ v0.2.0 and
+#: v0.2.2) and LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 (configs/llama/llama3_workload_base_configs.py @ v0.3.0 to
+#: v0.5.0): micro_batch_size=2, use_megatron_fsdp=True, cpu_offloading_num_layers=40, which the scripts apply as
+#: cpu_offloading=True, cpu_offloading_weights=False (scripts/performance/utils/helpers.py @ v0.2.0
+#: set_recompute_overrides; utils/overrides.py @ v0.4.0): 40 of the 80 layers' activations offloaded, the weights
+#: not; no recomputation (Megatron-Core refuses it with CPU offloading).
+BRIDGE_GB200_LLAMA3_70B: Final = {
+    "model": "llama3-70b",
+    "gpus": 64,
+    "hardware": "gb200",
+    "stack": "megatron-core",
+    "dtype": "fp8",
+    "sharding": "fsdp",
+    "micro_batch": 2,
+    "global_batch": 256,
+    "seq": 8192,
+    "activation_offload_layers": 40,
+}
+FIT_RUNS: Final = (
+    FitRun(
+        "mb-25.11-llama3-70b-gb200-g64",
+        4312,
+        BRIDGE_GB200_LLAMA3_70B,
+        "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d (DGX-GB200, 25.11)",
+    ),
+    FitRun(
+        "mb-26.04.01-llama3-70b-gb200-g64",
+        4224,
+        BRIDGE_GB200_LLAMA3_70B,
+        "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d (DGX-GB200, 26.04.01)",
+    ),
+)
