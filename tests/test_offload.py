@@ -3,6 +3,8 @@ what the host link costs the step, and the inputs refused."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from napkin import api
@@ -39,6 +41,7 @@ def test_only_the_layers_not_offloaded_keep_their_activations_on_the_gpu() -> No
     """Transformer Engine's synchronizer peaks at (L − k) layers' activations (cpu_offload.py @ d0067d0d): 40 of
     80 layers' on the GPU, the other 40 in CPU memory, each 16,384 tokens × 237,824 B = 3,896,508,416 B."""
     got = api.memory(**BRIDGE_GB200_LLAMA3_70B)
+    assert isinstance(got, MemoryResult)
     layer = TOKENS * LLAMA3_70B_FP8_PER_TOKEN
     assert layer == 3_896_508_416
     assert got.breakdown["activations"] == 40 * layer
@@ -121,3 +124,15 @@ def test_step_on_a_device_without_a_host_link_is_one_line_exit_2(napkin: Run) ->
         "4",
     )
     assert got.exit_code == 2 and "host_link_bandwidth" in got.stderr and "Traceback" not in got.stderr
+
+
+def test_the_step_reports_its_copy_waits_in_json_and_explain(napkin: Run) -> None:
+    """With PP 1, no EP and no CP the 'other' term holds only the offload waits; --json names them, --explain
+    cites Megatron-Core and Transformer Engine."""
+    flags = ["step", "--model", "llama3-70b", "-G", "64", "--cluster", "dgx-h100", "--sharding", "fsdp"]
+    flags += ["--micro-batch", "2", "--global-batch", "256", "--dtype", "fp8", "--activation-offload-layers", "79"]
+    data = json.loads(napkin(*flags, "--json").stdout)
+    assert data["layout"]["activation_offload_layers"] == 79
+    assert data["activation_offload_seconds"] > 0 and data["activation_offload_seconds"] == data["breakdown"]["other"]
+    explained = napkin(*flags, "--explain").stdout
+    assert "activation offload (exposed, in other)" in explained and "cpu_offload.py" in explained

@@ -291,7 +291,7 @@ def memory(
         ends = bool(fw.rules and fw.rules.ends_gathered and layout.sharding in GATHERED and worst.end_params)
         gathered = fw.gathered_layers if sharding in GATHERED else 0
         accumulated = 0.0
-        fp8_gather = bool(gathered and fw.rules and fw.rules.layer_param_bytes)
+        fp8_gather = fw.rules.layer_param_bytes if gathered and fw.rules else 0.0
         if gathered and fw.rules and fw.rules.pipeline_gathered and layout.pipeline_parallel > 1:
             gathered = worst.layers  # FSDP under PP: the whole stage, not resharded after forward
             accumulated = fw.rules.pipeline_gradient_bytes
@@ -303,7 +303,7 @@ def memory(
                 + (" + embedding and output layer gathered" if ends else "")
                 + " + fragmentation × allocated",
                 f"{format_bytes_si(fw.fixed)} + {gathered} layer(s) gathered"
-                + (f" at {fw.rules.layer_param_bytes:g} B (fp8 weights)" if fp8_gather else "")
+                + (f" at {fp8_gather:g} B (fp8 weights)" if fp8_gather else "")
                 + (
                     f" + {format_sci(worst.params - worst.expert_params)} params × {accumulated:g} B"
                     if accumulated

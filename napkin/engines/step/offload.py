@@ -51,6 +51,15 @@ def offload_seconds(sm: LayerModel, k: Knobs, forward: float, backward: float) -
     )
 
 
+def offload_step_seconds(sm: LayerModel, k: Knobs) -> float:
+    """A step's waits for the copies: its micro-batches' (``StepModel.evaluate`` counts them in ``other``)."""
+    if not k.activation_offload_layers:
+        return 0.0
+    passes = sm.layer_passes(k)
+    microbatches = sm.batch // (k.micro_batch * k.data_parallel)
+    return microbatches * offload_seconds(sm, k, passes.forward, 2 * passes.forward + passes.recompute)
+
+
 def offload_explained(sm: LayerModel, k: Knobs, microbatches: int) -> list[Step]:
     """The step's activation-offload line for --explain (none without offload)."""
     if not k.activation_offload_layers:
@@ -58,7 +67,6 @@ def offload_explained(sm: LayerModel, k: Knobs, microbatches: int) -> list[Step]
     passes = sm.layer_passes(k)
     forward, backward = passes.forward, 2 * passes.forward + passes.recompute
     per_layer, bandwidth = sm.memory.layer_bytes(k), host_link(sm)
-    waits = offload_seconds(sm, k, forward, backward)
     return [
         step(
             "activation offload (exposed, in other)",
@@ -67,7 +75,7 @@ def offload_explained(sm: LayerModel, k: Knobs, microbatches: int) -> list[Step]
             f"k = {k.activation_offload_layers}, L = {sm.model.layers}, c = {format_bytes_si(per_layer)} / "
             f"{format_bandwidth(bandwidth)} = {format_duration(per_layer / bandwidth)}, f = "
             f"{format_duration(forward)}, b = {format_duration(backward)}, m = {microbatches}",
-            format_duration(microbatches * waits),
+            format_duration(offload_step_seconds(sm, k)),
             f"{sources.ACTIVATION_OFFLOAD}; {sources.OFFLOAD_OVERLAP}; host link: {sm.hw.name}'s profile",
         )
     ]

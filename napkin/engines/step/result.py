@@ -30,7 +30,7 @@ from napkin.engines.step.machine import (
     Machine,
 )
 from napkin.engines.step.model import StepModel
-from napkin.engines.step.offload import offload_explained
+from napkin.engines.step.offload import offload_explained, offload_step_seconds
 from napkin.results.explain import Step, step
 from napkin.results.result import Result
 from napkin.units import format_bandwidth, format_bytes, format_duration, format_percent, format_rate
@@ -77,6 +77,7 @@ class StepResult(Result):
     lora_rank: int | None = None
     lora_targets: list[str] | None = None
     trainable_params: int | None = Field(default=None, description="adapter parameters (lora/qlora)")
+    activation_offload_seconds: float = Field(default=0.0, description="of other: waits for offloaded activations")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -399,6 +400,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         lora_rank=sm.adapters.rank if sm.adapters else None,
         lora_targets=list(sm.adapters.targets) if sm.adapters else None,
         trainable_params=int(sm.trainable) if sm.adapters else None,
+        activation_offload_seconds=offload_step_seconds(sm, k),
         notes=[
             n
             for n in (
