@@ -945,7 +945,38 @@ BRIDGE_GB200_LLAMA3_70B: Final = {
     "seq": 8192,
     "activation_offload_layers": 40,
 }
+#: The 25.09 DGX-GB200 rows of the same archive (no precision column; the footnote's parenthesised figures are
+#: the MXFP8 ones, so the others are FP8 current scaling), at the recipe of v0.1.0rc4 (2025-10-23,
+#: scripts/performance/configs/llama3/llama3_70b_llm_pretrain.yaml and llama31/llama31_405b_llm_pretrain.yaml,
+#: perf_matrix gb200 fp8_cs): Llama 3 70B at GBS 128, MBS 2, FSDP, cpu_offloading_num_layers 40; Llama 3.1 405B on
+#: 128 GPUs at TP 2, GBS 64, MBS 1, FSDP, cpu_offloading_num_layers 95 (92 at v0.2.0,
+#: configs/llama31/workload_base_configs.py LLAMA31_405B_GB200_FP8_CS_BASE_CONFIG).
+BRIDGE_2509: Final = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d (25.09, DGX-GB200)"
 FIT_RUNS: Final = (
+    FitRun(
+        "mb-25.09-llama3-70b-gb200-g64",
+        3986,
+        {**BRIDGE_GB200_LLAMA3_70B, "global_batch": 128},
+        BRIDGE_2509,
+    ),
+    FitRun(
+        "mb-25.09-llama3.1-405b-gb200-g128",
+        729,
+        {
+            "model": "llama3.1-405b",
+            "gpus": 128,
+            "hardware": "gb200",
+            "stack": "megatron-core",
+            "dtype": "fp8",
+            "tensor_parallel": 2,
+            "sharding": "fsdp",
+            "micro_batch": 1,
+            "global_batch": 64,
+            "seq": 8192,
+            "activation_offload_layers": 95,
+        },
+        BRIDGE_2509,
+    ),
     FitRun(
         "mb-25.11-llama3-70b-gb200-g64",
         4312,
