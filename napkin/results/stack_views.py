@@ -127,6 +127,7 @@ STEP_SECTIONS: Final = (
     "fp8",
     "memory",
     "step_overhead",
+    "context_parallel",
 )
 
 
@@ -139,6 +140,8 @@ def explain_steps(
     out = []
     for section in sections:
         paths = [p for p in value_paths(t) if p == section or p.startswith(section + ".")]
+        if not paths:  # a section the stack leaves absent (napkin's generic model)
+            continue
         values = []
         for path in paths:
             value: Any = t

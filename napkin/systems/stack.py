@@ -163,6 +163,28 @@ class Recomputation(Record):
     selective_recomputes: Share = Field(description="share of a layer's forward re-run in the backward (0: none)")
 
 
+class RingAttention(Record):
+    """How the stack runs causal context parallelism (ring attention), as its code does it; absent: napkin's
+    generic model (the KV heads all-gathered and their gradients reduce-scattered, hidden under the attention)."""
+
+    model_config = _STRICT
+    exchanged_heads: Literal["kv", "query"] = Field(
+        description="heads of the K and V the ring passes: the model's KV heads, or repeated to the query heads "
+        "before the attention call"
+    )
+    rotate: Literal["all-gather", "ring"] = Field(
+        description="all-gather: every rank's K, V gathered once, issued before the first ring step and awaited "
+        "at the second (hidden under one step); ring: passed to the next rank each step, under that step"
+    )
+    accumulate_bytes: float = Field(
+        ge=2,
+        le=4,
+        allow_inf_nan=False,
+        description="bytes per element of the ring's running output and of the dK, dV it accumulates and passes "
+        "around the ring in the backward (4: fp32)",
+    )
+
+
 class Validated(Record):
     """The region the stack's published validation runs cover (tests/training_runs.py, tests/megatron_runs.py): a
     layout outside it is predicted all the same, and said to be outside."""
@@ -346,6 +368,9 @@ class Training(Record):
     recompute: Recomputation
     memory: Memory
     validated: Validated
+    context_parallel: RingAttention | None = Field(
+        default=None, description="how its context parallelism runs (absent: napkin's generic model)"
+    )
     step_overhead: float = Field(ge=0, le=60, allow_inf_nan=False, description="seconds per step outside the model")
     grouped_gemm_streams: int | None = Field(
         default=None,
@@ -482,6 +507,7 @@ class Stack(Profile):
             selective_keeps=t.recompute.selective_keeps,
             logit_bytes=t.memory.logit_bytes,
             selective_recomputes=t.recompute.selective_recomputes,
+            ring=t.context_parallel,
             own_memory=True,
             rules=MemoryRules(
                 gradient_bytes=t.memory.gradient_bytes or 0.0,
@@ -617,6 +643,7 @@ class StackKnobs:
     selective_recomputes: float = 0.0
     logit_bytes: float = 4.0
     rules: MemoryRules | None = None
+    ring: RingAttention | None = None  # the stack's ring attention (None: napkin's generic CP model)
 
     def framework(self) -> Framework:
         """The stack's own memory for ``napkin.engines.memory``: fixed, fragmentation, the layers FSDP holds

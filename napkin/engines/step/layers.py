@@ -206,12 +206,9 @@ class LayerModel:
         heads = self.heads / t * b
         s_q, s_k, d_h = self.seq / c, self.attended, self.d_attn / self.heads
         if self.flash:
-            # FlashAttention: the forward at FLASH_FORWARD of the 16-bit peak; the backward does 2.5× the forward's
-            # FLOPs (it recomputes QKᵀ) at FLASH_BACKWARD. The term holds a third of forward + backward, since the
-            # step counts each layer's forward three times (forward, and backward as two).
-            flops = 2 * 2.0 * heads * s_q * s_k * d_h
-            forward = flops / min(self.hw.rate16, self.stack.flash_forward * self.hw.peak16)
-            backward = FLASH_BACKWARD_FLOPS * flops / min(self.hw.rate16, self.stack.flash_backward * self.hw.peak16)
+            # the term holds a third of forward + backward, since the step counts each layer's forward three times
+            # (forward, and backward as two)
+            forward, backward = self.flash_passes(t, c, b)
             scores = (forward + backward) / 3
             score_stream = 0.0
         else:
@@ -225,6 +222,16 @@ class LayerModel:
         result = LayerTimes(dense, moe, scores + score_stream, unsplit_s + act_fn, unsplit_s + moe_stream)
         self._layer[key] = result
         return result
+
+    def flash_passes(self, t: int, c: int, b: int) -> tuple[float, float]:
+        """(forward, backward) seconds of one layer's fused attention for one micro-batch on one GPU: QKᵀ and A·V
+        over (a/t)·b heads of s/c queries × the keys each attends; the forward at FLASH_FORWARD of the 16-bit peak,
+        the backward 2.5× the forward's FLOPs (it recomputes QKᵀ) at FLASH_BACKWARD."""
+        heads = self.heads / t * b
+        flops = 2 * 2.0 * heads * (self.seq / c) * self.attended * (self.d_attn / self.heads)
+        forward = flops / min(self.hw.rate16, self.stack.flash_forward * self.hw.peak16)
+        backward = FLASH_BACKWARD_FLOPS * flops / min(self.hw.rate16, self.stack.flash_backward * self.hw.peak16)
+        return forward, backward
 
     def collective(self, op: str, nbytes: float, n: int, ranks_per_domain: int | None = None) -> float:
         """``comm.collective_seconds`` on this machine's fabric, memoised (layouts repeat collectives)."""

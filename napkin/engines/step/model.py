@@ -28,6 +28,7 @@ from napkin.engines.step.machine import (
     SHARDED_PARAMS,
 )
 from napkin.engines.step.offload import offload_seconds
+from napkin.engines.step.ring import ring_seconds
 from napkin.systems.stack import StackKnobs
 
 
@@ -139,8 +140,11 @@ class StepModel(LayerModel):
             # only under another micro-batch: with m of them the first has none beside it, with one, none hides
             hidden = self.stack.a2a_overlap * a2a * (m - 1) / m
             other += m * (a2a - hidden + exposed_seconds(hidden, layers_mb, slow))
-        # context parallel: all-gather K, V forward, reduce-scatter their gradients backward, hidden under attention
-        if c > 1:
+        # context parallel: as the stack's ring attention runs it (napkin.engines.step.ring); else all-gather K, V
+        # forward, reduce-scatter their gradients backward, hidden under attention
+        if c > 1 and self.stack.ring is not None and self.flash:
+            other += m * (n_dense + n_moe) * ring_seconds(self, k, self.stack.ring)
+        elif c > 1:
             kv = 2 * tokens * c * self.model.n_kv * self.model.d_head * ACT_BYTES / t
             near = ranks_near(c, dom, t)
             cp = self.collective("all-gather", kv, c, near) * (2 if k.recompute is Recompute.full else 1)

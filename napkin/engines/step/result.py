@@ -31,6 +31,7 @@ from napkin.engines.step.machine import (
 )
 from napkin.engines.step.model import StepModel
 from napkin.engines.step.offload import offload_explained, offload_step_seconds
+from napkin.engines.step.ring import ring_note
 from napkin.results.explain import Step, step
 from napkin.results.result import Result
 from napkin.units import format_bandwidth, format_bytes, format_duration, format_percent, format_rate
@@ -279,6 +280,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "2v × (send b·s·d·2 B / t + all-gather over t) per micro-batch; all-to-all of b·s·k·d·2 B / t (SP) "
             "+ all-gather over t, 4 per MoE layer (+2 recomputed); CP",
             f"p = {k.pipeline_parallel}, EP = {k.expert_parallel}, CP = {k.context_parallel}"
+            + (ring_note(sm.stack.ring) if k.context_parallel > 1 and sm.stack.ring is not None and sm.flash else "")
             + (
                 f"; {sm.stack.p2p_overlap:g} of the sends under the other chunks' compute"
                 if sm.stack.p2p_overlap and k.interleave > 1
