@@ -1,0 +1,102 @@
+"""Context parallelism as torch's ring attention runs it (napkin.engines.step.ring), against what the code at the
+benchmarked commits does and against torchtitan's published long-context runs (Table 2 of
+benchmarks/llama3_h100_202412_torchtitan.md @ 820504e2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from napkin.domain.choices import Recompute
+from napkin.engines.step import Knobs
+from napkin.engines.step.ring import ring_seconds
+from napkin.systems.stack import RingAttention
+from napkin.systems.stack import resolve as stack
+from tests.conftest import Run
+from tests.training_runs import RUNS, cases, error
+
+TORCH_RING = RingAttention(exchanged_heads="query", rotate="all-gather", accumulate_bytes=4)
+
+
+def _table2() -> list:  # type: ignore[type-arg]
+    return sorted((c for c in cases() if c.id.startswith("torchtitan-2412-t2")), key=lambda c: c.knobs.context_parallel)
+
+
+def test_torchtitan_s_profiles_state_torch_s_ring_as_its_code_runs() -> None:
+    """torchtitan 9dec370 repeats K, V to the query heads before SDPA (models/llama/model.py repeat_kv) and defaults
+    to the all-gather rotater (config_manager.py context_parallel_rotate_method 'allgather'); torch's ring merges
+    and accumulates in fp32 (_attention.py convert_to_f32 = True). Both stacks of that release say so, with a
+    source for each value; the 2025 stack, another torch, states none and keeps napkin's generic model."""
+    for name in ("torchtitan", "torchtitan-eager"):
+        training = stack(name).profile.trains()
+        assert training.context_parallel == TORCH_RING
+        assert all(
+            training.source_of(f"context_parallel.{f}") for f in ("exchanged_heads", "rotate", "accumulate_bytes")
+        )
+    assert stack("torchtitan-2025").profile.trains().context_parallel is None
+    assert stack("megatron-core").profile.knobs("h100-sxm").ring is None
+
+
+def test_the_published_rows_hold_the_same_tokens_per_gpu() -> None:
+    """Table 2: FSDP 8/4/2/1 × CP 1/2/4/8 at 32k-262k tokens, local batch 1, 3,890 / 2,540 / 1,071 / 548 TPS per GPU
+    (torchtitan's tps counts each rank's whole sequence over the CP ranks): every GPU holds 32,768 tokens."""
+    rows = sorted((r for r in RUNS if r.id.startswith("torchtitan-2412-t2")), key=lambda r: r.cp)
+    assert [(r.cp, r.seq, r.tokens_per_gpu) for r in rows] == [
+        (1, 32768, 3890),
+        (2, 65536, 2540),
+        (4, 131072, 1071),
+        (8, 262144, 548),
+    ]
+    assert {r.seq // r.cp for r in rows} == {32768}
+
+
+def test_the_ring_adds_nothing_without_cp_and_more_with_every_rank() -> None:
+    """At the same 32k tokens per GPU, each added rank adds a ring step (a merge, a dK/dV send, an accumulation) and
+    a larger all-gather: the ring's seconds grow with c; with c = 1 there is no ring."""
+    seconds = []
+    for case in _table2():
+        seconds.append(ring_seconds(case.model, case.knobs, TORCH_RING))
+    assert seconds[0] == 0.0 and seconds[1] < seconds[2] < seconds[3]
+
+
+def test_passing_every_query_head_moves_four_times_the_bytes_of_llama_s_kv_heads() -> None:
+    """Llama 3.1 8B has 32 query and 8 KV heads: on a fabric too slow to hide anything, the query-head ring's
+    exchange costs four times the KV-head ring's (the K, V gather and the dK, dV sends scale with the heads
+    passed; only the dQ and output merges do not)."""
+    case = _table2()[-1]
+    slow = case.model.with_stack(case.model.stack.replace(scale_up=1e-4, scale_out=1e-4))
+    query = ring_seconds(slow, case.knobs, TORCH_RING)
+    kv = ring_seconds(slow, case.knobs, TORCH_RING.model_copy(update={"exchanged_heads": "kv"}))
+    assert query / kv == pytest.approx(4, rel=0.01)
+
+
+def test_full_recomputation_re_runs_the_forward_ring() -> None:
+    case = _table2()[-1]
+    full = ring_seconds(case.model, case.knobs, TORCH_RING)
+    k = case.knobs
+    none = Knobs(data_parallel=k.data_parallel, context_parallel=k.context_parallel, sharding=k.sharding)
+    assert none.recompute is Recompute.none and full > ring_seconds(case.model, none, TORCH_RING)
+
+
+def test_table_2_errors_are_where_the_readme_says() -> None:
+    """Validation rows: FSDP 8 and FSDP 4 × CP 2 within 5 %; CP 4 and CP 8 still measured a third slower than
+    predicted (1,071 and 548 TPS per GPU against 1,428 and 772): the ring as torch runs it explains about 4 points
+    of it (README)."""
+    got = {c.knobs.context_parallel: error(c) for c in _table2()}
+    assert abs(got[1]) < 0.05 and abs(got[2]) < 0.05
+    assert 0.25 < got[4] < 0.36 and 0.30 < got[8] < 0.43
+
+
+def test_explain_names_the_ring_and_its_sources(napkin: Run) -> None:
+    r = napkin(
+        "step", "-m", "llama3.1-8b", "--seq", "262144", "-G", "8", "--context-parallel", "8", "--global-batch", "1",
+        "-b", "1", "--recompute", "full", "--sharding", "fsdp", "--dtype", "fp8", "-H", "h100-sxm",
+        "--stack", "torchtitan", "--explain", "--json",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    steps = json.loads(r.stdout)["steps"]
+    ring = next(s for s in steps if s["quantity"] == "stack torchtitan: context parallel")
+    assert "exchanged_heads = query" in ring["substituted"] and "_attention.py" in ring["source"]
+    other = next(s for s in steps if s["quantity"].startswith("other"))
+    assert "ring attention" in other["substituted"]
