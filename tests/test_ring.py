@@ -27,14 +27,14 @@ def test_torchtitan_s_profiles_state_torch_s_ring_as_its_code_runs() -> None:
     """torchtitan 9dec370 repeats K, V to the query heads before SDPA (models/llama/model.py repeat_kv) and defaults
     to the all-gather rotater (config_manager.py context_parallel_rotate_method 'allgather'); torch's ring merges
     and accumulates in fp32 (_attention.py convert_to_f32 = True). Both stacks of that release say so, with a
-    source for each value; the 2025 stack, another torch, states none and keeps napkin's generic model."""
-    for name in ("torchtitan", "torchtitan-eager"):
+    source for each value, and so does the 2025 stack (torchtitan e7c0cae, whose torch 2.8.0a0 lies between 2.7.0
+    and 2.8.0, which run the same ring); Megatron-Core keeps napkin's generic model."""
+    for name in ("torchtitan", "torchtitan-eager", "torchtitan-2025"):
         training = stack(name).profile.trains()
         assert training.context_parallel == TORCH_RING
         assert all(
             training.source_of(f"context_parallel.{f}") for f in ("exchanged_heads", "rotate", "accumulate_bytes")
         )
-    assert stack("torchtitan-2025").profile.trains().context_parallel is None
     assert stack("megatron-core").profile.knobs("h100-sxm").ring is None
 
 
