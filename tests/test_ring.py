@@ -79,13 +79,21 @@ def test_full_recomputation_re_runs_the_forward_ring() -> None:
     assert none.recompute is Recompute.none and full > ring_seconds(case.model, none, TORCH_RING)
 
 
-def test_table_2_errors_are_where_the_readme_says() -> None:
-    """Validation rows: FSDP 8 and FSDP 4 × CP 2 within 5 %; CP 4 and CP 8 still measured a third slower than
-    predicted (1,071 and 548 TPS per GPU against 1,428 and 772): the ring as torch runs it explains about 4 points
-    of it (README)."""
+def test_table_2_without_long_context_parallelism_is_within_5_percent() -> None:
+    """Validation rows: FSDP 8 and FSDP 4 × CP 2 (3,890 and 2,540 TPS per GPU) within 5 %."""
     got = {c.knobs.context_parallel: error(c) for c in _table2()}
     assert abs(got[1]) < 0.05 and abs(got[2]) < 0.05
-    assert 0.25 < got[4] < 0.36 and 0.30 < got[8] < 0.43
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known miss (README, torchtitan CP paragraph): CP 4 and CP 8 measured about a third slower than "
+    "predicted (1,071 and 548 TPS per GPU); the ring as torch runs it explains about 4 points; the rest has no source",
+)
+@pytest.mark.parametrize("cp", [4, 8])
+def test_table_2_with_cp_4_and_8_is_within_issue_23_s_20_percent(cp: int) -> None:
+    got = {c.knobs.context_parallel: error(c) for c in _table2()}
+    assert abs(got[cp]) <= 0.20
 
 
 def test_explain_names_the_ring_and_its_sources(napkin: Run) -> None:
