@@ -41,7 +41,7 @@ from napkin.systems.presets import get_preset
 from napkin.systems.serving_stack import ServingStack, get_serving
 
 RUNS = Path(__file__).with_name("serving_runs.yaml")
-ENGINES = ("vllm", "sglang", "tensorrt-llm", "gpt-fast")
+ENGINES = ("vllm", "sglang", "tensorrt-llm", "tensorrt-llm-pytorch", "gpt-fast")
 # Every row simulates the number of requests its benchmark sent (1 to 6,000): a burst of 3,000 queues three
 # times as long as one of 1,000, so capping it understated TTFT by the same factor (SGLang offline rows).
 
@@ -249,6 +249,9 @@ GRID = {
     "tp_step_seconds": [0.0, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008],
     "request_seconds": [0.0, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05],
     "collective_efficiency": [1.0, 0.7, 0.6, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15],
+    "host_seconds_per_sequence": [0.0, 2e-6, 4e-6, 6e-6, 8e-6, 1e-5, 1.2e-5, 1.5e-5, 2e-5, 2.5e-5, 3e-5, 4e-5],
+    "matmul_compute.fp4": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.65, 0.75],
+    "matmul_compute.fp8": [0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.85],
 }
 
 
@@ -260,6 +263,8 @@ def _set(stack: ServingStack, key: str, value: float) -> ServingStack:
                 "prefill": stack.prefill.model_copy(update={"bandwidth": value}),
             }
         )
+    if key.startswith("matmul_compute."):  # one compute dtype's fraction of its peak
+        return stack.model_copy(update={"matmul_compute": stack.matmul_compute | {key.split(".")[1]: value}})
     if "." in key:
         phase, field = key.split(".")
         return stack.model_copy(update={phase: getattr(stack, phase).model_copy(update={field: value})})
@@ -309,6 +314,8 @@ def main() -> None:
                         "tp_step_seconds",
                         "request_seconds",
                         "collective_efficiency",
+                        "host_seconds_per_sequence",
+                        "matmul_compute",
                     }
                 ),
                 sort_keys=False,

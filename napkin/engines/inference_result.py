@@ -45,6 +45,7 @@ class Serving(Record):
         if self.efficiency is not None:
             update["prefill"] = base.prefill.model_copy(update={"compute": self.efficiency})
             update["decode"] = base.decode.model_copy(update={"compute": self.efficiency})
+            update["matmul_compute"] = {}  # the user's fraction, whatever the dtype
         if self.chunk_tokens is not None:
             update["max_num_batched_tokens"] = self.chunk_tokens
         return base.model_copy(update=update) if update else base

@@ -126,8 +126,10 @@ class Replica:
     # --- time ------------------------------------------------------------------------------------------
     def step_cost(self) -> StepCost:
         """Seconds of one engine step of one scheduler, as StepCost coefficients."""
-        m, hw, s, t, p = self.model, self.hardware, self.stack, self.tensor, self.pipeline
-        peak = hw.peak(compute_dtype(WeightFormat(self.weights), hw))
+        m, hw, t, p = self.model, self.hardware, self.tensor, self.pipeline
+        dtype = compute_dtype(WeightFormat(self.weights), hw)
+        s = self.stack.at_dtype(dtype)
+        peak = hw.peak(dtype)
         attn_peak = hw.peak("bf16")
         bw = hw.memory_bandwidth
         dense, experts = self.weight_bytes_gpu()
@@ -140,7 +142,7 @@ class Replica:
         split_attn = 1 if self.dp_attention else t
         attn_ctx = 4.0 * m.layers / p * m.d_attn / split_attn  # QKᵀ and A·V per cached token per query
         kv_ctx = self.kv_bytes_per_token_gpu()
-        attention = max(kv_ctx / (bw * s.attention_bandwidth), attn_ctx / (attn_peak * s.decode.compute))
+        attention = max(kv_ctx / (bw * s.attention_bandwidth), attn_ctx / (attn_peak * self.stack.decode.compute))
         comm0 = comm1 = 0.0
         pieces: tuple[tuple[float, float, float], ...] = ()
         fabric = self.fabric
@@ -186,5 +188,6 @@ class Replica:
             decode_token=stages * flops / (peak * s.decode.compute),
             prefill_token=stages * flops / (peak * s.prefill.compute),
             attention=stages * attention,
-            prefill_pair=stages * attn_ctx / (attn_peak * s.prefill.compute),
+            prefill_pair=stages * attn_ctx / (attn_peak * self.stack.prefill.compute),  # bf16 attention
+            host_seq=s.host_seconds_per_sequence,
         )

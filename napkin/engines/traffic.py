@@ -49,7 +49,11 @@ class StepCost:
     * speculative decoding: each sequence verifies ``verify`` = γ + 1 tokens per step, after ``draft_passes``
       forward passes of the draft (a small model, or an MTP head) over the decoding sequences, each
       max(draft weights, seqs · draft FLOPs) (Leviathan et al. 2023, arXiv:2211.17192 §3.4: the step costs
-      γ·c + 1 target steps, c the draft's cost ratio)."""
+      γ·c + 1 target steps, c the draft's cost ratio);
+    * ``host_seq``: host seconds per decoding sequence per step that run while the GPU computes (TensorRT-LLM's
+      PyTorch backend, ``py_executor.py`` ``_executor_loop_overlap``: the next step is scheduled and launched and
+      the previous step's requests updated while this one runs), so the step takes max(the above, seqs ·
+      host_seq)."""
 
     fixed: float
     comm_fixed: float
@@ -68,6 +72,7 @@ class StepCost:
     draft_passes: float = 0.0
     draft_weights: float = 0.0
     draft_token: float = 0.0
+    host_seq: float = 0.0
 
     def draft(self, seqs: float) -> float:
         """Seconds of the draft's passes in a step where ``seqs`` sequences decode (0 without speculation)."""
@@ -93,7 +98,7 @@ class StepCost:
 
     def seconds(self, decode: float, prefill: float, ctx: float, pairs: float) -> float:
         tokens = decode + prefill
-        return (
+        gpu = (
             self.fixed
             + self.comm(tokens)
             + max(self.weights(tokens), self.gemms(decode, prefill))
@@ -101,6 +106,24 @@ class StepCost:
             + self.prefill_pair * pairs
             + self.draft(decode / self.verify)
         )
+        return max(gpu, self.host(decode / self.verify))
+
+    def host(self, seqs: float) -> float:
+        """Host seconds of a step where ``seqs`` sequences decode (overlapped with the GPU's work)."""
+        return self.host_seq * seqs
+
+    def stretch(self, steps: int, first: float, slope: float, seqs: float) -> float:
+        """Seconds of ``steps`` decode-only steps whose GPU time is first + slope · i (i = 0, 1, …), each at
+        least the host's time for ``seqs`` sequences."""
+        gpu = steps * first + slope * steps * (steps - 1) / 2
+        floor = self.host(seqs)
+        if floor <= first:
+            return gpu
+        if slope <= 0:
+            return steps * floor
+        under = min(steps, math.ceil((floor - first) / slope))  # steps whose GPU time is below the host's
+        rest = steps - under
+        return under * floor + rest * first + slope * (steps * (steps - 1) - under * (under - 1)) / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,17 +338,17 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         )
         slope = cost.attention * q * grow
 
-        def total(steps: int, per_step: float = per_step, slope: float = slope) -> float:
-            return steps * per_step + slope * steps * (steps - 1) / 2
+        def total(steps: int, per_step: float = per_step, slope: float = slope, seqs: int = n_dec) -> float:
+            return cost.stretch(steps, per_step, slope, seqs)
 
         if not queue and nxt < n_req and total(k) > times[nxt] - now:
             # the first step count whose time reaches the next arrival: the root of a quadratic in the count
             target = times[nxt] - now
-            linear = per_step - slope / 2
+            linear = max(per_step, cost.host(n_dec)) - slope / 2  # the host's floor: an estimate, refined below
             if slope > 0:
                 root = (-linear + math.sqrt(linear * linear + 2 * slope * target)) / slope
             else:
-                root = target / per_step
+                root = target / max(per_step, cost.host(n_dec))
             hit = min(k, max(1, math.ceil(root)))
             while hit > 1 and total(hit - 1) >= target:  # floating-point rounding of the root, either way
                 hit -= 1

@@ -23,7 +23,7 @@ Engines size the KV cache by one of four rules (``memory_rule``), per GPU:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -92,6 +92,19 @@ class ServingStack(Record):
     iteration_seconds: float = Field(
         ge=0, lt=1, description="fixed cost of one engine step: scheduling, sampling, launches CUDA graphs leave"
     )
+    host_seconds_per_sequence: float = Field(
+        default=0.0,
+        ge=0,
+        lt=0.01,
+        description="host work per decoding sequence per step (Python scheduler, request updates, sampling "
+        "bookkeeping) run while the GPU computes the previous step (TensorRT-LLM's overlap scheduler): a step takes "
+        "max(GPU time, sequences × this)",
+    )
+    matmul_compute: dict[Literal["fp4", "fp8", "bf16", "fp16"], Annotated[float, Field(gt=0, le=1)]] = Field(
+        default_factory=dict,
+        description="compute dtype (fp4, fp8) → fraction of that dtype's dense peak the matmuls reach, replacing "
+        "prefill.compute and decode.compute for checkpoints that run it",
+    )
     tp_step_seconds: float = Field(
         default=0.0,
         ge=0,
@@ -135,6 +148,18 @@ class ServingStack(Record):
             return self
         return self.model_copy(
             update={"max_num_batched_tokens": d.max_num_batched_tokens, "max_num_seqs": d.max_num_seqs}
+        )
+
+    def at_dtype(self, dtype: str) -> ServingStack:
+        """The stack as it runs matmuls of ``dtype``: its fraction of that dtype's peak where it has one."""
+        rate = self.matmul_compute.get(dtype)
+        if rate is None:
+            return self
+        return self.model_copy(
+            update={
+                "prefill": self.prefill.model_copy(update={"compute": rate}),
+                "decode": self.decode.model_copy(update={"compute": rate}),
+            }
         )
 
     def fraction(self, tensor: int) -> float:
