@@ -213,6 +213,7 @@ def serving_settings(
         bandwidth_source=source,
         rates_source=f"{chosen.name}: {chosen.cited('decode')}",
         memory_source=f"{chosen.name}: {chosen.cited('memory_rule')}",
+        host_source=f"{chosen.name}: {chosen.cited('host_seconds_per_sequence')}",
         price_per_hour=price_value if price_value is not None else profile.price_per_hour,
     )
 

@@ -36,6 +36,7 @@ class Serving(Record):
     bandwidth_source: str = "datasheet"
     rates_source: str = Field(default="", description="where the stack's achieved rates come from")
     memory_source: str = Field(default="", description="where the stack's memory rule comes from")
+    host_source: str = Field(default="", description="where the stack's host seconds per sequence come from")
     price_per_hour: float | None = None
 
     def resolved(self) -> ServingStack:

@@ -48,6 +48,7 @@ from napkin.engines.serving_formats import (
     weights_read_bytes,
 )
 from napkin.engines.serving_terms import (
+    host_steps,
     MEMORY_RULES,
     cost_and_energy,
     crossover_batch,
@@ -125,8 +126,8 @@ def serve(
     from napkin.engines.replica import Replica
 
     s = settings
-    stack = s.resolved()
     fmt, kv = s.weights_format, s.kv_dtype
+    stack = s.resolved().at_dtype(compute_dtype(fmt, hardware))  # its fraction of this dtype's peak, where it has one
     replicas = gpus // tensor
     cap, cap_source = capacity(hardware)  # the figure the training commands use too
     datasheet_bw = hardware.memory_bandwidth
@@ -262,7 +263,7 @@ def serve(
         )
         or 0
     )
-    bound = "memory-bound" if t_mem >= t_comp else "compute-bound"
+    bound = "host-bound" if cost.host(batch) >= decode else "memory-bound" if t_mem >= t_comp else "compute-bound"
     steps.append(
         step(
             "decode floor (batch 1)",
@@ -284,6 +285,7 @@ def serve(
             f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
     )
+    steps += host_steps(cost, batch, decode, s.host_source or sources.STACK_RATES)
     if model.is_moe:
         steps.append(
             step(

@@ -13,7 +13,7 @@ from napkin.engines.serving_formats import WeightFormat, weight_bytes_per_param,
 from napkin.results.explain import Step, step
 from napkin.systems.cluster import Fabric
 from napkin.systems.serving_stack import ServingStack
-from napkin.units import format_bytes, format_bytes_si, format_count
+from napkin.units import format_bytes, format_bytes_si, format_count, format_duration
 
 
 def decode_attention_flops(model: Model, length: int) -> float:
@@ -157,3 +157,19 @@ def crossover_batch(step_time: Any, limit: int = 1 << 20) -> int | None:
         mid = (low + high) // 2
         low, high = (low, mid) if compute_bound(mid) else (mid, high)
     return high
+
+
+def host_steps(cost: Any, batch: int, decode: float, source: str) -> list[Step]:
+    """The host's work per decode step, where the stack has it (TensorRT-LLM's PyTorch backend)."""
+    if cost.host_seq <= 0:
+        return []
+    host = cost.host(batch)
+    return [
+        step(
+            f"host work per decode step at batch {batch}",
+            "b × host seconds per sequence, overlapped with the GPU's step: the step takes the longer",
+            f"{batch} × {format_duration(cost.host_seq)}",
+            format_duration(host) + (" (host-bound)" if host >= decode else ""),
+            source,
+        )
+    ]
