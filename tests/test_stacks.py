@@ -37,7 +37,7 @@ BUILT_IN = (
     "deepspeed",
 )
 #: Stacks with serving values only (issue 24): inference engines.
-SERVING = ("vllm", "sglang", "tensorrt-llm", "gpt-fast", "ideal")
+SERVING = ("vllm", "sglang", "tensorrt-llm", "tensorrt-llm-pytorch", "gpt-fast", "ideal")
 
 
 def _copy(tmp_path: Path, source: str, **changes: object) -> Path:
