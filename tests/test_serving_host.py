@@ -1,0 +1,108 @@
+"""TensorRT-LLM's PyTorch backend: host work per sequence overlapped with the GPU's step, per-dtype matmul rates,
+and the calibration / validation split of its published runs (issue 24)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from napkin.engines.traffic import Scheduler, StepCost, simulate
+from napkin.systems.serving_stack import get_serving, get_stack
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+COST = StepCost(
+    fixed=1e-3,
+    comm_fixed=0.0,
+    comm_token=0.0,
+    dense=5e-3,
+    experts_all=0.0,
+    experts=1,
+    top_k=1,
+    ep_tokens=1.0,
+    decode_token=2e-6,
+    prefill_token=2e-5,
+    attention=1e-6,
+    prefill_pair=1e-10,
+)
+
+
+def test_a_step_takes_the_longer_of_the_gpu_and_the_host() -> None:
+    host = replace(COST, host_seq=1e-4)
+    gpu = COST.seconds(64, 0, 64 * 500, 0)
+    assert host.seconds(64, 0, 64 * 500, 0) == pytest.approx(max(gpu, 64 * 1e-4))
+    assert host.seconds(1, 0, 500, 0) == pytest.approx(COST.seconds(1, 0, 500, 0))  # one sequence: the GPU's
+
+
+@pytest.mark.parametrize("host_seq", [0.0, 1e-3, 1.75e-3, 3e-3])
+def test_decode_stretches_sum_the_steps_they_stand_for(host_seq: float) -> None:
+    """Requests decoding alone, each step by StepCost.seconds, equal the closed-form stretch the simulator takes,
+    where the host's floor covers none, some or all of the steps (the GPU's step grows with the cache)."""
+    cost = replace(COST, host_seq=host_seq)
+    n, prompt, output = 4, 100, 300
+    o = simulate([0.0] * n, [prompt] * n, [output] * n, cost, Scheduler(4096, 8, 100_000, 1))
+    prefill = cost.seconds(0, n * prompt, 0, n * prompt * (prompt + 1) / 2)
+    steps = sum(cost.seconds(n, 0, n * (prompt + 1 + j), 0) for j in range(output - 1))
+    assert o.duration == pytest.approx(prefill + steps, rel=1e-9)
+
+
+def test_the_pytorch_backend_stack_cites_its_host_term_and_fp4_rate() -> None:
+    profile = get_stack("tensorrt-llm-pytorch")
+    cited = {c.strip() for s in profile.sources for c in (s.covers or "").split(",")}
+    serving = get_serving("tensorrt-llm-pytorch")
+    assert serving.host_seconds_per_sequence > 0 and "host_seconds_per_sequence" in cited
+    assert set(serving.matmul_compute) == {"fp4", "fp8"} and "matmul_compute" in cited
+    assert "py_executor.py" in profile.cited("host_seconds_per_sequence") or any(
+        "py_executor.py" in s.title for s in profile.sources
+    )
+    fp4 = serving.at_dtype("fp4")
+    assert fp4.decode.compute == fp4.prefill.compute == serving.matmul_compute["fp4"]
+    assert serving.at_dtype("bf16") == serving  # no bf16 entry: the phase fractions
+    assert get_serving("tensorrt-llm").host_seconds_per_sequence == 0  # the C++ runtime's fixed step cost only
+
+
+def _runs() -> list[dict[str, Any]]:
+    data: dict[str, Any] = yaml.safe_load((EXAMPLES / "serving_runs.yaml").read_text(encoding="utf-8"))
+    return [r for r in data["runs"] if r["engine"] == "tensorrt-llm-pytorch"]
+
+
+def test_pytorch_backend_rows_are_split_by_release() -> None:
+    """Calibration: perf-overview.md at v0.19.0 and at 03e27c7d5ff0 (a release after ~v1.0); validation: the
+    ~v1.0 tables (00f37686aa85), never fitted."""
+    by_source: dict[str, set[str]] = {}
+    for row in _runs():
+        by_source.setdefault(row["source"].rsplit("@ ", 1)[1], set()).add(row["split"])
+    assert by_source == {"v0.19.0": {"calibration"}, "03e27c7d5ff0": {"calibration"}, "00f37686aa85": {"validation"}}
+
+
+@pytest.mark.parametrize(
+    ("row", "published"),
+    [
+        ("trtllm-v019-llama3.370b-b200-tp1-128-128", 11253.28),  # v0.19.0 table, Llama 3.3 70B FP4, B200 TP 1
+        ("trtllm-v019-llama3.18b-h200-tp1-128-128", 28447.38),  # Llama 3.1 8B FP8, H200 TP 1
+        ("trtllm-pyt-qwen3-30b-a3b-b200-tp1-1000-1000", 26971.0),  # 03e27c7d5ff0, Qwen3 30B A3B FP4, B200 TP 1
+        ("trtllm-pyt-llama3.370b-h200-tp2-1000-1000", 2 * 2587.0),  # per GPU × 2 GPUs
+    ],
+)
+def test_calibration_rows_hold_the_published_figures(row: str, published: float) -> None:
+    found = {r["id"]: r for r in _runs()}
+    assert found[row]["measured"]["output_tokens_per_s"] == pytest.approx(published)
+
+
+def test_validation_llama_70b_fp4_rows_within_twenty_percent() -> None:
+    """The ~v1.0 Llama-3.3 70B NVFP4 rows on B200 and GB200 (TP 1, validation) that the 0.17 stack put 19-65 %
+    too fast: within 20 % of the published tokens/s on the PyTorch-backend stack."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import serving_validation
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    cases = serving_validation.cases({"tensorrt-llm-pytorch": get_serving("tensorrt-llm-pytorch")}, "validation")
+    rows = [c for c in cases if c.id.startswith("trtllm-v1-llama3.370b-") and "b200-tp1" in c.id]
+    assert len(rows) == 20
+    assert all(abs(c.error) < 0.2 for c in rows), [(c.id, round(c.error, 3)) for c in rows]
