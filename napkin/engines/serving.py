@@ -48,11 +48,11 @@ from napkin.engines.serving_formats import (
     weights_read_bytes,
 )
 from napkin.engines.serving_terms import (
-    host_steps,
     MEMORY_RULES,
     cost_and_energy,
     crossover_batch,
     decode_attention_flops,
+    host_steps,
     prefill_seconds,
     serve_warnings,
     weight_steps,

@@ -152,9 +152,9 @@ class ServingStack(Record):
 
     def at_dtype(self, dtype: str) -> ServingStack:
         """The stack as it runs matmuls of ``dtype``: its fraction of that dtype's peak where it has one."""
-        rate = self.matmul_compute.get(dtype)
-        if rate is None:
+        if dtype not in self.matmul_compute:
             return self
+        rate = self.matmul_compute[dtype]
         return self.model_copy(
             update={
                 "prefill": self.prefill.model_copy(update={"compute": rate}),
