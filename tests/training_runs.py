@@ -34,6 +34,7 @@ Print the README table with ``python -m tests.training_runs``.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from typing import Final, NamedTuple
 
@@ -817,25 +818,35 @@ RANKED: Final = (
 )
 
 
-def plan_rank(case: Case) -> tuple[int, int, float, str]:
+class Plan(NamedTuple):
+    """napkin's plan for a run's model, GPUs, batch and stack: the predicted step seconds of every layout the
+    planner enumerates that fits, fastest first, and its #1 in the plan table's words."""
+
+    seconds: list[float]
+    best: str
+
+
+def plan_of(case: Case) -> Plan:
+    """The plan ``plan_rank`` places a case's published layout in (``napkin.engines.planner.ranked``)."""
+    from napkin.engines.planner import ranked
+
+    scored = ranked(case.model, case.knobs.layout().gpus)[1]
+    if not scored:
+        return Plan([], "none: no layout the planner enumerates fits")
+    best = scored[0][1]
+    return Plan([t for t, _, _ in scored], f"{best.layout().describe(compact=True)} b{best.micro_batch}")
+
+
+def plan_rank(case: Case, plan: Plan | None = None) -> tuple[int, int, float, str]:
     """Where the published layout ranks among every layout napkin's planner enumerates for the run's model,
     GPUs, batch and stack that fits: (rank, layouts that fit, predicted time of the published layout / of the
-    planner's #1, the #1)."""
-    from napkin.engines.planner import candidates
-
-    sm = case.model
-    published = sm.evaluate(case.knobs).step_seconds
-    capacity = sm.hw.capacity - sm.reserve
-    times = []
-    for k in candidates(sm, case.knobs.layout().gpus):
-        if sm.memory_bytes(k) <= capacity:
-            times.append((sm.evaluate(k).step_seconds, k))
-    times.sort(key=lambda x: x[0])
-    rank = 1 + sum(1 for t, _ in times if t < published * (1 - 1e-9))
-    if not times:
-        return rank, 0, 1.0, "none: no layout the planner enumerates fits"
-    best_t, best = times[0]
-    return rank, len(times), published / best_t, f"{best.layout().describe(compact=True)} b{best.micro_batch}"
+    planner's #1, the #1). ``plan``: ``plan_of(case)`` when the caller has it (runs that share a plan)."""
+    plan = plan_of(case) if plan is None else plan
+    published = case.model.evaluate(case.knobs).step_seconds
+    rank = 1 + bisect.bisect_left(plan.seconds, published * (1 - 1e-9))
+    if not plan.seconds:
+        return rank, 0, 1.0, plan.best
+    return rank, len(plan.seconds), published / plan.seconds[0], plan.best
 
 
 def rank_markdown() -> str:

@@ -297,8 +297,9 @@ def _leanest(k: Knobs) -> list[Knobs]:
     return [replace(k, micro_batch=1, recompute=Recompute.full, sharding=z) for z in shardings]
 
 
-def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
-    """Rank every fitting layout by predicted step time; the top ``top`` as full results."""
+def ranked(sm: StepModel, gpus: int) -> tuple[list[Knobs], list[tuple[float, Knobs, Terms]]]:
+    """(every layout ``candidates`` enumerates, those that fit by ``memory_bytes`` as (step s, layout, terms),
+    fastest first): the ranking ``plan`` shows the top of."""
     capacity = sm.hw.capacity - sm.reserve
     scored: list[tuple[float, Knobs, Terms]] = []
     all_knobs = candidates(sm, gpus)
@@ -315,6 +316,13 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
         terms = sm.evaluate(k, memory)
         scored.append((terms.step_seconds, k, terms))
     scored.sort(key=lambda x: x[0])
+    return all_knobs, scored
+
+
+def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
+    """Rank every fitting layout by predicted step time; the top ``top`` as full results."""
+    capacity = sm.hw.capacity - sm.reserve
+    all_knobs, scored = ranked(sm, gpus)
     results = []
     for _, k, terms in scored:
         result = build_result(sm, k, name, terms)
@@ -379,4 +387,4 @@ def _explain(
     return " ".join(lines)
 
 
-__all__ = ["PlanResult", "candidates", "plan"]
+__all__ = ["PlanResult", "candidates", "plan", "ranked"]
