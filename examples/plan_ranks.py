@@ -11,7 +11,7 @@ at least the #1), and the median and largest ratio of the published layout's pre
 the run of the largest. A plan is computed once for all the runs that share it (``plan_key``).
 
     python examples/plan_ranks.py                  # every run, the per-stack summary, the time taken
-    python examples/plan_ranks.py --markdown       # the README's summary table
+    python examples/plan_ranks.py --markdown       # the README's block: the run and plan counts, the table
     python examples/plan_ranks.py --update-readme  # rewrite the README's table between its markers
     python examples/plan_ranks.py --stack deepspeed
 
@@ -131,13 +131,21 @@ def summary_row(name: str, rows: list[Ranked]) -> str:
     )
 
 
-def summary_markdown(rows: list[Ranked]) -> str:
-    """The README's table: a row per stack (in the README's stack order), and one of all of them."""
+def summary_markdown(rows: list[Ranked], total: str = "all validation runs") -> str:
+    """The README's table: a row per stack with runs (in the README's stack order), and one of them all."""
     from tests.training_runs import STACK_ORDER
 
-    lines = [summary_row(name, [r for r in rows if r.case.stack == name]) for name in STACK_ORDER]
-    lines = [line for name, line in zip(STACK_ORDER, lines, strict=True) if any(r.case.stack == name for r in rows)]
-    return HEADER + "\n".join([*lines, summary_row("all validation runs", rows)]) + "\n"
+    by_stack = [[r for r in rows if r.case.stack == name] for name in STACK_ORDER]
+    lines = [summary_row(name, some) for name, some in zip(STACK_ORDER, by_stack, strict=True) if some]
+    return HEADER + "\n".join([*lines, summary_row(total, rows)]) + "\n"
+
+
+def block_markdown(rows: list[Ranked], plans: int, total: str = "all validation runs") -> str:
+    """The README's block: how many runs and plans, and the table."""
+    every = len(rows) + sum(len(r.repeats) for r in rows)
+    return f"{every} validation runs, {len(rows)} once repeats count once, in {plans} plans:\n\n" + summary_markdown(
+        rows, total
+    )
 
 
 def update_readme(table: str, path: Path = README) -> bool:
@@ -167,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     wall, cpu = time.perf_counter(), time.process_time()
     rows, plans = rank_runs(args.stack)
-    table = summary_markdown(rows)
+    table = block_markdown(rows, plans, "all runs shown" if args.stack else "all validation runs")
     if args.update_readme:
         print("README.md: " + ("table updated" if update_readme(table) else "table already current"))
     elif args.markdown:
@@ -180,12 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r.case.id}{also} [{r.case.stack}] {k.layout().describe(compact=True)} b{k.micro_batch}: "
                 f"rank {r.rank:,} of {r.fitting:,}, {r.ratio:.2f}× napkin's #1 {r.best}"
             )
-        print("\n" + table, end="")
-        repeats = sum(len(r.repeats) for r in rows)
-        print(
-            f"\n{len(rows) + repeats} validation runs, {len(rows)} unique, {plans} plans: "
-            f"{time.perf_counter() - wall:.1f} s wall, {time.process_time() - cpu:.1f} s CPU (imports excluded)"
-        )
+        print("\n" + table)
+        print(f"{time.perf_counter() - wall:.1f} s wall, {time.process_time() - cpu:.1f} s CPU (imports excluded)")
     return 0
 
 
