@@ -45,6 +45,12 @@ HEADER = (
     "max step vs #1 | run of the max |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n"
 )
 
+LOW = 10  # a published layout outside napkin's top LOW is listed with napkin's #1
+LOW_HEADER = (
+    "| run | stack | published layout | rank in napkin's plan | of | step vs #1 | napkin's #1 |\n"
+    "|---|---|---|---:|---:|---:|---|\n"
+)
+
 
 class Ranked(NamedTuple):
     """One validation run (and the runs that repeat it) placed in napkin's plan."""
@@ -140,11 +146,33 @@ def summary_markdown(rows: list[Ranked], total: str = "all validation runs") -> 
     return HEADER + "\n".join([*lines, summary_row(total, rows)]) + "\n"
 
 
+def low_row(r: Ranked) -> str:
+    """One run's row of the table of runs outside napkin's top 10."""
+    k = r.case.knobs
+    also = f" (+{len(r.repeats)} repeats)" if r.repeats else ""
+    return (
+        f"| {r.case.id}{also} | {r.case.stack} | {k.layout().describe(compact=True)} b{k.micro_batch} | "
+        f"{r.rank:,} | {r.fitting:,} | {r.ratio:.2f}× | {r.best} |"
+    )
+
+
+def low_markdown(rows: list[Ranked]) -> str:
+    """The runs outside napkin's top 10, by stack (the README's stack order), as the 6-run table shows them."""
+    from tests.training_runs import STACK_ORDER
+
+    low = sorted((r for r in rows if r.rank > LOW), key=lambda r: STACK_ORDER.index(r.case.stack))
+    return LOW_HEADER + "".join(low_row(r) + "\n" for r in low)
+
+
 def block_markdown(rows: list[Ranked], plans: int, total: str = "all validation runs") -> str:
-    """The README's block: how many runs and plans, and the table."""
+    """The README's block: how many runs and plans, the per-stack table, and the runs outside the top 10."""
     every = len(rows) + sum(len(r.repeats) for r in rows)
-    return f"{every} validation runs, {len(rows)} once repeats count once, in {plans} plans:\n\n" + summary_markdown(
-        rows, total
+    low = sum(r.rank > LOW for r in rows)
+    return (
+        f"{every} validation runs, {len(rows)} once repeats count once, in {plans} plans:\n\n"
+        + summary_markdown(rows, total)
+        + f"\nThe {low} outside napkin's top {LOW}:\n\n"
+        + low_markdown(rows)
     )
 
 

@@ -41,6 +41,10 @@ def test_the_readme_rows_of_two_stacks_are_what_the_script_computes() -> None:
     block = _block()
     for name in CHECKED:
         assert script.summary_row(name, [r for r in rows if r.case.stack == name]) in block, REGENERATE
+    # the runs of these stacks outside napkin's top 10, each with its #1: all of them, and no other
+    low = block[block.index(script.LOW_HEADER.splitlines()[0]) + 2 :]
+    shown = [line for line in low if line.split("|")[2].strip() in CHECKED]
+    assert shown == [script.low_row(r) for r in rows if r.rank > script.LOW], REGENERATE
     assert plans == len(rows) == 9  # torchtitan's 5 validation runs and deepspeed's 4, none sharing a plan
     for r in rows:  # a published layout napkin predicts faster than its #1 ranks first, and only such a one
         assert 1 <= r.rank <= r.fitting + 1
@@ -62,7 +66,8 @@ def test_the_readme_counts_every_validation_run_once() -> None:
         f"{len(validation)} validation runs, {len(unique)} once repeats count once, in {plans} plans:"
     ), REGENERATE
     assert "\n".join(block[1:3]) + "\n" == script.HEADER
-    shown = {cells[1].strip(): int(cells[2]) for cells in (line.split("|") for line in block[3:])}
+    table = block[3 : block.index(next(line for line in block if line.startswith("The ")))]
+    shown = {cells[1].strip(): int(cells[2]) for cells in (line.split("|") for line in table)}
     counted = {c.stack: 0 for c, _ in unique}
     for case, _ in unique:
         counted[case.stack] += 1
