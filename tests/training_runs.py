@@ -514,6 +514,30 @@ mb-25.09-deepseek-v3-g1024 megatron-core-moe-a2a-overlap deepseek-v3 dgx-h100 10
 #: (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py @ v0.2.0: overlap_grad_reduce = False).
 NO_GRAD_REDUCE_OVERLAP: Final = frozenset({"mb-25.09-deepseek-v3-g1024"})
 
+#: HBM bytes per logit of the NeMo 24.07 runs' loss, which ran Megatron-Core 0.8 (NVIDIA/NeMo Dockerfile @ r2.0.0rc1:
+#: MCORE_TAG=338af514, on branch core_r0.8.0, its cross-entropy files identical to the core_r0.8.0 tag), not the
+#: 2025 release whose Transformer Engine loss megatron-core states (10 B). Counted per full-size pass over the
+#: bf16 logits of megatron/core/tensor_parallel/cross_entropy.py and fusions/fused_cross_entropy.py @ core_r0.8.0:
+#: unfused (eager): .float() 2 + 4, max 4, -= max 4 + 4, exp 4 + 4, sum 4, div_ 4 + 4; backward mul_ 4 + 4 and the
+#: autograd engine's cast of the fp32 gradient to the bf16 input's dtype 4 + 2: 52 B. Fused
+#: (cross_entropy_loss_fusion, each of its four functions one torch.compile kernel, megatron/core/jit.py, torch
+#: >= 2.2): calculate_logits_max 2 + 4, calculate_predicted_logits 4 + 4 (in place), calculate_cross_entropy_loss
+#: 4 + 4 (in place), calculate_gradients 4 + 4 (its in-place softmax) + 2 (.to(torch.bfloat16)): 32 B. The launcher
+#: configs set the fusion for Llama 3 and Nemotron 8B and 22B only (NVIDIA/NeMo-Framework-Launcher
+#: launcher_scripts/conf/training/{llama/llama3_8b,llama/llama3_70b,nemotron/nemotron_8b,nemotron/nemotron_22b}.yaml
+#: @ 24.07: cross_entropy_loss_fusion: true; absent from gpt3/{5b,20b,175b}, llama/llama2_*, nemotron_340b, where
+#: Megatron-Core's default, False, holds: model_parallel_config.py @ core_r0.8.0).
+NEMO_2407_LOSS_FUSED: Final = 32.0
+NEMO_2407_LOSS_UNFUSED: Final = 52.0
+NEMO_2407_LOSS_FUSION: Final = frozenset({"llama3-8b", "llama3-70b", "nemotron-8b", "nemotron-22b"})
+
+
+def _loss_bytes(run: Run, stack_bytes: float) -> float:
+    """Bytes per logit of ``run``'s loss: the NeMo 24.07 runs' by their recipe, else the stack's."""
+    if not run.id.startswith("nemo-2407-"):
+        return stack_bytes
+    return NEMO_2407_LOSS_FUSED if run.shape in NEMO_2407_LOSS_FUSION else NEMO_2407_LOSS_UNFUSED
+
 
 def _runs() -> tuple[Run, ...]:
     out = []
@@ -610,6 +634,7 @@ FITS: Final[dict[str, tuple[tuple[str, ...], str | None]]] = {
 def _setup(run: Run) -> tuple[StepModel, Knobs]:
     cluster, profile = machines()[run.machine]
     loaded = stack(run.stack).profile
+    stack_knobs = loaded.knobs(profile.name)
     sm = StepModel(
         SHAPES[run.shape],
         run.seq,
@@ -617,7 +642,7 @@ def _setup(run: Run) -> tuple[StepModel, Knobs]:
         machine(cluster, profile, run.dtype),
         precision=Precision.mixed,
         overlap_grad_reduce=False if run.id in NO_GRAD_REDUCE_OVERLAP else None,
-        stack=loaded.knobs(profile.name),
+        stack=stack_knobs.replace(loss_bytes=_loss_bytes(run, stack_knobs.loss_bytes)),
         offers=loaded.trains().offers(),
     )
     data = run.gpus // (run.tp * run.pp * run.cp)

@@ -36,6 +36,9 @@ from napkin.systems.serving_stack import ServingStack
 ENV_STACK_PATH: Final = "NAPKIN_STACK_PATH"
 ENV_STACK: Final = "NAPKIN_STACK"  # the default stack name when none is given
 DEFAULT_STACK: Final = "megatron-core"
+#: HBM bytes per logit of the loss where a stack states none: napkin's count of a cross-entropy in fp32, four
+#: fp32 passes over the logits (upcast, softmax, its gradient, the gradient read by the output layer)
+LOSS_BYTES_PER_LOGIT: Final = 16.0
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
@@ -94,6 +97,14 @@ class Elementwise(Record):
         description="HBM bytes moved relative to napkin's one-pass count (eager ops re-read their inputs)",
     )
     hbm_efficiency: Fraction = Field(default=1.0, description="× napkin's HBM efficiency by kernel size")
+    loss_bytes_per_logit: float | None = Field(
+        default=None,
+        ge=2,
+        le=128,
+        allow_inf_nan=False,
+        description="HBM bytes the loss (softmax cross-entropy and its gradient) reads and writes per logit, "
+        "forward and backward; absent: 16 (four fp32 passes)",
+    )
 
 
 class Overlap(Record):
@@ -486,6 +497,8 @@ class Stack(Profile):
             matmul=t.matmul_efficiency,
             elementwise_traffic=t.elementwise.traffic,
             hbm=t.elementwise.hbm_efficiency,
+            loss_bytes=t.elementwise.loss_bytes_per_logit or LOSS_BYTES_PER_LOGIT,
+            loss_source=t.source_of("elementwise.loss_bytes_per_logit") or "",
             fusion=t.gradient_accumulation_fusion,
             overlap_grad_reduce=t.overlap.grad_reduce,
             tp_overlap=t.overlap.tensor_parallel,
@@ -622,6 +635,8 @@ class StackKnobs:
     matmul: float = 1.0
     elementwise_traffic: float = 1.0
     hbm: float = 1.0
+    loss_bytes: float = LOSS_BYTES_PER_LOGIT
+    loss_source: str = ""  # the stack's citation of loss_bytes ("": napkin's default)
     fusion: bool = True
     overlap_grad_reduce: bool = True
     tp_overlap: float = 0.0

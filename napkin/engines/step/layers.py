@@ -293,9 +293,9 @@ class LayerModel:
                 "all-reduce", tokens * self.d * ACT_BYTES, t, min(t, self.hw.fabric.domain_size)
             )
             tp_layer = collectives_per_layer(k.recompute) * collective
-        # logits on the last stage: (T×d)·(d×V/t), cross-entropy in fp32
+        # logits on the last stage: (T×d)·(d×V/t) forward and backward, and the loss's HBM traffic over them
         vocab = self.model.vocab / t
-        logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(4 * 4.0 * tokens * vocab)
+        logits = 3 * self.gemm(tokens, self.d, vocab, rate16=True) + self.stream(self.stack.loss_bytes * tokens * vocab)
         found = self._passes[key] = LayerPasses(fwd_layer, extra_layer, collective, tp_layer, logits)
         return found
 
