@@ -1,6 +1,6 @@
 """The Megatron-Bridge DGX-H100 MoE rows napkin validates on, against the figures Megatron-Bridge published for them
 (docs/performance-summary-archive.md @ 067f987d): the layout and throughput each row carries, and the work per token
-those figures imply, which napkin must not undercount (its EP 8 rows are predicted 69-223 % fast: README, 'Software
+those figures imply, which napkin must not undercount (its EP 8 rows are predicted 72-226 % fast: README, 'Software
 stacks', the Megatron-Core MoE paragraph)."""
 
 from __future__ import annotations

@@ -395,7 +395,7 @@ def test_validation_errors_stay_where_the_readme_says() -> None:
     assert sum(dense) / len(dense) <= 0.08 and max(dense) <= 0.60
     # MoE (Megatron-Bridge DGX-H100): where the expert all-to-all crosses nodes (Qwen3-30B-A3B EP 16, Qwen3-235B-A22B
     # EP 32, DeepSeek-V3 EP 64) within 12 %; GPT-OSS 120B and Qwen3-30B-A3B at EP 8 in one node are predicted
-    # 69-223 % fast, which the all-to-all does not explain (README: the GPU-side causes checked
+    # 72-226 % fast, which the all-to-all does not explain (README: the GPU-side causes checked
     # at the release commits come to at most about 1 ms of GPT-OSS's 7.4-8.0 ms per layer; the dropless dispatcher's host time
     # is left, unsized by any published profile)
     crossing = [

@@ -498,7 +498,9 @@ class Stack(Profile):
             elementwise_traffic=t.elementwise.traffic,
             hbm=t.elementwise.hbm_efficiency,
             loss_bytes=t.elementwise.loss_bytes_per_logit or LOSS_BYTES_PER_LOGIT,
-            loss_source=t.source_of("elementwise.loss_bytes_per_logit") or "",
+            loss_source=(t.source_of("elementwise.loss_bytes_per_logit") or "")
+            if t.elementwise.loss_bytes_per_logit is not None
+            else "",
             fusion=t.gradient_accumulation_fusion,
             overlap_grad_reduce=t.overlap.grad_reduce,
             tp_overlap=t.overlap.tensor_parallel,

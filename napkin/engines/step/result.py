@@ -216,6 +216,13 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
         ),
         *flash,
         step(
+            "output layer and loss (last stage)",
+            "3 × GEMM(b·s/c × d × V/t) at the 16-bit rate + the loss's bytes per logit × b·s/c·V/t / (BW_HBM·η_mem)",
+            f"V/t = {sm.model.vocab:,}/{k.tensor_parallel}; {sm.stack.loss_bytes:g} B per logit, forward and backward",
+            format_duration(passes.logits),
+            sm.stack.loss_source or "napkin: a cross-entropy in fp32, four 4-byte passes over the logits",
+        ),
+        step(
             "compute",
             "m × (3 × forward + recompute) per stage, + logits on the last stage"
             + (
