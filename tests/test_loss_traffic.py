@@ -21,7 +21,7 @@ ARGS = ("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16")
 def _loss_step(napkin: Run, *stack_args: str) -> dict[str, str]:
     steps = json.loads(napkin(*ARGS, *stack_args, "--json", "--explain").stdout)["steps"]
     (found,) = [s for s in steps if s["quantity"].startswith("output layer and loss")]
-    return found
+    return {str(key): str(value) for key, value in found.items()}
 
 
 def test_megatron_core_runs_transformer_engine_s_cross_entropy_and_explain_cites_its_kernels(napkin: Run) -> None:
