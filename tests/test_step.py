@@ -1026,6 +1026,7 @@ def test_llama_405b_on_eight_stages_splits_126_layers_and_says_so(napkin: Run) -
         machine(cluster, resolve(cluster.device).profile, "fp8"),
         flash_attention=True,
         causal=True,
+        stack=stack_of("megatron-core").profile.knobs("h100-sxm"),  # the CLI's default stack: its loss's bytes
     )
     logits = sm.layer_passes(
         Knobs(
