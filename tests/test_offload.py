@@ -138,3 +138,15 @@ def test_the_step_reports_its_copy_waits_in_json_and_explain(napkin: Run) -> Non
     assert data["activation_offload_seconds"] > 0 and data["activation_offload_seconds"] == data["breakdown"]["other"]
     explained = napkin(*flags, "--explain").stdout
     assert "activation offload (exposed, in other)" in explained and "cpu_offload.py" in explained
+
+
+def test_max_model_scales_the_depth_only_over_layers_that_keep_k_below_l() -> None:
+    """Megatron-Core needs k < L: with 31 of Llama 3 8B's layers offloaded, a depth-scaled shape of 31 layers or
+    fewer is no layout at all (its GPU activations would count L − k ≤ 0 layers). On one H100 the 32 layers do
+    not fit (the model states alone are 16 B × 8 B params), so no depth of this shape does; on eight (ZeRO-3
+    pools the states) the deepest that fits keeps more layers than it offloads."""
+    one = api.max_model(model="llama3-8b", gpus=1, hardware="h100", activation_offload_layers=31)
+    assert not api.memory(model="llama3-8b", gpus=1, hardware="h100", activation_offload_layers=31).fits
+    assert one.max_layers is None
+    eight = api.max_model(model="llama3-8b", gpus=8, hardware="h100", activation_offload_layers=31)
+    assert eight.max_layers is not None and eight.max_layers > 31
