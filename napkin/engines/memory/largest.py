@@ -274,9 +274,11 @@ def _max_layers(
 ) -> int | None:
     """Most layers (a multiple of p·v) for which the most loaded GPU fits: the shape scaled in depth.
 
-    Memory grows with L, so a doubling then bisection over multiples of p·v finds it (None: not even p·v fits).
+    Memory grows with L, so a doubling then bisection over multiples of p·v finds it (None: not even the fewest
+    fits, p·v layers or, with k layers' activations offloaded, the first multiple above k: k < L).
     """
     step_layers = layout.pipeline_parallel * layout.interleave
+    fewest = layout.activation_offload_layers // step_layers + 1
     e = activation_element_bytes(bpp.precision)
 
     def fits(units: int) -> bool:
@@ -288,9 +290,9 @@ def _max_layers(
         )
         return worst <= available
 
-    if not fits(1):
+    if not fits(fewest):
         return None
-    lo, hi = 1, 2
+    lo, hi = fewest, 2 * fewest
     while fits(hi) and hi < 1 << 20:
         lo, hi = hi, hi * 2
     while hi - lo > 1:
