@@ -205,6 +205,22 @@ def test_the_plan_tries_every_pipeline_degree_that_divides_the_gpus() -> None:
     assert all(r.layout.sharding in ("zero1", "none") for r in result.layouts if r.layout.pipeline_parallel > 1)
 
 
+def test_pipeline_sharding_is_some_of_the_offered_sharding_under_either_name(napkin: Run, tmp_path: Path) -> None:
+    """FSDP and ZeRO-3 are one strategy under two names (``offered_sharding``), with pipeline parallelism too; a
+    stack whose pipeline_sharding lists a sharding it does not offer at all is refused, naming the field."""
+    from napkin.domain.choices import Sharding
+    from napkin.engines.step import offered_with_pipeline
+    from napkin.systems.stack import Offers
+
+    offers = Offers(sharding=(Sharding.zero1, Sharding.zero3), pipeline_sharding=(Sharding.zero3,))
+    assert offered_with_pipeline(offers, Sharding.fsdp, 2) and not offered_with_pipeline(offers, Sharding.zero1, 2)
+    bad = _copy(tmp_path, "deepspeed", **{"name": "pipe-hsdp", "training.parallelism.pipeline_sharding": ["hsdp"]})
+    r = napkin("stack", "validate", str(bad))
+    assert r.exit_code == 1 and "pipeline_sharding" in r.stderr
+    r = napkin("step", "--model", "llama3-8b", "-G", "8", "--global-batch", "8", "--stack-file", str(bad))
+    assert r.exit_code == 2 and "pipeline_sharding" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 def test_flash_attention_and_the_causal_mask_are_the_stack_s_defaults() -> None:
     """Llama 3 8B on 512 H100s: the default stack runs FlashAttention with a causal mask (the issue's 2× swing),
     and the old software materialises the scores."""
