@@ -164,6 +164,15 @@ class Parallelism(Record):
         description="the sharding it offers together with pipeline parallelism (absent: all of sharding)",
     )
 
+    @model_validator(mode="after")
+    def _pipeline_sharding_offered(self) -> Parallelism:
+        full = {Sharding.zero3, Sharding.fsdp}  # one strategy under two names
+        offered = set(self.sharding) | (full if full & set(self.sharding) else set())
+        extra = [str(z) for z in self.pipeline_sharding or () if z not in offered]
+        if extra:
+            raise ValueError(f"pipeline_sharding: {', '.join(extra)} is not in sharding ({', '.join(self.sharding)})")
+        return self
+
 
 class Recomputation(Record):
     """What selective recomputation keeps and re-runs when attention is fused (FlashAttention stores no scores, so

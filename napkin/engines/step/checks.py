@@ -17,19 +17,24 @@ from napkin.errors import UsageError
 from napkin.systems.stack import Offers
 
 
-def offered_sharding(offers: Offers, sharding: Sharding) -> bool:
-    """Whether a stack offers ``sharding`` (FSDP and ZeRO-3 are one strategy under two names)."""
-    names = set(offers.sharding)
+def _among(sharding: Sharding, offered: tuple[Sharding, ...]) -> bool:
+    """Whether ``sharding`` is one of ``offered`` (FSDP and ZeRO-3 are one strategy under two names)."""
+    names = set(offered)
     if names & FULL_SHARD:
         names |= FULL_SHARD
     return sharding in names
+
+
+def offered_sharding(offers: Offers, sharding: Sharding) -> bool:
+    """Whether a stack offers ``sharding``."""
+    return _among(sharding, offers.sharding)
 
 
 def offered_with_pipeline(offers: Offers, sharding: Sharding, pipeline_parallel: int) -> bool:
     """Whether a stack runs ``sharding`` at this pipeline degree (DeepSpeed's pipeline engine refuses ZeRO-2/3)."""
     if pipeline_parallel == 1 or offers.pipeline_sharding is None:
         return True
-    return sharding in offers.pipeline_sharding
+    return _among(sharding, offers.pipeline_sharding)
 
 
 def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
