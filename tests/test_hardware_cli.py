@@ -47,6 +47,15 @@ def test_show_and_compare(napkin: Run) -> None:
     assert ridges == pytest.approx([295.37, 153.02], abs=0.01)
 
 
+def test_show_gives_the_host_link_activation_offload_uses(napkin: Run) -> None:
+    """``host_link_bandwidth`` (each way: H100's PCIe Gen5 x16, 128 GB/s both ways in the datasheet) is shown with
+    the other links; a profile without one says so."""
+    lines = napkin("hardware", "show", "h100").stdout.splitlines()
+    assert any(line.split()[:2] == ["host", "link"] and "64 GB/s each way" in line for line in lines)
+    lines = napkin("hardware", "show", "b200").stdout.splitlines()
+    assert any(line.split()[:2] == ["host", "link"] and "–" in line for line in lines)
+
+
 def test_schema_command_matches_the_shipped_file(napkin: Run) -> None:
     printed = json.loads(napkin("hardware", "schema").stdout)
     assert printed == schema() == json.loads((Path(__file__).parent.parent / "hardware" / "schema.json").read_text())
