@@ -84,6 +84,7 @@ class HardwareSheet(Result):
             ("memory bandwidth", format_bandwidth(p.memory_bandwidth)),
             ("board power", format_power(p.power) if p.power else "–"),
             ("interconnect", f"{p.interconnect or '–'}{link}"),
+            ("host link", f"{format_bandwidth(p.host_link_bandwidth)} each way" if p.host_link_bandwidth else "–"),
         ]
         if p.memory_usable:
             rows.append(("memory (reported)", f"{format_bytes(p.memory_usable)} (what torch reports)"))
