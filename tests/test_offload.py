@@ -150,3 +150,17 @@ def test_max_model_scales_the_depth_only_over_layers_that_keep_k_below_l() -> No
     assert one.max_layers is None
     eight = api.max_model(model="llama3-8b", gpus=8, hardware="h100", activation_offload_layers=31)
     assert eight.max_layers is not None and eight.max_layers > 31
+
+
+@pytest.mark.parametrize("zero", ["0", "00", "0.0", "0e0", " 0 "])
+def test_no_offload_is_zero_however_written(napkin: Run, zero: str) -> None:
+    """0 ≤ k, as the flag's help says: zero is no offload in every spelling a count takes."""
+    got = napkin("memory", "--model", "llama3-8b", "--activation-offload-layers", zero, "--json")
+    assert got.exit_code == 0, got.stderr
+    assert json.loads(got.stdout)["layout"]["activation_offload_layers"] == 0
+
+
+def test_a_negative_offload_says_zero_is_allowed(napkin: Run) -> None:
+    got = napkin("memory", "--model", "llama3-8b", "--activation-offload-layers", "-1")
+    assert got.exit_code == 2 and len(got.stderr.strip().splitlines()) == 1
+    assert "--activation-offload-layers" in got.stderr and "0 or a positive whole number" in got.stderr
