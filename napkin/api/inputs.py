@@ -369,6 +369,22 @@ _LAYOUT_ENUMS: dict[str, Any] = {"sharding": Sharding, "recompute": Recompute, "
 LAYOUT_KEYWORDS = ("layout", *LAYOUT_FIELDS)
 
 
+def count_or_zero(value: Any, field: str) -> int:
+    """A whole count that may be zero: 0 however a number spells it (``0``, ``00``, ``0e0``), a negative one
+    refused as below zero, anything else as ``units.parse_int`` reads it."""
+    number = units.plain_number(value)
+    if number is None and isinstance(value, str):
+        try:
+            number = float(value.strip().replace("_", ""))
+        except ValueError:
+            number = None
+    if number == 0:
+        return 0
+    if number is not None and number < 0:
+        raise UsageError(f"{field}: {value!r} is below zero; expected 0 or a positive whole number", field=field)
+    return parse(units.parse_int, value, field)
+
+
 def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
     """``layout`` (or the default ``Layout()``) with the keywords the commands take applied on top
     (``tensor_parallel=8``, ``sharding="zero1"``); a keyword left at ``None`` keeps the layout's value."""
@@ -387,8 +403,8 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
             update[key] = choice(_LAYOUT_ENUMS[key], value, key)
         elif key == "sequence_parallel":
             update["sequence_parallel"] = flag(value, key)
-        elif key == "activation_offload_layers" and str(value).strip() in ("0", "0.0"):
-            update[key] = 0  # none offloaded: the one count of a layout that may be zero
+        elif key == "activation_offload_layers":
+            update[key] = count_or_zero(value, key)  # none offloaded: the one count of a layout that may be zero
         else:
             update[key] = parse(units.parse_int, value, key)
     try:
