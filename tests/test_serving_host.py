@@ -13,6 +13,7 @@ import yaml
 
 from napkin.engines.traffic import Scheduler, StepCost, simulate
 from napkin.systems.serving_stack import get_serving, get_stack
+from tests.conftest import Run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -106,3 +107,25 @@ def test_validation_llama_70b_fp4_rows_within_twenty_percent() -> None:
     rows = [c for c in cases if c.id.startswith("trtllm-v1-llama3.370b-") and "b200-tp1" in c.id]
     assert len(rows) == 20
     assert all(abs(c.error) < 0.2 for c in rows), [(c.id, round(c.error, 3)) for c in rows]
+
+
+@pytest.mark.parametrize(("field", "value"), [("host_seconds_per_sequence", "nan"), ("matmul_compute", {"fp4": "nan"})])
+def test_a_nan_host_or_matmul_fraction_is_refused_as_not_finite(
+    napkin: Run, tmp_path: Path, field: str, value: Any
+) -> None:
+    data = yaml.safe_load((EXAMPLES.parent / "stacks" / "tensorrt-llm-pytorch.yaml").read_text(encoding="utf-8"))
+    data["name"], data["aliases"] = "nan-host", []
+    data["serving"][field] = float(value) if isinstance(value, str) else {k: float(v) for k, v in value.items()}
+    bad = tmp_path / "nan-host.yaml"
+    bad.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    r = napkin("inference", "--model", "llama3-8b", "--stack-file", str(bad))
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert field in r.stderr and "finite" in r.stderr
+
+
+def test_inference_takes_a_stack_file_alone(napkin: Run) -> None:
+    """--stack-file without --stack (whose default is vLLM's) is the file's stack (it was refused as 'both')."""
+    path = str(EXAMPLES.parent / "stacks" / "tensorrt-llm-pytorch.yaml")
+    r = napkin("inference", "--model", "llama3-8b", "--stack-file", path)
+    assert r.exit_code == 0 and "tensorrt-llm-pytorch" in r.stdout, r.stderr
+    assert "vllm" in napkin("inference", "--model", "llama3-8b").stdout
