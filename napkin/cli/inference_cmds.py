@@ -31,10 +31,9 @@ WEIGHTS = [
 STACK_NAME = [
     _text(
         "stack",
-        "Serving engine: vllm, sglang, tensorrt-llm (0.17, TensorRT engines), tensorrt-llm-pytorch, gpt-fast, "
-        "ideal (the roofline).",
+        "Serving engine: vllm (default), sglang, tensorrt-llm (0.17, TensorRT engines), tensorrt-llm-pytorch, "
+        "gpt-fast, ideal (the roofline).",
         "NAME",
-        default="vllm",
     ),
     _text("stack_file", "A serving stack YAML file instead of a named one.", "PATH"),
 ]
