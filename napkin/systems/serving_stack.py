@@ -96,11 +96,14 @@ class ServingStack(Record):
         default=0.0,
         ge=0,
         lt=0.01,
+        allow_inf_nan=False,
         description="host work per decoding sequence per step (Python scheduler, request updates, sampling "
         "bookkeeping) run while the GPU computes the previous step (TensorRT-LLM's overlap scheduler): a step takes "
         "max(GPU time, sequences × this)",
     )
-    matmul_compute: dict[Literal["fp4", "fp8", "bf16", "fp16"], Annotated[float, Field(gt=0, le=1)]] = Field(
+    matmul_compute: dict[
+        Literal["fp4", "fp8", "bf16", "fp16"], Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+    ] = Field(
         default_factory=dict,
         description="compute dtype (fp4, fp8) → fraction of that dtype's dense peak the matmuls reach, replacing "
         "prefill.compute and decode.compute for checkpoints that run it",
