@@ -3,6 +3,7 @@ and the calibration / validation split of its published runs (issue 24)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -129,3 +130,16 @@ def test_inference_takes_a_stack_file_alone(napkin: Run) -> None:
     r = napkin("inference", "--model", "llama3-8b", "--stack-file", path)
     assert r.exit_code == 0 and "tensorrt-llm-pytorch" in r.stdout, r.stderr
     assert "vllm" in napkin("inference", "--model", "llama3-8b").stdout
+
+
+def test_a_host_bound_decode_step_s_formula_names_the_host(napkin: Run) -> None:
+    """The decode step's --explain line must add up: at batch 1,024 its GPU terms come to far less than the 41 ms
+    the host's 1,024 × 40 µs takes, so its formula says the step is at least the host's work."""
+    args = ("inference", "--model", "llama3-8b", "-H", "b200", "--weights", "nvfp4", "--batch", "1024")
+    r = napkin(*args, "--context", "1024", "--stack", "tensorrt-llm-pytorch", "--explain", "--json")
+    steps = json.loads(r.stdout)["steps"]
+    (decode,) = [s for s in steps if s["quantity"].startswith("decode step at batch")]
+    assert "host-bound" in decode["result"] and "host" in decode["formula"]
+    r = napkin(*args, "--context", "1024", "--stack", "vllm", "--explain", "--json")
+    (decode,) = [s for s in json.loads(r.stdout)["steps"] if s["quantity"].startswith("decode step at batch")]
+    assert "host" not in decode["formula"]
