@@ -277,7 +277,8 @@ def serve(
         step(
             f"decode step at batch {batch} ({s.stack_name})",
             "step cost + max(weights / (bw × β_decode), b·2·N_active / (t × peak × η_decode)) "
-            "+ KV read / (bw × β_attention) + TP all-reduces",
+            "+ KV read / (bw × β_attention) + TP all-reduces"
+            + (", at least b × host seconds per sequence (next line)" if cost.host_seq > 0 else ""),
             f"β_decode {stack.decode.bandwidth:g}, η_decode {stack.decode.compute:g}, "
             f"β_attention {stack.attention_bandwidth:g} of {format_bandwidth(bw)} ({s.bandwidth_source}); "
             f"step cost {format_duration(step_fixed)}",
