@@ -12,26 +12,16 @@ from typing import Any
 import pytest
 import yaml
 
-from napkin.engines.traffic import Scheduler, StepCost, simulate
+from napkin.engines.traffic import Scheduler, simulate
 from napkin.systems.serving_stack import get_serving, get_stack
 from tests.conftest import Run
+from tests.test_serving_engines import COST as ENGINES_COST
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
-COST = StepCost(
-    fixed=1e-3,
-    comm_fixed=0.0,
-    comm_token=0.0,
-    dense=5e-3,
-    experts_all=0.0,
-    experts=1,
-    top_k=1,
-    ep_tokens=1.0,
-    decode_token=2e-6,
-    prefill_token=2e-5,
-    attention=1e-6,
-    prefill_pair=1e-10,
-)
+#: the scheduler tests' step cost (tests/test_serving_engines.py), its attention per cached token 100× dearer so that
+#: a decode step grows with the cache over a few hundred steps
+COST = replace(ENGINES_COST, attention=1e-6)
 
 
 def test_a_step_takes_the_longer_of_the_gpu_and_the_host() -> None:
