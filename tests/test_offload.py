@@ -126,6 +126,7 @@ def test_step_on_a_device_without_a_host_link_is_one_line_exit_2(napkin: Run) ->
         "4",
     )
     assert got.exit_code == 2 and "host_link_bandwidth" in got.stderr and "Traceback" not in got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1
 
 
 def test_the_step_reports_its_copy_waits_in_json_and_explain(napkin: Run) -> None:
