@@ -1,8 +1,8 @@
 """The parallel-layout planner: every valid layout of a model on a cluster, scored by the step-time model.
 
-Enumerates TP (within the scale-up domain, dividing the heads), PP (any degree up to the layers, split as
-evenly as they go), CP (long sequences), EP (MoE), DP (the rest), the interleaving, the micro-batch,
-recomputation and the ZeRO stage;
+Enumerates TP (within the scale-up domain, dividing the heads), PP (every degree that divides the GPUs left, up
+to the layers, split as evenly as they go), CP (long sequences), EP (MoE), DP (the rest), the interleaving, the
+micro-batch, recomputation and the ZeRO stage;
 keeps the layouts that fit by napkin's memory model and ranks them by predicted step time. The search runs
 on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` objects.
 """
