@@ -36,7 +36,6 @@ def test_megatron_core_runs_transformer_engine_s_cross_entropy_and_explain_cites
 
 
 def test_a_stack_that_states_no_loss_keeps_napkin_s_four_fp32_passes(napkin: Run) -> None:
-    assert LOSS_BYTES_PER_LOGIT == 4 * 4
     assert stack("torchtitan").profile.knobs("h100-sxm").loss_bytes == LOSS_BYTES_PER_LOGIT
     found = _loss_step(napkin, "--stack", "torchtitan")
     assert found["source"].startswith("napkin:")  # not the elementwise section's citation, which says nothing of it

@@ -34,7 +34,7 @@ def host_link(sm: LayerModel) -> float:
     if bandwidth is None:
         raise UsageError(
             f"activation_offload_layers: {sm.hw.name} has no host_link_bandwidth (its CPU–GPU link) in its profile; "
-            "give it in a profile of your own (--hardware-file)",
+            "give it in a hardware profile of your own",
             field="activation_offload_layers",
         )
     return bandwidth
