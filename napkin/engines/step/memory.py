@@ -17,9 +17,9 @@ from napkin.engines.memory import (
     activation_parts,
     bytes_per_param,
     gather_buffers,
+    held_stages,
     rank_layers,
     stack_bytes_per_param,
-    stage_activations,
     stage_in_flight,
     stage_indices,
     stage_states,
@@ -53,8 +53,10 @@ class StepMemory:
         self.bpp = stack_bytes_per_param(bytes_per_param(optimizer, precision), self.rules)
         self.element_bytes = activation_element_bytes(precision)
         self._parts: dict[tuple[Any, ...], ActivationParts] = {}
-        self._states: dict[tuple[Any, ...], tuple[float, float, bool]] = {}
-        self._held: dict[tuple[int, int, int, int], float] = {}
+        #: per split (t, p, EP, ZeRO, DP·CP): each candidate stage's (state bytes, gather buffers, holds experts)
+        self._states: dict[tuple[Any, ...], tuple[tuple[float, float, bool], ...]] = {}
+        #: per schedule (p, v, micro-batches): each candidate stage's (layers, in flight, first, last)
+        self._held: dict[tuple[int, int, int], tuple[tuple[int, float, bool, bool], ...]] = {}
 
     def inputs(self, k: Knobs, layout: Layout | None = None) -> ActivationInputs:
         """What the activation formula needs for one layout (``k``'s, as ``layout`` when the caller has it): the
@@ -71,8 +73,10 @@ class StepMemory:
 
     def per_gpu(self, k: Knobs) -> float:
         """Per-GPU bytes of the most loaded pipeline stage, its parts memoised: the activations per shape (t, c, b,
-        SP, recompute), the model states and gather buffers per split (stage, t, p, EP, ZeRO, DP·CP) and the
-        micro-batches in flight per schedule (stage, p, v, m). With adapters, ``napkin.engines.finetune``'s."""
+        SP, recompute), the stages' model states and gather buffers per split (t, p, EP, ZeRO, DP·CP) and their
+        micro-batches in flight per schedule (p, v, m): only the sum of ``stage_activations``' parts is left per
+        layout (tests/test_memory_stacks.py and tests/test_offload.py check it against ``napkin memory``). With
+        adapters, ``napkin.engines.finetune``'s."""
         if self.adapters is not None:
             parts_ = finetune_bytes(
                 self.model,
@@ -84,30 +88,54 @@ class StepMemory:
                 sharding=k.sharding,
             )
             return sum(parts_.values())
-        layout: Layout | None = None
         parts = self._activation_parts(k)
         micro = self.batch // (k.micro_batch * k.data_parallel)
-        layers, p, fw = self.model.layers, k.pipeline_parallel, self.framework
+        p = k.pipeline_parallel
+        skey = (k.tensor_parallel, p, k.expert_parallel, k.sharding, k.data_parallel * k.context_parallel)
+        states = self._states.get(skey)
+        if states is None:
+            states = self._states[skey] = self._stage_states(k)
+        hkey = (p, k.interleave, micro)
+        stages = self._held.get(hkey)
+        if stages is None:
+            stages = self._held[hkey] = self._stages_in_flight(k, micro)
+        fw, offloaded = self.framework, k.activation_offload_layers
+        fixed, fragmentation = fw.fixed, fw.fragmentation
+        per_layer, embedding, output, buffers = parts.per_layer, parts.embedding, parts.output, parts.buffers
         worst = 0.0
+        for (own, gathered, experts), (n, held, first, last) in zip(states, stages, strict=True):
+            # stage_activations' parts, summed in its order: the layers' × in flight, the embedding, the logits,
+            # the all-to-all buffers
+            acts = per_layer * (n - offloaded) * held + (embedding * held if first else 0.0) + (output if last else 0.0)
+            if buffers and experts:
+                acts += buffers
+            total = own + acts
+            worst = max(worst, total + fixed + gathered + fragmentation * (total + gathered))
+        return worst
+
+    def _stage_states(self, k: Knobs) -> tuple[tuple[float, float, bool], ...]:
+        """Per stage that can be the most loaded (``stage_indices``): its model states' bytes, the stack's gather
+        buffers, whether it holds routed experts, under ``k``'s split (t, p, EP, ZeRO, DP·CP)."""
+        layout, layers, p = k.layout(), self.model.layers, k.pipeline_parallel
+        out = []
         for i in stage_indices(layers, p, ends_only=True, rules=self.rules):
             n = rank_layers(layers, p, i, self.rules)
-            skey = (i, k.tensor_parallel, p, k.expert_parallel, k.sharding, k.data_parallel * k.context_parallel)
-            states = self._states.get(skey)
-            if states is None:
-                layout = layout or k.layout()
-                own = stage_states(i, n, self.model, self.params, layout, self.bpp, self.rules)
-                buffers = gather_buffers(n, own.dense_params, self.bpp, layout, fw, own.end_params)
-                states = self._states[skey] = (sum(own.states.values()), buffers, own.expert_params > 0)
-            hkey = (i, p, k.interleave, micro)
-            held = self._held.get(hkey)
-            if held is None:
-                held = self._held[hkey] = stage_in_flight(i, layout or k.layout(), micro, self.rules)
-            acts = stage_activations(
-                i, p, n, held, parts, self.rules, experts=states[2], offloaded=k.activation_offload_layers
-            )
-            total = states[0] + sum(acts.values())
-            worst = max(worst, total + fw.fixed + states[1] + fw.fragmentation * (total + states[1]))
-        return worst
+            own = stage_states(i, n, self.model, self.params, layout, self.bpp, self.rules)
+            buffers = gather_buffers(n, own.dense_params, self.bpp, layout, self.framework, own.end_params)
+            out.append((sum(own.states.values()), buffers, own.expert_params > 0))
+        return tuple(out)
+
+    def _stages_in_flight(self, k: Knobs, micro: int) -> tuple[tuple[int, float, bool, bool], ...]:
+        """Per stage that can be the most loaded (``stage_indices``): its layers, the micro-batches in flight of
+        them, whether it holds the first stage (the embedding) and the last (the logits), under ``k``'s pipeline
+        (p, v) and ``micro`` micro-batches a step."""
+        layout, layers, p = k.layout(), self.model.layers, k.pipeline_parallel
+        out = []
+        for i in stage_indices(layers, p, ends_only=True, rules=self.rules):
+            held = held_stages(i, p, self.rules)
+            n = rank_layers(layers, p, i, self.rules)
+            out.append((n, stage_in_flight(i, layout, micro, self.rules), 0 in held, p - 1 in held))
+        return tuple(out)
 
     def _activation_parts(self, k: Knobs) -> ActivationParts:
         """The activations' parts per shape (t, c, b, SP, recompute), memoised."""
