@@ -304,16 +304,21 @@ def ranked(sm: StepModel, gpus: int) -> tuple[list[Knobs], list[tuple[float, Kno
     scored: list[tuple[float, Knobs, Terms]] = []
     all_knobs = candidates(sm, gpus)
     hopeless: dict[tuple[int, ...], bool] = {}
+    # per-GPU bytes by layout: the leanest layouts of a split are candidates too, and _explain's families are
+    # mostly the candidates again
+    memory: dict[Knobs, float] = {}
     for k in all_knobs:
         split = k.split
         if split not in hopeless:  # the least memory this split can take: none of its layouts fits if that does not
-            hopeless[split] = min(sm.memory_bytes(lean) for lean in _leanest(k)) > capacity
+            hopeless[split] = min(_memory(sm, memory, lean) for lean in _leanest(k)) > capacity
         if hopeless[split]:
             continue
-        memory = sm.memory_bytes(k)
-        if memory > capacity:
+        per_gpu = memory.get(k)
+        if per_gpu is None:
+            per_gpu = memory[k] = sm.memory_bytes(k)
+        if per_gpu > capacity:
             continue
-        terms = sm.evaluate(k, memory)
+        terms = sm.evaluate(k, per_gpu)
         scored.append((terms.step_seconds, k, terms))
     scored.sort(key=lambda x: x[0])
     return all_knobs, scored
@@ -330,7 +335,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
             results.append(result)
         if len(results) >= top:
             break
-    explanation = _explain(sm, gpus, all_knobs, scored, results)
+    explanation = _explain(sm, gpus, all_knobs, scored, results, memory)
     warnings = []
     if not all_knobs:
         domain = sm.hw.fabric.domain_size
@@ -362,8 +367,21 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     )
 
 
+def _memory(sm: StepModel, memory: dict[Knobs, float], k: Knobs) -> float:
+    """``k``'s per-GPU bytes, from ``memory`` when the plan has them (added there when not)."""
+    found = memory.get(k)
+    if found is None:
+        found = memory[k] = sm.memory_bytes(k)
+    return found
+
+
 def _explain(
-    sm: StepModel, gpus: int, everything: list[Knobs], scored: list[tuple[float, Knobs, Terms]], top: list[StepResult]
+    sm: StepModel,
+    gpus: int,
+    everything: list[Knobs],
+    scored: list[tuple[float, Knobs, Terms]],
+    top: list[StepResult],
+    memory: dict[Knobs, float],
 ) -> str:
     if not top:
         return "Nothing fits." if everything else "No valid layout."
@@ -376,13 +394,14 @@ def _explain(
     )
     lines = [f"#1 wins with MFU {top[0].mfu:.3f}; {overhead}."]
     capacity = sm.hw.capacity - sm.reserve
+    timed = {k: terms for _, k, terms in scored}  # the layouts the plan scored, as it scored them
     for label, family in _families(sm, gpus, everything):
-        fitting = [k for k in family if sm.memory_bytes(k) <= capacity]
+        fitting = [k for k in family if _memory(sm, memory, k) <= capacity]
         if not fitting:
-            least = min(sm.memory_bytes(k) for k in family)
+            least = min(_memory(sm, memory, k) for k in family)
             lines.append(f"{label}: doesn't fit (at least {format_bytes_si(least)} per GPU).")
             continue
-        rival = min(((k, sm.evaluate(k)) for k in fitting), key=lambda x: x[1].step_seconds)
+        rival = min(((k, timed.get(k) or sm.evaluate(k, memory[k])) for k in fitting), key=lambda x: x[1].step_seconds)
         lines.append(f"{label}: {_versus(best, rival)}.")
     return " ".join(lines)
 
