@@ -10,7 +10,6 @@ on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` o
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any, ClassVar, Final
 
 from pydantic import Field
@@ -294,7 +293,7 @@ def _leanest(k: Knobs) -> list[Knobs]:
     lighter recomputation, so when none of these fits, no layout of the split does: the planner's work is bounded
     by the splits that could fit, not by the number of layouts a large GPU count allows."""
     shardings = SHARDING if k.data_parallel * k.context_parallel > 1 else (Sharding.none,)
-    return [replace(k, micro_batch=1, recompute=Recompute.full, sharding=z) for z in shardings]
+    return [k._replace(micro_batch=1, recompute=Recompute.full, sharding=z) for z in shardings]
 
 
 def ranked(sm: StepModel, gpus: int) -> tuple[list[Knobs], list[tuple[float, Knobs, Terms]]]:

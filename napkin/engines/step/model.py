@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     pass
@@ -15,6 +15,7 @@ from napkin.engines.memory import (
 )
 from napkin.engines.step.knobs import (
     Knobs,
+    LayerPasses,
     Pace,
     Terms,
     collectives_per_layer,
@@ -32,9 +33,37 @@ from napkin.engines.step.ring import ring_seconds
 from napkin.systems.stack import StackKnobs
 
 
+class ShapeCosts(NamedTuple):
+    """One layer under a layout's shape (``StepModel.shape_costs``)."""
+
+    passes: LayerPasses
+    matmuls: float  # forward seconds of its matmuls
+    frozen: float  # what a frozen base changes in its forward + backward (0 without adapters)
+    scores: float  # forward seconds of its attention scores
+
+
+class SplitCosts(NamedTuple):
+    """What a step takes from a layout's split and ZeRO stage alone (``StepModel.split_costs``)."""
+
+    heaviest: int  # layers of the heaviest stage
+    last: int  # layers of the last stage
+    share: float  # the heaviest stage's share of the layers × p
+    groups: list[tuple[float, int, int]]  # data-parallel groups: (local parameters, ranks, ranks within a domain)
+    accumulate: float  # seconds of an unfused gradient accumulation per micro-batch
+    sync: float  # seconds of the gradient sync of unsharded parameters (before overlap)
+    optimizer: float  # seconds of the optimizer's update, its fixed cost included
+
+
 class StepModel(LayerModel):
     """The step-time model for one model, sequence length, global batch and machine; ``evaluate`` scores a
-    layout in plain floats (the planner calls it thousands of times, so per-layer times are memoised)."""
+    layout in plain floats (the planner calls it thousands of times, so per-layer times are memoised, and what
+    depends on the layout's shape or its split alone)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stage_sizes: dict[int, tuple[int, int]] = {}
+        self._shapes: dict[tuple[Any, ...], ShapeCosts] = {}
+        self._splits: dict[tuple[Any, ...], SplitCosts] = {}
 
     def with_stack(self, stack: StackKnobs) -> StepModel:
         """This model with other stack values (``napkin calibrate`` tries many); the switches stay as resolved."""
@@ -61,25 +90,50 @@ class StepModel(LayerModel):
         """The stage the pipeline waits for: (the heaviest stage's layers, the pacing stage's layers, whether it
         is the last stage with the logits) — the heaviest of an uneven split, or the last (the same stage when
         the layers divide evenly). ``per_layer``: one layer's seconds for a micro-batch, comm included."""
-        layers, p = self.model.layers, k.pipeline_parallel
-        heavy, last = -(-layers // p), stage_size(layers, p, p - 1)
+        heavy, last = self.stage_sizes(k.pipeline_parallel)
         return Pace(heavy, heavy, False) if heavy * per_layer > last * per_layer + logits else Pace(heavy, last, True)
 
-    def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
-        """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
-        ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
-        (t, p, d, c, e, v), b = k.split, k.micro_batch
-        m = self.batch // (b * d)
+    def stage_sizes(self, p: int) -> tuple[int, int]:
+        """(layers of the heaviest stage, layers of the last) over ``p`` stages, memoised per ``p``."""
+        found = self._stage_sizes.get(p)
+        if found is None:
+            layers = self.model.layers
+            found = self._stage_sizes[p] = (-(-layers // p), stage_size(layers, p, p - 1))
+        return found
+
+    def shape_costs(self, k: Knobs) -> ShapeCosts:
+        """What one layer costs under ``k``'s shape (t, c, b, EP, SP, recompute), memoised: its passes
+        (``layer_passes``), its matmuls (``layer_matmuls``), a frozen base's change (``frozen_layer``) and its
+        attention scores."""
+        key = (
+            k.tensor_parallel,
+            k.context_parallel,
+            k.micro_batch,
+            k.expert_parallel,
+            k.sequence_parallel,
+            k.recompute,
+        )
+        found = self._shapes.get(key)
+        if found is None:
+            scores = self.layer(*key[:5]).scores
+            found = self._shapes[key] = ShapeCosts(
+                self.layer_passes(k), self.layer_matmuls(k), self.frozen_layer(k), scores
+            )
+        return found
+
+    def split_costs(self, k: Knobs) -> SplitCosts:
+        """What a step takes from ``k``'s split and ZeRO stage alone (t, p, DP, CP, EP, sharding), memoised: the
+        heaviest stage's layers and the last's, the data-parallel groups (the heaviest stage's weights, their
+        ranks, those within one domain), an unfused gradient accumulation's kernel per micro-batch, the gradient
+        sync of unsharded parameters and the optimizer's update."""
+        t, p, d, c, e = k.tensor_parallel, k.pipeline_parallel, k.data_parallel, k.context_parallel, k.expert_parallel
+        key = (t, p, d, c, e, k.sharding)
+        found = self._splits.get(key)
+        if found is not None:
+            return found
         dom = self.hw.fabric.domain_size
-        tokens = b * self.seq / c
-        fwd_layer, extra_layer, _, tp_layer, logits = self.layer_passes(k)
-        frozen = self.frozen_layer(k)
-        per_layer = 3 * fwd_layer + extra_layer + tp_layer + frozen
-        heavy, n_layers, last_stage = self.pace(k, per_layer, logits)
-        logits = logits if last_stage else 0.0
+        heavy, last = self.stage_sizes(p)
         total_layers = self.model.layers
-        n_dense, n_moe = n_layers * self.dense_layers / total_layers, n_layers * self.moe_layers / total_layers
-        layers_mb = n_layers * (3 * fwd_layer + extra_layer + frozen)
         # data parallel groups: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP
         # ranks that hold the same experts (Megatron's expert data parallelism); the heaviest stage's share
         share = heavy * p / total_layers
@@ -96,12 +150,47 @@ class StepModel(LayerModel):
         # (read both, write one) in a kernel of its own: every micro-batch into Megatron-LM's fp32 main_grad
         # buffer, every one after the first under autograd (the first stores its .grad); sharded gradients
         # (ZeRO-2/3, FSDP) accumulate on the shard each micro-batch's reduce-scatter leaves
-        adds = m if self.precision is Precision.mixed_fp32_grads else m - 1
-        accumulate_mb = 0.0
-        if not self.gradient_accumulation_fusion and adds > 0:
+        accumulate = 0.0
+        if not self.gradient_accumulation_fusion:
             sharded = "gradients" in SHARDED[k.sharding]
             grads = sum(params / n if sharded else params for params, n, _ in groups)
-            accumulate_mb = self.stream(grads * self.accumulate_bytes / heavy, heavy)
+            accumulate = self.stream(grads * self.accumulate_bytes / heavy, heavy)
+        sync = 0.0  # unsharded parameters' gradients: all-reduced, or reduce-scattered and the weights all-gathered
+        for params, n, near in groups if k.sharding is not Sharding.hsdp and k.sharding not in SHARDED_PARAMS else ():
+            if k.sharding is Sharding.none:
+                sync += self.collective("all-reduce", params * self.reduce_bytes, n, near)
+            else:
+                sync += self.collective("reduce-scatter", params * self.reduce_bytes, n, near)
+                sync += self.collective("all-gather", params * self.param_bytes, n, near)
+        # optimizer: read and write every local state byte once (sharded states over their group)
+        optimizer = 0.0
+        for params, n, near in groups:
+            ranks = near if k.sharding is Sharding.hsdp else n
+            states = sum(v / ranks if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
+            optimizer += self.stream(2 * params * states)
+        optimizer += self.stack.step_overhead
+        found = self._splits[key] = SplitCosts(heavy, last, share, groups, accumulate, sync, optimizer)
+        return found
+
+    def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
+        """(step s, compute s, exposed TP s, bubble s, exposed DP s, optimizer s, other s, per-GPU bytes);
+        ``per_gpu_bytes``: ``memory_bytes(k)`` when the caller has it already."""
+        (t, p, d, c, e, v), b = k.split, k.micro_batch
+        m = self.batch // (b * d)
+        dom = self.hw.fabric.domain_size
+        tokens = b * self.seq / c
+        passes, matmuls, frozen, scores = self.shape_costs(k)
+        fwd_layer, extra_layer, _, tp_layer, logits = passes
+        per_layer = 3 * fwd_layer + extra_layer + tp_layer + frozen
+        heavy, n_layers, last_stage = self.pace(k, per_layer, logits)
+        logits = logits if last_stage else 0.0
+        total_layers = self.model.layers
+        n_dense, n_moe = n_layers * self.dense_layers / total_layers, n_layers * self.moe_layers / total_layers
+        layers_mb = n_layers * (3 * fwd_layer + extra_layer + frozen)
+        split = self.split_costs(k)
+        share, groups = split.share, split.groups
+        adds = m if self.precision is Precision.mixed_fp32_grads else m - 1
+        accumulate_mb = split.accumulate if not self.gradient_accumulation_fusion and adds > 0 else 0.0
         stage_mb = layers_mb + logits
         compute = m * stage_mb + adds * accumulate_mb
         tp_mb = n_layers * tp_layer
@@ -110,7 +199,7 @@ class StepModel(LayerModel):
         # only (Megatron-Bridge turns tp_comm_overlap off without it): what the GEMMs cannot cover stays exposed,
         # and what they cover slows them by the stack's slowdown
         overlapped = self.stack.tp_overlap * m * tp_mb if k.sequence_parallel else 0.0
-        gemms = m * n_layers * self.layer_matmuls(k) * (4 if k.recompute is Recompute.full else 3)
+        gemms = m * n_layers * matmuls * (4 if k.recompute is Recompute.full else 3)
         tp = m * tp_mb - overlapped + exposed_seconds(overlapped, gemms, slow)
         # pipeline p2p: per micro-batch each stage receives v activations and v gradients. Megatron's rank order
         # is tp-cp-dp-pp, so the next stage is t·c·d ranks away; scatter/gather: each TP rank sends 1/t of the
@@ -149,7 +238,6 @@ class StepModel(LayerModel):
             near = ranks_near(c, dom, t)
             cp = self.collective("all-gather", kv, c, near) * (2 if k.recompute is Recompute.full else 1)
             cp += self.collective("reduce-scatter", kv, c, near)
-            scores = self.layer(t, c, b, e, k.sequence_parallel).scores
             other += m * (n_dense + n_moe) * max(0.0, cp - 3 * scores)
         # activation offload: the copies to and from CPU memory the compute cannot hide (napkin.engines.step.offload)
         if k.activation_offload_layers:
@@ -170,21 +258,9 @@ class StepModel(LayerModel):
         elif k.sharding in SHARDED_PARAMS:
             dp = m * self.fsdp_exposed(groups, n_dense + n_moe, fwd_layer, 2 * fwd_layer + extra_layer, frozen)
         else:
-            sync = 0.0
-            for params, n, near in groups:
-                if k.sharding is Sharding.none:
-                    sync += self.collective("all-reduce", params * self.reduce_bytes, n, near)
-                else:
-                    sync += self.collective("reduce-scatter", params * self.reduce_bytes, n, near)
-                    sync += self.collective("all-gather", params * self.param_bytes, n, near)
+            sync = split.sync
             dp = exposed_seconds(sync, 2 * n_layers * fwd_layer, slow) if self.overlap_grad_reduce else sync
-        # optimizer: read and write every local state byte once (sharded states over their group)
-        optimizer = 0.0
-        for params, n, near in groups:
-            ranks = near if k.sharding is Sharding.hsdp else n
-            states = sum(v / ranks if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
-            optimizer += self.stream(2 * params * states)
-        optimizer += self.stack.step_overhead
+        optimizer = split.optimizer
         total = compute + tp + bubble + dp + optimizer + other
         memory = self.memory_bytes(k) if per_gpu_bytes is None else per_gpu_bytes
         return Terms(total, compute, tp, bubble, dp, optimizer, other, memory)
