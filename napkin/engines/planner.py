@@ -296,16 +296,17 @@ def _leanest(k: Knobs) -> list[Knobs]:
     return [k._replace(micro_batch=1, recompute=Recompute.full, sharding=z) for z in shardings]
 
 
-def ranked(sm: StepModel, gpus: int) -> tuple[list[Knobs], list[tuple[float, Knobs, Terms]]]:
+def ranked(
+    sm: StepModel, gpus: int, memory: dict[Knobs, float] | None = None
+) -> tuple[list[Knobs], list[tuple[float, Knobs, Terms]]]:
     """(every layout ``candidates`` enumerates, those that fit by ``memory_bytes`` as (step s, layout, terms),
-    fastest first): the ranking ``plan`` shows the top of."""
+    fastest first): the ranking ``plan`` shows the top of. ``memory``: filled with the per-GPU bytes of the layouts
+    it sized (the leanest of each split are candidates too; ``plan``'s explanation reuses them)."""
     capacity = sm.hw.capacity - sm.reserve
     scored: list[tuple[float, Knobs, Terms]] = []
     all_knobs = candidates(sm, gpus)
     hopeless: dict[tuple[int, ...], bool] = {}
-    # per-GPU bytes by layout: the leanest layouts of a split are candidates too, and _explain's families are
-    # mostly the candidates again
-    memory: dict[Knobs, float] = {}
+    memory = {} if memory is None else memory
     for k in all_knobs:
         split = k.split
         if split not in hopeless:  # the least memory this split can take: none of its layouts fits if that does not
@@ -326,7 +327,8 @@ def ranked(sm: StepModel, gpus: int) -> tuple[list[Knobs], list[tuple[float, Kno
 def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
     """Rank every fitting layout by predicted step time; the top ``top`` as full results."""
     capacity = sm.hw.capacity - sm.reserve
-    all_knobs, scored = ranked(sm, gpus)
+    memory: dict[Knobs, float] = {}  # _explain's families are mostly the candidates again
+    all_knobs, scored = ranked(sm, gpus, memory)
     results = []
     for _, k, terms in scored:
         result = build_result(sm, k, name, terms)
