@@ -201,7 +201,9 @@ def test_every_question_declares_its_concrete_result_type() -> None:
     ]
     names: dict[str, Any] = {}
     for room in rooms:  # the result classes, which the api imports only under TYPE_CHECKING (start-up time)
-        names.update(vars(importlib.import_module(f"napkin.{room}")))
+        module = importlib.import_module(f"napkin.{room}")
+        names.update(vars(module))
+        names.update({n: getattr(module, n) for n in getattr(module, "__all__", ())})  # a lazy package's names
     for name in napkin._LAZY:
         obj = getattr(napkin, name)
         if isinstance(obj, type):

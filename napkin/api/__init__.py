@@ -12,40 +12,67 @@ raise ``TypeError``. Errors are ``UsageError`` naming the keyword (``field``). T
 functions, so the two cannot drift apart.
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
-
-from napkin.api.catalog import (
-    cluster_list,
-    cluster_sheet,
-    dtypes,
-    hardware_compare,
-    hardware_list,
-    hardware_sheet,
-    models,
-    optimizers,
-    stack_list,
-    stack_sheet,
-    tensor,
-)
-from napkin.api.comm import collective
-from napkin.api.inputs import SHAPE_FIELDS, build_layout, build_model, get_cluster, get_hardware, get_stack
-from napkin.api.planning import plan, step, step_setup
-from napkin.api.serving import inference, kv_cache, serve_plan, traffic
-from napkin.api.sizing import max_model, memory
-from napkin.api.training import flops, matmul, mfu, optimal, train_time
 
 if TYPE_CHECKING:
     from napkin.api.calibration import calibrate
+    from napkin.api.catalog import (
+        cluster_list,
+        cluster_sheet,
+        dtypes,
+        hardware_compare,
+        hardware_list,
+        hardware_sheet,
+        models,
+        optimizers,
+        stack_list,
+        stack_sheet,
+        tensor,
+    )
+    from napkin.api.comm import collective
+    from napkin.api.inputs import SHAPE_FIELDS, build_layout, build_model, get_cluster, get_hardware, get_stack
+    from napkin.api.planning import plan, step, step_setup
+    from napkin.api.serving import inference, kv_cache, serve_plan, traffic
+    from napkin.api.sizing import max_model, memory
+    from napkin.api.training import flops, matmul, mfu, optimal, train_time
+
+#: Each function's module, imported on first use: a command pays for its own question's module only (``plan``
+#: never builds the serving questions' models); ``calibrate`` reads and writes files and builds the stack catalog.
+_MODULES = {
+    **dict.fromkeys(
+        (
+            "cluster_list",
+            "cluster_sheet",
+            "dtypes",
+            "hardware_compare",
+            "hardware_list",
+            "hardware_sheet",
+            "models",
+            "optimizers",
+            "stack_list",
+            "stack_sheet",
+            "tensor",
+        ),
+        "catalog",
+    ),
+    "calibrate": "calibration",
+    "collective": "comm",
+    **dict.fromkeys(
+        ("SHAPE_FIELDS", "build_layout", "build_model", "get_cluster", "get_hardware", "get_stack"), "inputs"
+    ),
+    **dict.fromkeys(("plan", "step", "step_setup"), "planning"),
+    **dict.fromkeys(("inference", "kv_cache", "serve_plan", "traffic"), "serving"),
+    **dict.fromkeys(("max_model", "memory"), "sizing"),
+    **dict.fromkeys(("flops", "matmul", "mfu", "optimal", "train_time"), "training"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    """``calibrate`` on first use: it reads and writes files and builds the stack catalog, which no other command
-    should pay for at start-up."""
-    if name == "calibrate":
-        from napkin.api.calibration import calibrate
-
-        return calibrate
-    raise AttributeError(f"module 'napkin.api' has no attribute {name!r}")
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'napkin.api' has no attribute {name!r}")
+    return getattr(import_module(f"napkin.api.{module}"), name)
 
 
 __all__ = [

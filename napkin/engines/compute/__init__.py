@@ -14,21 +14,56 @@ answers), ``duration`` (``train_time``, cost, energy, the FLOP budget), ``utiliz
 
 from __future__ import annotations
 
-from napkin.engines.compute.duration import compute_budget, train_time
-from napkin.engines.compute.flops import (
-    CHINCHILLA_TOKENS_PER_PARAM,
-    PLAUSIBLE_MFU,
-    SECONDS_PER_DAY,
-    UNDERTRAINED_TOKENS_PER_PARAM,
-    FlopsPerToken,
-    TrainFlopsResult,
-    flops_per_token,
-    implausible_mfu,
-    train_flops,
-)
-from napkin.engines.compute.query import Money, Throughput, TrainQuery, TrainTimeResult
-from napkin.engines.compute.roofline import MatmulResult, matmul
-from napkin.engines.compute.utilization import MfuResult, mfu
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from napkin.engines.compute.duration import compute_budget, train_time
+    from napkin.engines.compute.flops import (
+        CHINCHILLA_TOKENS_PER_PARAM,
+        PLAUSIBLE_MFU,
+        SECONDS_PER_DAY,
+        UNDERTRAINED_TOKENS_PER_PARAM,
+        FlopsPerToken,
+        TrainFlopsResult,
+        flops_per_token,
+        implausible_mfu,
+        train_flops,
+    )
+    from napkin.engines.compute.query import Money, Throughput, TrainQuery, TrainTimeResult
+    from napkin.engines.compute.roofline import MatmulResult, matmul
+    from napkin.engines.compute.utilization import MfuResult, mfu
+
+#: Each re-exported name's module, imported on first use: the step model needs ``flops`` alone, and the others
+#: build pydantic models (``TrainQuery``, the results) that ``napkin step`` and ``napkin plan`` never use.
+_MODULES = {
+    **dict.fromkeys(("compute_budget", "train_time"), "duration"),
+    **dict.fromkeys(
+        (
+            "CHINCHILLA_TOKENS_PER_PARAM",
+            "PLAUSIBLE_MFU",
+            "SECONDS_PER_DAY",
+            "UNDERTRAINED_TOKENS_PER_PARAM",
+            "FlopsPerToken",
+            "TrainFlopsResult",
+            "flops_per_token",
+            "implausible_mfu",
+            "train_flops",
+        ),
+        "flops",
+    ),
+    **dict.fromkeys(("Money", "Throughput", "TrainQuery", "TrainTimeResult"), "query"),
+    **dict.fromkeys(("MatmulResult", "matmul"), "roofline"),
+    **dict.fromkeys(("MfuResult", "mfu"), "utilization"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "CHINCHILLA_TOKENS_PER_PARAM",
