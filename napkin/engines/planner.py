@@ -293,7 +293,7 @@ def _leanest(k: Knobs) -> list[Knobs]:
     lighter recomputation, so when none of these fits, no layout of the split does: the planner's work is bounded
     by the splits that could fit, not by the number of layouts a large GPU count allows."""
     shardings = SHARDING if k.data_parallel * k.context_parallel > 1 else (Sharding.none,)
-    return [k._replace(micro_batch=1, recompute=Recompute.full, sharding=z) for z in shardings]
+    return [k.with_choices(1, Recompute.full, z) for z in shardings]
 
 
 def ranked(

@@ -123,6 +123,13 @@ class Knobs(NamedTuple):
             activation_offload_layers=layout.activation_offload_layers,
         )
 
+    def with_choices(self, micro_batch: int, recompute: Recompute, sharding: Sharding) -> Knobs:
+        """This split (its degrees, SP and activation offload) with other per-layout choices: what ``_replace``
+        does, at the cost of building one tuple."""
+        return Knobs(
+            *self[:6], micro_batch, self.sequence_parallel, recompute, sharding, self.activation_offload_layers
+        )
+
     @property
     def split(self) -> tuple[int, int, int, int, int, int]:
         """(TP, PP, DP, CP, EP, interleave): how the GPUs and the layers are divided."""
