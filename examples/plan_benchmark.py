@@ -1,8 +1,9 @@
 """Planner speed. First issue 21's yardstick, ``napkin plan --model llama3-70b --gpus 512 --global-batch-tokens 4M``
 end to end: in this process through ``napkin.plan`` (inputs parsed, every layout scored, the top rows built) and as
-a fresh ``python -m napkin`` process (start-up included), wall and CPU time (CPU time is what a loaded machine does
-not inflate). With ``--baseline DIR`` (a source tree of another commit, e.g. ``git archive 69cd07f | tar -x -C
-DIR``) the same two measurements of that tree, in fresh processes, and the ratios. Then the whole layout space of a
+a fresh ``python -m napkin`` process (start-up included), beside ``napkin --version`` (the interpreter, typer and
+napkin's command table: the floor any command pays), wall and CPU time (CPU time is what a loaded machine does not
+inflate). With ``--baseline DIR`` (a source tree of another commit, e.g. ``git archive 69cd07f | tar -x -C
+DIR``) the same measurements of that tree, in fresh processes, and the ratios. Then the whole layout space of a
 1T-parameter GPT (Narayanan et al. 2021's largest model) on 4,096 GPUs of a DGX H100 cluster, 4M-token batches;
 then DeepSeek-V3 (61 layers, 256 experts) on 1,024 GPUs, whose pipeline splits are mostly uneven (every power of
 two) and whose expert parallelism multiplies the space.
@@ -50,19 +51,10 @@ def _env(tree: Path) -> dict[str, str]:
     return env
 
 
-def measure(tree: Path, repeat: int) -> tuple[tuple[float, float], tuple[float, float]]:
-    """((wall, CPU) of ``napkin.plan`` in process, (wall, CPU) of the whole command) on the source tree ``tree``."""
+def _command(tree: Path, args: list[str], repeat: int) -> tuple[float, float]:
+    """(wall, CPU) of ``python -m napkin ARGS`` in a fresh process on ``tree``, best of ``repeat``."""
     env = _env(tree)
-    out = subprocess.run(
-        [sys.executable, "-c", IN_PROCESS, json.dumps(QUESTION), str(repeat)],
-        env=env,
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    in_process = tuple(json.loads(out.stdout.strip().splitlines()[-1]))
-    argv = [sys.executable, "-m", "napkin", *ARGV]
+    argv = [sys.executable, "-m", "napkin", *args]
     subprocess.run(argv, env=env, cwd=tree, capture_output=True, check=True)  # writes the bytecode cache
     wall = cpu = float("inf")
     for _ in range(repeat):
@@ -71,7 +63,22 @@ def measure(tree: Path, repeat: int) -> tuple[tuple[float, float], tuple[float, 
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = min(wall, time.perf_counter() - w)
         cpu = min(cpu, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return (in_process[0], in_process[1]), (wall, cpu)
+    return wall, cpu
+
+
+def measure(tree: Path, repeat: int) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """((wall, CPU) of ``napkin.plan`` in process, of the whole command, of ``napkin --version``: the start-up
+    floor) on the source tree ``tree``."""
+    out = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS, json.dumps(QUESTION), str(repeat)],
+        env=_env(tree),
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    in_process = tuple(json.loads(out.stdout.strip().splitlines()[-1]))
+    return (in_process[0], in_process[1]), _command(tree, ARGV, repeat), _command(tree, ["--version"], repeat)
 
 
 def readme_question(repeat: int, baseline: Path | None) -> None:
@@ -79,11 +86,14 @@ def readme_question(repeat: int, baseline: Path | None) -> None:
     rows = [("this tree", here)] + ([("baseline", baseline)] if baseline else [])
     got = {label: measure(tree, repeat) for label, tree in rows}
     print(f"napkin {' '.join(ARGV)} (best of {repeat}):")
-    for label, ((w1, c1), (w2, c2)) in got.items():
-        print(f"  {label:9} in process {w1:.3f} s wall, {c1:.3f} s CPU; whole command {w2:.3f} s wall, {c2:.3f} s CPU")
+    for label, ((w1, c1), (w2, c2), (w3, c3)) in got.items():
+        print(
+            f"  {label:9} in process {w1:.3f} s wall, {c1:.3f} s CPU; whole command {w2:.3f} s wall, {c2:.3f} s CPU; "
+            f"napkin --version {w3:.3f} s wall, {c3:.3f} s CPU"
+        )
     if baseline:
-        (_, c1), (_, c2) = got["this tree"]
-        (_, b1), (_, b2) = got["baseline"]
+        (_, c1), (_, c2), _ = got["this tree"]
+        (_, b1), (_, b2), _ = got["baseline"]
         print(f"  speed-up (CPU): in process {b1 / c1:.1f}×, whole command {b2 / c2:.1f}×")
 
 
