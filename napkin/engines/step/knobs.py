@@ -1,5 +1,6 @@
 """The hot path's plain values: one layout as numbers (``Knobs``), the named results of the step model
-(``Terms``, ``LayerTimes``, ``LayerPasses``, ``Pace``) and the small rules they share."""
+(``Terms``, ``LayerTimes``, ``LayerPasses``, ``Pace``, ``ShapeCosts``, ``SplitCosts``) and the small rules they
+share."""
 
 from __future__ import annotations
 
@@ -87,6 +88,27 @@ class Pace(NamedTuple):
     heaviest: int  # layers of the heaviest stage
     layers: int  # layers of the pacing stage
     last_stage: bool  # whether it is the last stage, with the logits
+
+
+class ShapeCosts(NamedTuple):
+    """One layer under a layout's shape (``StepModel.shape_costs``)."""
+
+    passes: LayerPasses
+    matmuls: float  # forward seconds of its matmuls
+    frozen: float  # what a frozen base changes in its forward + backward (0 without adapters)
+    scores: float  # forward seconds of its attention scores
+
+
+class SplitCosts(NamedTuple):
+    """What a step takes from a layout's split and ZeRO stage alone (``StepModel.split_costs``)."""
+
+    heaviest: int  # layers of the heaviest stage
+    last: int  # layers of the last stage
+    share: float  # the heaviest stage's share of the layers × p
+    groups: list[tuple[float, int, int]]  # data-parallel groups: (local parameters, ranks, ranks within a domain)
+    accumulate: float  # seconds of an unfused gradient accumulation per micro-batch
+    sync: float  # seconds of the gradient sync of unsharded parameters (before overlap)
+    optimizer: float  # seconds of the optimizer's update, its fixed cost included
 
 
 class Knobs(NamedTuple):

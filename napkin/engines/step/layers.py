@@ -26,6 +26,8 @@ from napkin.engines.step.knobs import (
     Knobs,
     LayerPasses,
     LayerTimes,
+    ShapeCosts,
+    SplitCosts,
     collectives_per_layer,
 )
 from napkin.engines.step.machine import (
@@ -124,6 +126,10 @@ class LayerModel:
         self._layer: dict[tuple[Any, ...], LayerTimes] = {}
         self._collectives: dict[tuple[str, float, int, int | None], float] = {}
         self._passes: dict[tuple[Any, ...], LayerPasses] = {}
+        #: StepModel's: stage sizes per pipeline degree, a layer's costs per shape, a step's per split and ZeRO stage
+        self._stage_sizes: dict[int, tuple[int, int]] = {}
+        self._shapes: dict[tuple[Any, ...], ShapeCosts] = {}
+        self._splits: dict[tuple[Any, ...], SplitCosts] = {}
         self.memory = StepMemory(
             model,
             seq,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     pass
@@ -15,8 +15,9 @@ from napkin.engines.memory import (
 )
 from napkin.engines.step.knobs import (
     Knobs,
-    LayerPasses,
     Pace,
+    ShapeCosts,
+    SplitCosts,
     Terms,
     collectives_per_layer,
     exposed_seconds,
@@ -33,37 +34,10 @@ from napkin.engines.step.ring import ring_seconds
 from napkin.systems.stack import StackKnobs
 
 
-class ShapeCosts(NamedTuple):
-    """One layer under a layout's shape (``StepModel.shape_costs``)."""
-
-    passes: LayerPasses
-    matmuls: float  # forward seconds of its matmuls
-    frozen: float  # what a frozen base changes in its forward + backward (0 without adapters)
-    scores: float  # forward seconds of its attention scores
-
-
-class SplitCosts(NamedTuple):
-    """What a step takes from a layout's split and ZeRO stage alone (``StepModel.split_costs``)."""
-
-    heaviest: int  # layers of the heaviest stage
-    last: int  # layers of the last stage
-    share: float  # the heaviest stage's share of the layers × p
-    groups: list[tuple[float, int, int]]  # data-parallel groups: (local parameters, ranks, ranks within a domain)
-    accumulate: float  # seconds of an unfused gradient accumulation per micro-batch
-    sync: float  # seconds of the gradient sync of unsharded parameters (before overlap)
-    optimizer: float  # seconds of the optimizer's update, its fixed cost included
-
-
 class StepModel(LayerModel):
     """The step-time model for one model, sequence length, global batch and machine; ``evaluate`` scores a
     layout in plain floats (the planner calls it thousands of times, so per-layer times are memoised, and what
     depends on the layout's shape or its split alone)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._stage_sizes: dict[int, tuple[int, int]] = {}
-        self._shapes: dict[tuple[Any, ...], ShapeCosts] = {}
-        self._splits: dict[tuple[Any, ...], SplitCosts] = {}
 
     def with_stack(self, stack: StackKnobs) -> StepModel:
         """This model with other stack values (``napkin calibrate`` tries many); the switches stay as resolved."""
