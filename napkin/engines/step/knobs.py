@@ -102,8 +102,6 @@ class ShapeCosts(NamedTuple):
 class SplitCosts(NamedTuple):
     """What a step takes from a layout's split and ZeRO stage alone (``StepModel.split_costs``)."""
 
-    heaviest: int  # layers of the heaviest stage
-    last: int  # layers of the last stage
     share: float  # the heaviest stage's share of the layers × p
     groups: list[tuple[float, int, int]]  # data-parallel groups: (local parameters, ranks, ranks within a domain)
     accumulate: float  # seconds of an unfused gradient accumulation per micro-batch

@@ -97,7 +97,7 @@ class StepModel(LayerModel):
 
     def split_costs(self, k: Knobs) -> SplitCosts:
         """What a step takes from ``k``'s split and ZeRO stage alone (t, p, DP, CP, EP, sharding), memoised: the
-        heaviest stage's layers and the last's, the data-parallel groups (the heaviest stage's weights, their
+        heaviest stage's share of the layers, the data-parallel groups (the heaviest stage's weights, their
         ranks, those within one domain), an unfused gradient accumulation's kernel per micro-batch, the gradient
         sync of unsharded parameters and the optimizer's update."""
         t, p, d, c, e = k.tensor_parallel, k.pipeline_parallel, k.data_parallel, k.context_parallel, k.expert_parallel
@@ -106,7 +106,7 @@ class StepModel(LayerModel):
         if found is not None:
             return found
         dom = self.hw.fabric.domain_size
-        heavy, last = self.stage_sizes(p)
+        heavy = self.stage_sizes(p)[0]
         total_layers = self.model.layers
         # data parallel groups: dense weights over the DP group; routed experts, split over EP, over the DP·CP/EP
         # ranks that hold the same experts (Megatron's expert data parallelism); the heaviest stage's share
@@ -143,7 +143,7 @@ class StepModel(LayerModel):
             states = sum(v / ranks if comp in SHARDED[k.sharding] else v for comp, v in self.bpp.breakdown.items())
             optimizer += self.stream(2 * params * states)
         optimizer += self.stack.step_overhead
-        found = self._splits[key] = SplitCosts(heavy, last, share, groups, accumulate, sync, optimizer)
+        found = self._splits[key] = SplitCosts(share, groups, accumulate, sync, optimizer)
         return found
 
     def evaluate(self, k: Knobs, per_gpu_bytes: float | None = None) -> Terms:
