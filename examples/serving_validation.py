@@ -78,9 +78,10 @@ def _lengths(value: int | list[int]) -> Lengths:
     return Lengths(kind="fixed", values=[value], label=str(value))
 
 
-# Engine arguments a row's run set on its command line (``--max-num-seqs``, ``--max-num-batched-tokens``): they
-# replace the stack's defaults for that row only; they are the run's settings, not fitted values.
-ENGINE_ARGS = ("max_num_seqs", "max_num_batched_tokens")
+# Engine arguments a row's run set on its command line (``--max-num-seqs``, ``--max-num-batched-tokens``), or that
+# its engine version fixed (``overlap_schedule: false``: SGLang before 0.4 had no overlap scheduler): they replace
+# the stack's defaults for that row only; they are the run's settings, not fitted values.
+ENGINE_ARGS = ("max_num_seqs", "max_num_batched_tokens", "overlap_schedule")
 
 
 def replica_of(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) -> Replica:
@@ -145,6 +146,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         kv_tokens=kv,
         block=rep.stack.block_size,
         mixed=rep.stack.mixed_prefill,
+        reserve_peak=rep.stack.reserve_peak,
         overhead=rep.stack.request_seconds,
     )
     o = simulate(times, prompts, outputs, cost, sched)
@@ -153,7 +155,7 @@ def predict(row: dict[str, Any], stack: ServingStack, shapes: dict[str, Any]) ->
         "_weights_gb": sum(rep.weight_bytes_gpu()) / 1e9,
         "_kv_kb_per_token": rep.kv_bytes_per_token_gpu() / 1e3,
         "_bandwidth_tbs": rep.hardware.memory_bandwidth * rep.stack.decode.bandwidth / 1e12,
-        "_fixed_ms": (cost.fixed + cost.comm(1)) * 1e3,
+        "_fixed_ms": (cost.fixed + cost.hidden + cost.comm(1)) * 1e3,
         "_step1_ms": cost.seconds(1, 0, sum(prompts) / n, 0) * 1e3,
         "_kv_tokens": float(kv),
         "_batch": o.mean_batch,

@@ -88,6 +88,7 @@ def scheduler(replica: Replica, workload: Workload, kv_tokens: int | None = None
         tokens_per_step=workload.tokens_per_step(),
         step_tokens=workload.speculative_tokens + 1,
         mixed=s.mixed_prefill,
+        reserve_peak=s.reserve_peak,
         overhead=s.request_seconds,
     )
 

@@ -175,8 +175,10 @@ class Replica:
         handoff = 0.0
         if p > 1 and fabric is not None:
             handoff = (p - 1) * fabric.up_latency
+        host = s.iteration_seconds + (s.tp_step_seconds if t > 1 else 0.0)
         return StepCost(
-            fixed=s.iteration_seconds + (s.tp_step_seconds if t > 1 else 0.0) + handoff,
+            fixed=(0.0 if s.overlap_schedule else host) + handoff,
+            hidden=host if s.overlap_schedule else 0.0,
             comm_fixed=stages * comm0,
             comm_token=stages * comm1,
             comm_pieces=tuple((upper, stages * a, stages * b) for upper, a, b in pieces),

@@ -52,8 +52,9 @@ class StepCost:
       γ·c + 1 target steps, c the draft's cost ratio);
     * ``host_seq``: host seconds per decoding sequence per step that run while the GPU computes (TensorRT-LLM's
       PyTorch backend, ``py_executor.py`` ``_executor_loop_overlap``: the next step is scheduled and launched and
-      the previous step's requests updated while this one runs), so the step takes max(the above, seqs ·
-      host_seq)."""
+      the previous step's requests updated while this one runs), so the step takes max(the above, hidden + seqs ·
+      host_seq); ``hidden``: the host's fixed work per step where it too runs under the GPU's (SGLang 0.4's
+      overlap scheduler, ``scheduler.py`` ``event_loop_overlap``), else 0 and that work is in ``fixed``."""
 
     fixed: float
     comm_fixed: float
@@ -73,6 +74,7 @@ class StepCost:
     draft_weights: float = 0.0
     draft_token: float = 0.0
     host_seq: float = 0.0
+    hidden: float = 0.0  # host work per step that overlaps the GPU's (SGLang 0.4's overlap scheduler)
 
     def draft(self, seqs: float) -> float:
         """Seconds of the draft's passes in a step where ``seqs`` sequences decode (0 without speculation)."""
@@ -110,7 +112,7 @@ class StepCost:
 
     def host(self, seqs: float) -> float:
         """Host seconds of a step where ``seqs`` sequences decode (overlapped with the GPU's work)."""
-        return self.host_seq * seqs
+        return self.hidden + self.host_seq * seqs
 
     def stretch(self, steps: int, first: float, slope: float, seqs: float) -> float:
         """Seconds of ``steps`` decode-only steps whose GPU time is first + slope · i (i = 0, 1, …), each at
@@ -138,6 +140,23 @@ class Scheduler:
     step_tokens: int = 1
     mixed: bool = True  # prompt chunks share a step with decoding; False: a prefill step pauses decoding (SGLang)
     overhead: float = 0.0  # seconds each request spends outside the engine loop (API server, tokenizer)
+    reserve_peak: bool = False  # admission also reserves the running sequences' outputs (SGLang, ``peak_fits``)
+
+
+def peak_fits(states: list[tuple[float, float]], free: float) -> bool:
+    """SGLang 0.4's admission of an ``ignore_eos`` request with the radix cache off (``PrefillAdder.
+    add_one_req_ignore_eos``): ``states`` are (output tokens left, KV tokens held) of every running sequence and the
+    candidate, ``free`` the KV tokens free once the candidate's prompt is in. Sorted by tokens left, the i-th
+    state's check is free + Σ_{j<i} held_j − left_{i+1} · (n − i) > 0 (the i + 1-th's tokens left, the last's
+    own: the code's own reading), the sequences that finish first giving back what they hold."""
+    states.sort()
+    n, freed = len(states), 0.0
+    for i, (left, held) in enumerate(states):
+        steps = states[i + 1][0] if i + 1 < n else left
+        if free + freed - steps * (n - i) <= 0:
+            return False
+        freed += held
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +206,9 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
     order: list[int] = []
     queue: deque[int] = deque()
     n_dec = running = finished = preempted = nxt = it = steps_run = 0
-    mixed = sched.mixed
+    mixed, reserve = sched.mixed, sched.reserve_peak
+    owe = [0.0] * n_req  # outputs a running request may still add, as admission counted them (``reserve_peak``)
+    owed, top = 0.0, float(max(outputs, default=0))
     dec_base = prefill_kv = 0.0
     now = batch_time = 0.0
     # Inter-token gaps, as streaming clients measure them: every decode step gives each decoding sequence one
@@ -207,8 +228,21 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         if count > 0:
             gaps.append((seconds, count))
 
+    def held(chunks: list[tuple[int, int]]) -> list[tuple[float, float]]:
+        """(output tokens left, KV tokens held) of the running sequences and of this step's new prompts."""
+        order[:] = [r for r in order if state[r] in (1, 2)]  # finished ones leave (the order is kept)
+        out: list[tuple[float, float]] = []
+        for r in order:
+            if state[r] == 2:
+                made = min(left[r], int(tau * (it - 1 - start[r])))
+                out.append((float(left[r] - made), float(prompt[r] + 1 + made)))
+            elif state[r] == 1:
+                out.append((left[r] + 1.0, float(prompt[r])))
+        out += [(left[r] + 1.0, float(prompt[r])) for r, _ in chunks if state[r] == 0]
+        return [(a, b) for a, b in out if a > 0]
+
     def pop_finished() -> None:
-        nonlocal n_dec, dec_base, running, finished
+        nonlocal n_dec, dec_base, running, finished, owed
         while heap and heap[0][0] < it:
             _, ep, r = heapq.heappop(heap)
             if ep != epoch[r] or state[r] != 2:
@@ -218,10 +252,11 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             n_dec -= 1
             dec_base -= base[r]
             running -= 1
+            owed -= owe[r]
             finished += 1
 
     def preempt_one() -> bool:
-        nonlocal n_dec, dec_base, running, preempted, prefill_kv
+        nonlocal n_dec, dec_base, running, preempted, prefill_kv, owed
         while order:
             r = order.pop()
             if state[r] == 2:
@@ -236,6 +271,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             else:
                 continue
             running -= 1
+            owed -= owe[r]
             epoch[r] += 1
             state[r] = 0
             filled[r] = 0
@@ -258,9 +294,10 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         while n_dec and used + n_dec * tau > cap and preempt_one():
             ctx = dec_base + n_dec * tau * it
             used = ctx + prefill_kv + running * waste
-        room = budget - n_dec * q
+        room = budget - (n_dec * q if mixed else 0)  # a prefill step that pauses decoding has the whole budget
         free = cap - used - n_dec * tau
         chunks: list[tuple[int, int]] = []
+        pending = 0.0  # outputs of this step's new prompts
         for r in queue:
             if room <= 0:
                 break
@@ -268,6 +305,15 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             if state[r] == 0:
                 if running + len(chunks) >= max_seqs or free < rest + waste:
                     break
+                # SGLang's check, skipped where the free KV holds every output still owed (it then passes)
+                new = (left[r] + 1.0, float(prompt[r]))
+                if (
+                    reserve
+                    and free - rest <= owed + pending + new[0] + top
+                    and not peak_fits([*held(chunks), new], free - rest)
+                ):
+                    break
+                pending += new[0]
                 free -= waste
             c = min(rest, room)
             chunks.append((r, c))
@@ -294,6 +340,8 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                 if state[r] == 0:
                     state[r] = 1
                     running += 1
+                    owe[r] = left[r] + 1.0
+                    owed += owe[r]
                     order.append(r)
                 filled[r] += c
                 prefill_kv += c
@@ -314,6 +362,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                         state[r] = 3
                         done[r] = now
                         running -= 1
+                        owed -= owe[r]
                         finished += 1
             steps_run += 1
             if decoding:

@@ -115,6 +115,11 @@ class ServingStack(Record):
         description="fixed cost of one engine step of a TP group (> 1 GPU) beyond one GPU's: handing the step's "
         "inputs to every rank and waiting for the slowest",
     )
+    overlap_schedule: bool = Field(
+        default=False,
+        description="the host schedules a step while the GPU runs the previous one, so a step costs "
+        "max(iteration + TP step cost, GPU time) (SGLang 0.4's overlap scheduler)",
+    )
     # --- memory -----------------------------------------------------------------------------------
     memory_rule: MemoryRule
     memory_fraction: float = Field(gt=0, le=1, description="the engine's default fraction (see memory_rule)")
@@ -136,6 +141,11 @@ class ServingStack(Record):
     )
     reserve_output: bool = Field(
         default=False, description="admission reserves KV for prompt + whole output (TRT-LLM GUARANTEED_NO_EVICT)"
+    )
+    reserve_peak: bool = Field(
+        default=False,
+        description="admission also reserves the running sequences' outputs, SGLang's check for ignore_eos "
+        "requests with the radix cache off (napkin.engines.traffic.peak_fits)",
     )
     device_defaults: DeviceDefaults | None = Field(
         default=None, description="the scheduler defaults on smaller devices (vLLM: below 70 GiB, or A100)"
