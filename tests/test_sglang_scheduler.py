@@ -90,7 +90,7 @@ def _replica(stack_update: dict[str, object]) -> Replica:
 def test_the_overlap_scheduler_runs_the_host_s_step_cost_under_the_gpu_s() -> None:
     """SGLang 0.4 schedules step n + 1 while the GPU runs step n: a step costs max(host, GPU), where SGLang 0.3.0
     (no overlap scheduler) paid host + GPU. Llama-3.1 70B at TP 4 on H200 reads 35 GB of weights per GPU a step,
-    about 10 ms, more than the 7 ms of host work, which disappears."""
+    about 10 ms, more than the 2 ms of host work, which disappears."""
     overlap, serial = _replica({}).step_cost(), _replica({"overlap_schedule": False}).step_cost()
     host = get_serving("sglang").iteration_seconds + get_serving("sglang").tp_step_seconds
     gpu = serial.seconds(1, 0, 500, 0) - host

@@ -37,6 +37,7 @@ class Serving(Record):
     rates_source: str = Field(default="", description="where the stack's achieved rates come from")
     memory_source: str = Field(default="", description="where the stack's memory rule comes from")
     host_source: str = Field(default="", description="where the stack's host seconds per sequence come from")
+    allreduce_source: str = Field(default="", description="where the stack's wait per TP all-reduce comes from")
     price_per_hour: float | None = None
 
     def resolved(self) -> ServingStack:

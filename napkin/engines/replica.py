@@ -170,7 +170,8 @@ class Replica:
                 ars = allreduce_pieces(
                     m.hidden * 2.0, t, fabric, custom=s.tp_allreduce == "custom", efficiency=s.collective_efficiency
                 )
-                pieces = tuple((upper, 2 * layers * a + a2a0, 2 * layers * b + a2a1) for upper, a, b in ars)
+                sync = s.allreduce_seconds
+                pieces = tuple((upper, 2 * layers * (a + sync) + a2a0, 2 * layers * b + a2a1) for upper, a, b in ars)
         stages = float(p)
         handoff = 0.0
         if p > 1 and fabric is not None:

@@ -320,14 +320,16 @@ def serve(
         ran = kernel(size, tensor, fabric, custom=stack.tp_allreduce == "custom")
         custom = ran != "NCCL"
         how = f"{ran} peer-to-peer kernel" if custom else ran
+        wait = f", each + {format_duration(stack.allreduce_seconds)}" if stack.allreduce_seconds else ""
+        kernels = (SOURCE if custom else "napkin.comm ring/NVLS model") + (wait and "; " + s.allreduce_source)
         steps.append(
             step(
                 "TP all-reduce per decode step",
                 "2·L all-reduces of b·d·2 B over the TP group, as the engine runs them: one-shot α₁ + (t−1)·S/B, "
                 "two-shot α₂ + 2(t−1)/t·S/B below 8 MiB, else NCCL (α–β)",
-                f"2 × {model.layers} × all-reduce({format_bytes_si(size)}, n = {tensor}) on {fabric.name}, {how}",
+                f"2 × {model.layers} × all-reduce({format_bytes_si(size)}, n = {tensor}) on {fabric.name}, {how}{wait}",
                 format_duration(decode_comm),
-                f"{sources.MEGATRON_TP}; {SOURCE if custom else 'napkin.comm ring/NVLS model'}",
+                f"{sources.MEGATRON_TP}; {kernels}",
             )
         )
 

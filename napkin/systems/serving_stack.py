@@ -115,6 +115,13 @@ class ServingStack(Record):
         description="fixed cost of one engine step of a TP group (> 1 GPU) beyond one GPU's: handing the step's "
         "inputs to every rank and waiting for the slowest",
     )
+    allreduce_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        lt=0.001,
+        description="GPU seconds each TP all-reduce waits beyond its kernel model: its barriers wait for the "
+        "slowest rank, so the cost goes with the number of all-reduces (2 per layer), not once per step",
+    )
     overlap_schedule: bool = Field(
         default=False,
         description="the host schedules a step while the GPU runs the previous one, so a step costs "
