@@ -149,8 +149,7 @@ def serve(
         device_bytes=cap,
     )
     cost = rep.step_cost()
-    step_fixed = cost.fixed + cost.hidden  # per step, with its TP step cost where t > 1 (SGLang: host, under the GPU)
-    under = " under the GPU's step (overlap scheduler): max(host, GPU)" if cost.hidden else ""
+    fixed = f"step cost {format_duration(cost.fixed + cost.hidden)}" + " under the GPU's (overlap)" * (cost.hidden > 0)
 
     # --- memory -------------------------------------------------------------------------------
     w_total, w_gpu, steps = weight_steps(model, fmt, s.group_size, tensor)
@@ -230,8 +229,7 @@ def serve(
         step(
             "TTFT (prefill of one prompt)",
             "Σ chunks of the token budget: step cost + max(weights / (bw × β), FLOPs / (t × peak × η_prefill))",
-            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); "
-            f"step cost {format_duration(step_fixed)}{under}",
+            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); " + fixed,
             format_duration(ttft),
             f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
@@ -281,8 +279,7 @@ def serve(
             "+ KV read / (bw × β_attention) + TP all-reduces"
             + (", at least b × host seconds per sequence (next line)" if cost.host_seq > 0 else ""),
             f"β_decode {stack.decode.bandwidth:g}, η_decode {stack.decode.compute:g}, "
-            f"β_attention {stack.attention_bandwidth:g} of {format_bandwidth(bw)} ({s.bandwidth_source}); "
-            f"step cost {format_duration(step_fixed)}{under}",
+            f"β_attention {stack.attention_bandwidth:g} of {format_bandwidth(bw)} ({s.bandwidth_source}); " + fixed,
             f"{format_duration(decode)} ({bound})",
             f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
