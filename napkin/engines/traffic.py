@@ -28,6 +28,7 @@ from pydantic import Field, computed_field
 
 from napkin.domain.base import Record
 from napkin.domain.layout import ServingLayout
+from napkin.engines.reserve import Decoding
 from napkin.results.result import Result
 from napkin.units import format_duration
 
@@ -209,6 +210,10 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
     mixed, reserve = sched.mixed, sched.reserve_peak
     owe = [0.0] * n_req  # outputs a running request may still add, as admission counted them (``reserve_peak``)
     owed, top = 0.0, float(max(outputs, default=0))
+    # the decoding sequences sorted for SGLang's check (one token per step), the prompts being filled, their keys
+    dec = Decoding() if reserve and tau == 1.0 else None
+    filling: set[int] = set()
+    key: list[tuple[int, int, int]] = [(0, 0, 0)] * n_req
     dec_base = prefill_kv = 0.0
     now = batch_time = 0.0
     # Inter-token gaps, as streaming clients measure them: every decode step gives each decoding sequence one
@@ -249,6 +254,8 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                 continue
             state[r] = 3
             done[r] = now
+            if dec is not None:
+                dec.remove(key[r])
             n_dec -= 1
             dec_base -= base[r]
             running -= 1
@@ -261,6 +268,8 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             r = order.pop()
             if state[r] == 2:
                 made = min(left[r], int(tau * (it - 1 - start[r])))
+                if dec is not None:
+                    dec.remove(key[r])
                 n_dec -= 1
                 dec_base -= base[r]
                 prompt[r] += 1 + made  # recompute: the prompt and what was generated
@@ -268,6 +277,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             elif state[r] == 1:
                 prefill_kv -= filled[r]
                 queue.remove(r)
+                filling.discard(r)
             else:
                 continue
             running -= 1
@@ -307,12 +317,16 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                     break
                 # SGLang's check, skipped where the free KV holds every output still owed (it then passes)
                 new = (left[r] + 1.0, float(prompt[r]))
-                if (
-                    reserve
-                    and free - rest <= owed + pending + new[0] + top
-                    and not peak_fits([*held(chunks), new], free - rest)
-                ):
-                    break
+                if reserve and free - rest <= owed + pending + new[0] + top:
+                    fits = None
+                    if dec is not None:
+                        others = [(left[x] + 1, prompt[x]) for x in filling]
+                        others += [(left[x] + 1, prompt[x]) for x, _ in chunks if state[x] == 0]
+                        fits = dec.fits(it, [*others, (left[r] + 1, prompt[r])], free - rest)
+                    if fits is None:
+                        fits = peak_fits([*held(chunks), new], free - rest)
+                    if not fits:
+                        break
                 pending += new[0]
                 free -= waste
             c = min(rest, room)
@@ -343,11 +357,13 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                     owe[r] = left[r] + 1.0
                     owed += owe[r]
                     order.append(r)
+                    filling.add(r)
                 filled[r] += c
                 prefill_kv += c
                 if filled[r] >= prompt[r]:
                     queue.popleft()
                     prefill_kv -= filled[r]
+                    filling.discard(r)
                     if first[r] == 0.0:
                         first[r] = now
                     steps = math.ceil(left[r] / tau) if left[r] > 0 else 0
@@ -358,6 +374,9 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                         dec_base += base[r]
                         n_dec += 1
                         heapq.heappush(heap, (joins + steps - 1, epoch[r], r))
+                        if dec is not None:
+                            key[r] = (left[r] + start[r] + 1, prompt[r] - start[r], r)
+                            dec.add(key[r])
                     else:
                         state[r] = 3
                         done[r] = now
