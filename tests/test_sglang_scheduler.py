@@ -4,6 +4,7 @@ chunks off), and the overlap scheduler's host work under the GPU's step (schedul
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -12,6 +13,7 @@ import pytest
 from napkin.api import get_hardware
 from napkin.api.serving import serving_fabric
 from napkin.engines.replica import Replica
+from napkin.engines.reserve import Decoding
 from napkin.engines.traffic import Scheduler, StepCost, peak_fits, simulate
 from napkin.systems.presets import get_preset
 from napkin.systems.serving_stack import get_serving
@@ -54,6 +56,51 @@ def test_reserving_outputs_admits_no_request_it_must_preempt() -> None:
     assert by_prompt.preemptions > 0
     assert reserved.preemptions == 0
     assert reserved.output_tokens == sum(outputs) and len(reserved.e2e) == n
+
+
+def test_the_sorted_decoding_list_answers_as_the_check_on_every_state() -> None:
+    """The decoding sequences kept sorted by fixed keys (reserve.Decoding) give peak_fits's answer: random states
+    with ties, free KV on either side of each state's threshold (whole and half tokens), and the list after
+    removals."""
+    rng = random.Random(5)
+    for case in range(300):
+        it = rng.randint(0, 50)
+        dec = Decoding()
+        keys = [(it + rng.randint(1, 30), rng.randint(-it, 60), r) for r in range(rng.randint(0, 60))]
+        for key in keys:
+            dec.add(key)
+        for key in rng.sample(keys, len(keys) // 4):
+            dec.remove(key)
+            keys.remove(key)
+        others = [(rng.randint(1, 30), rng.randint(0, 60)) for _ in range(rng.randint(1, 5))]
+        states = sorted(
+            [(float(k - it), float(p + it)) for k, p, _ in keys] + [(float(a), float(b)) for a, b in others]
+        )
+        n, held, worst = len(states), 0.0, -math.inf  # the least free KV that passes every check, less one
+        for i, (left, h) in enumerate(states):
+            worst = max(worst, (states[i + 1][0] if i + 1 < n else left) * (n - i) - held)
+            held += h
+        for free in (worst + d for d in (-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 2.5, 3.0, 50.0)):
+            assert dec.fits(it, others, free) == peak_fits(list(states), free), (case, free)
+
+
+def test_the_simulation_is_the_same_with_the_sorted_list_or_without(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Poisson arrivals into a cache that SGLang's check keeps full: the outcome is the same whether the check runs
+    on the sorted decoding list or on every running sequence listed (the list's ``fits`` declining)."""
+    rng = random.Random(7)
+    n = 400
+    times, t = [], 0.0
+    for _ in range(n):
+        t += rng.expovariate(40.0)
+        times.append(t)
+    prompts = [rng.randint(50, 1500) for _ in range(n)]
+    outputs = [rng.randint(1, 600) for _ in range(n)]
+    sched = Scheduler(token_budget=2048, max_seqs=256, kv_tokens=30_000, block=1, mixed=False, reserve_peak=True)
+    fast = simulate(times, prompts, outputs, COST, sched)
+    monkeypatch.setattr(Decoding, "fits", lambda *args: None)
+    slow = simulate(times, prompts, outputs, COST, sched)
+    assert fast == slow
+    assert fast.mean_batch > 20  # the check was busy: many sequences running
 
 
 def test_a_prefill_step_that_pauses_decoding_has_the_whole_budget() -> None:
