@@ -84,4 +84,18 @@ class Decoding:
                     return False
             return True
 
-        return passes(0, n)
+        # ranges doubling from the first check: a refusal is mostly at the first checks, and the bound of a short
+        # range near the start is tight where one from the start to the end is not (inlined: most ranges pass)
+        lo, hi, t = 0, 1, 0
+        while lo < n:
+            while t < s and at[t] < lo:
+                t += 1
+            b = hi if hi < n else n
+            e, u = (b if b < n else n - 1), t
+            while u < s and at[u] < e:
+                u += 1
+            end = others[u][0] if u < s and at[u] == e else ks[e - u] - it
+            if free + pp[lo - t] + it * (lo - t) + sh[t] - end * (n - lo) <= 2 and not passes(lo, b):
+                return False
+            lo, hi = hi, 2 * hi
+        return True
