@@ -326,10 +326,17 @@ def test_traffic_cli_json_is_strict_and_meets_a_loose_slo() -> None:
 def test_serving_layouts_are_structured_by_the_flags_names() -> None:
     """The degrees a user typed come back under the flags' names in traffic's and serve-plan's JSON, as step's."""
     args = ("--model", "mixtral-8x7b", "--hardware", "h100", "--rate", "2", "--prompt", "500", "--output", "50")
-    code, out, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "--requests", "50", "--json")
+    code, out, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "4", "--requests", "50", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["layout"] == {"tensor_parallel": 4, "pipeline_parallel": 1, "expert_parallel": 4, "dp_attention": 1}
+    # the old bare spelling means the same, with a note; a degree other than 1 or TP is one line naming the flag
+    code, old, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "--requests", "50", "--json")
+    assert code == 0 and json.loads(old)["layout"] == data["layout"]
+    assert "--expert-parallel alone is deprecated" in err
+    code, out, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "2", "--requests", "50")
+    assert code == 2 and err.startswith("napkin: error: --expert-parallel: '2' must be 1 or the replica's")
+    assert len(err.strip().splitlines()) == 1
     assert data["tensor_parallel"] == 4 and data["layout_text"] == "TP 4 · EP 4"
     code, out, err = cli("serve-plan", *args, "--ttft-p90", "2s", "--requests", "50", "--top", "1", "--json")
     assert code == 0, err

@@ -16,6 +16,7 @@ from napkin.api.serving_inputs import (
     block_of,
     build_replica,
     context_of,
+    experts_split,
     fraction_or_zero,
     positive,
     seed_of,
@@ -178,7 +179,7 @@ def traffic(
     gpus: Number | None = None,
     tensor_parallel: Number | None = None,
     pipeline_parallel: Number = 1,
-    expert_parallel: bool = False,
+    expert_parallel: bool | Number | None = False,
     dp_attention: bool = False,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
@@ -230,6 +231,7 @@ def traffic(
     quantiles = parse_percentiles(percentiles)
     p = positive(pipeline_parallel, "pipeline_parallel")
     g, t = tensor_of(gpus, tensor_parallel, arch, pipeline=p)  # default: one replica, TP = a stage's GPUs
+    expert_parallel = experts_split(expert_parallel, t)
     if (dp_attention or expert_parallel) and not arch.is_moe:
         raise UsageError(
             "dp_attention and expert_parallel need a mixture-of-experts model",

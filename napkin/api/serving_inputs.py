@@ -148,6 +148,24 @@ def positive(value: Number, field: str) -> int:
     return n
 
 
+def experts_split(value: bool | Number | None, tensor: int) -> bool:
+    """Whether a replica splits its routed experts over its TP group (EP = TP), from ``expert_parallel`` as the
+    training commands take it (a degree: 1, or here the replica's TP) or as a yes/no; "tp" is the flag alone."""
+    if value is None or value is False:
+        return False
+    if value is True or (isinstance(value, str) and value.strip().lower() == "tp"):
+        return True
+    n = positive(value, "expert_parallel")
+    if n not in (1, tensor):
+        raise UsageError(
+            f"expert_parallel: {value!r} must be 1 or the replica's tensor-parallel degree ({tensor}): a serving "
+            "replica splits its experts over its TP group",
+            field="expert_parallel",
+            also=("tensor_parallel",),
+        )
+    return n > 1
+
+
 def context_of(context: Number | None, arch: Model) -> int:
     length = optional(units.parse_length, context, "context") or arch.context
     if length is None:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -209,8 +209,30 @@ def _command_path() -> str:
     return ctx.command_path if ctx is not None else "napkin"
 
 
+#: Options that once were flags and now take a value: (command, option) → what the option alone means. The old
+#: bare spelling works for one release, with a note (README, conventions).
+BARE_OPTIONS: Final = {("traffic", "--expert-parallel"): ("tp", "the replica's TP degree")}
+
+
+def bare_options(args: list[str]) -> list[str]:
+    """``args`` with each once-bare option given the value it meant (``traffic --expert-parallel`` → ``… tp``)."""
+    command = next((arg for arg in args if not arg.startswith("-")), None)
+    out = list(args)
+    for (name, option), (value, meaning) in BARE_OPTIONS.items():
+        if command != name:
+            continue
+        for i in range(len(out) - 1, -1, -1):
+            if out[i] == option and (i + 1 == len(out) or out[i + 1].startswith("-")):
+                out.insert(i + 1, value)
+                note(f"{option} alone is deprecated and goes in the next release; write {option} N ({meaning})")
+    return out
+
+
 class NapkinGroup(typer.core.TyperGroup):
     """Click's usage errors as one line (``napkin: error: …``), exit code 2, no box, no traceback."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return list(super().parse_args(ctx, bare_options(args)))
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False

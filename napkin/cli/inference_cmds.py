@@ -114,7 +114,7 @@ LAYOUT = [
     _text("tensor_parallel", "TP degree of one replica (default: G / PP).", "INT", "--tensor-parallel", "-t"),
     _text("pipeline_parallel", "PP stages of one replica (micro-batches in flight).", "INT", default="1"),
     deprecated("-p", "pipeline_parallel", "--pipeline-parallel"),  # -p is the training commands' --precision
-    _flag("expert_parallel", "MoE: split routed experts over the replica's GPUs (all-to-all dispatch)."),
+    _text("expert_parallel", "EP: MoE experts split over this many GPUs, 1 or the replica's TP (all-to-all).", "INT"),
     _flag("dp_attention", "MoE: data-parallel attention (each GPU its own sequences and KV), EP experts."),
 ]
 FORMATS = [
