@@ -14,24 +14,10 @@ from napkin.api import get_hardware
 from napkin.api.serving import serving_fabric
 from napkin.engines.replica import Replica
 from napkin.engines.reserve import Decoding
-from napkin.engines.traffic import Scheduler, StepCost, peak_fits, simulate
+from napkin.engines.traffic import Scheduler, peak_fits, simulate
 from napkin.systems.presets import get_preset
 from napkin.systems.serving_stack import get_serving
-
-COST = StepCost(
-    fixed=1e-3,
-    comm_fixed=0.0,
-    comm_token=0.0,
-    dense=5e-3,
-    experts_all=0.0,
-    experts=1,
-    top_k=1,
-    ep_tokens=1.0,
-    decode_token=2e-6,
-    prefill_token=2e-5,
-    attention=1e-8,
-    prefill_pair=1e-10,
-)
+from tests.test_serving_engines import COST  # a step cost with round figures, shared with the scheduler tests there
 
 
 def test_the_admission_check_counts_what_finishing_requests_give_back() -> None:

@@ -163,6 +163,18 @@ class Knobs(NamedTuple):
         )
 
     @property
+    def shape(self) -> tuple[int, int, int, int, bool, Recompute]:
+        """(TP, CP, micro-batch, EP, SP, recompute): what one layer's work and tensors depend on."""
+        return (
+            self.tensor_parallel,
+            self.context_parallel,
+            self.micro_batch,
+            self.expert_parallel,
+            self.sequence_parallel,
+            self.recompute,
+        )
+
+    @property
     def gpus(self) -> int:
         return self.tensor_parallel * self.pipeline_parallel * self.context_parallel * self.data_parallel
 

@@ -266,14 +266,7 @@ class LayerModel:
         an all-gather of the same bytes), the layer's collectives (2 per forward, 2 per backward, 2 more per
         recomputed forward), and the last stage's logits (output layer and loss). Memoised: the planner asks for
         each shape many times."""
-        key = (
-            k.tensor_parallel,
-            k.context_parallel,
-            k.micro_batch,
-            k.expert_parallel,
-            k.sequence_parallel,
-            k.recompute,
-        )
+        key = k.shape
         found = self._passes.get(key)
         if found is not None:
             return found

@@ -79,14 +79,7 @@ class StepModel(LayerModel):
         """What one layer costs under ``k``'s shape (t, c, b, EP, SP, recompute), memoised: its passes
         (``layer_passes``), its matmuls (``layer_matmuls``), a frozen base's change (``frozen_layer``) and its
         attention scores."""
-        key = (
-            k.tensor_parallel,
-            k.context_parallel,
-            k.micro_batch,
-            k.expert_parallel,
-            k.sequence_parallel,
-            k.recompute,
-        )
+        key = k.shape
         found = self._shapes.get(key)
         if found is None:
             scores = self.layer(*key[:5]).scores
