@@ -108,3 +108,13 @@ def test_explain_names_the_ring_and_its_sources(napkin: Run) -> None:
     assert "exchanged_heads = query" in ring["substituted"] and "_attention.py" in ring["source"]
     other = next(s for s in steps if s["quantity"].startswith("other"))
     assert "ring attention" in other["substituted"]
+
+
+def test_a_cp_degree_past_the_one_validation_agrees_on_is_said_to_be_outside(napkin: Run) -> None:
+    """torchtitan's Table 2 agrees with napkin up to CP 2 and ran a third slower at CP 4 and 8: a layout past CP 2
+    says it is outside the validated region; CP 2 does not."""
+    base = ("step", "--model", "llama3.1-8b", "--gpus", "8", "--seq", "65536", "--stack", "torchtitan")
+    wide = napkin(*base, "--global-batch", "2", "--context-parallel", "4")
+    assert wide.exit_code == 0 and "outside the torchtitan stack's validated region: CP 4" in wide.stderr
+    narrow = napkin(*base, "--global-batch", "4", "--context-parallel", "2")
+    assert narrow.exit_code == 0 and "validated region" not in narrow.stderr

@@ -219,6 +219,13 @@ class Validated(Record):
         description="mixture-of-experts layouts where the validation runs agree: none, or expert parallelism "
         "spanning nodes (the in-node runs are validation runs too, and miss: README)",
     )
+    context_parallel: int = Field(
+        default=0,
+        ge=0,
+        le=1 << 20,
+        description="the largest context-parallel degree whose validation runs agree (0: not stated); the larger "
+        "ones are validation runs too, and miss: README",
+    )
 
     def outside(
         self,
@@ -228,6 +235,7 @@ class Validated(Record):
         across_nodes: bool,
         dtype: str,
         experts: Literal["dense", "in-node", "across-nodes"] = "dense",
+        context_parallel: int = 1,
     ) -> list[str]:
         """What of a layout its validation does not cover (empty: inside). ``experts``: a dense model, or an MoE
         whose expert-parallel group stays inside one node or spans nodes."""
@@ -244,6 +252,11 @@ class Validated(Record):
             out.append(f"{sharding} across nodes")
         if dtype not in self.dtypes:
             out.append(f"{dtype} (validated: {', '.join(self.dtypes) or 'none'})")
+        if self.context_parallel and context_parallel > self.context_parallel:
+            out.append(
+                f"CP {context_parallel} (published runs agree up to CP {self.context_parallel}; "
+                "beyond it they ran slower than predicted)"
+            )
         return out
 
 
