@@ -237,6 +237,22 @@ def test_a_small_cache_preempts_and_still_finishes_every_request() -> None:
     assert o.output_tokens == sum(outputs)
 
 
+def test_a_stack_that_reserves_whole_outputs_never_preempts() -> None:
+    """TensorRT-LLM's GUARANTEED_NO_EVICT: the same burst that preempts above runs with none, every request granted
+    its prompt, its whole output and half a block at admission; the grants never exceed the cache, so no more
+    than 8,000 / (200 + 100 + 8) of the shortest requests run at once. A request larger than the cache is refused."""
+    rng = random.Random(3)
+    n = 300
+    prompts = [rng.randint(200, 400) for _ in range(n)]
+    outputs = [rng.randint(100, 400) for _ in range(n)]
+    sched = Scheduler(token_budget=2048, max_seqs=256, kv_tokens=8_000, block=16, reserve_output=True)
+    o = simulate([0.0] * n, prompts, outputs, COST, sched)
+    assert o.preemptions == 0 and len(o.e2e) == n and o.output_tokens == sum(outputs)
+    assert o.mean_batch <= 8_000 / (200 + 100 + 8)
+    with pytest.raises(ValueError, match="reserves whole at admission"):
+        simulate([0.0], [5_000], [3_500], COST, sched)
+
+
 def test_percentiles_interpolate_like_numpy() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([10.0, 20.0], 90) == pytest.approx(19.0)

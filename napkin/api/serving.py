@@ -261,6 +261,15 @@ def traffic(
             f"({kv:,} tokens per scheduler); use more GPUs, --kv-dtype fp8 or smaller weights",
             field="prompt",
         )
+    whole = longest + workload.output.largest()
+    if replica.stack.reserve_output and kv < whole + replica.stack.block_size:
+        raise UsageError(
+            f"output: the longest request ({whole:,} tokens in and out) does not fit the engine's KV cache "
+            f"({kv:,} tokens per scheduler), which {settings.stack_name} reserves whole at admission; use more "
+            "GPUs, --kv-dtype fp8 or smaller weights",
+            field="output",
+            also=("prompt",),
+        )
     result = traffic_result(
         name,
         replica,

@@ -89,6 +89,7 @@ def scheduler(replica: Replica, workload: Workload, kv_tokens: int | None = None
         step_tokens=workload.speculative_tokens + 1,
         mixed=s.mixed_prefill,
         reserve_peak=s.reserve_peak,
+        reserve_output=s.reserve_output,
         overhead=s.request_seconds,
     )
 
@@ -173,8 +174,13 @@ def traffic_result(
         ),
         step(
             "scheduler model",
-            "iteration-level: decode every running sequence, prompt chunks FCFS up to the token budget; admit "
-            "when the prompt's KV fits; preempt the newest sequence when decode growth finds no block",
+            "iteration-level: decode every running sequence, prompt chunks FCFS up to the token budget; "
+            + (
+                "admit when the prompt's and the whole output's KV fit beside what running requests were granted "
+                "(GUARANTEED_NO_EVICT: no preemption)"
+                if replica.stack.reserve_output
+                else "admit when the prompt's KV fits; preempt the newest sequence when decode growth finds no block"
+            ),
             f"budget {replica.stack.max_num_batched_tokens:,}, max_num_seqs {replica.stack.max_num_seqs}",
             f"{outcome.steps:,} steps, {outcome.preemptions:,} preemptions",
             "Orca (Yu et al. 2022 §3); Sarathi-Serve (arXiv:2403.02310 §4); vLLM (arXiv:2309.06180 §4.5)",

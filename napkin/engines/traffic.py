@@ -6,7 +6,9 @@ speculative decoding) plus prompt chunks, first come first served, up to a token
 ``max_seqs`` sequences run at once (``max_num_seqs``). A waiting request is admitted only when the free KV
 cache holds its whole prompt (vLLM V0 ``BlockSpaceManager.can_allocate``; SGLang's scheduler does the same);
 when the decoding sequences' growth finds no free KV block, the most recently admitted one is preempted and
-recomputed later (vLLM ``PreemptionMode.RECOMPUTE``; Kwon et al. 2023, arXiv:2309.06180 §4.5). Iteration-level
+recomputed later (vLLM ``PreemptionMode.RECOMPUTE``; Kwon et al. 2023, arXiv:2309.06180 §4.5). A stack that
+reserves each request's whole output at admission (TensorRT-LLM's ``GUARANTEED_NO_EVICT`` capacity scheduler)
+admits only what its grants leave room for, and never preempts. Iteration-level
 scheduling itself is Orca's (Yu et al. 2022, OSDI, §3).
 
 A step costs ``StepCost.seconds`` (napkin.serving: the stack's achieved rates). Between events (an arrival
@@ -142,6 +144,7 @@ class Scheduler:
     mixed: bool = True  # prompt chunks share a step with decoding; False: a prefill step pauses decoding (SGLang)
     overhead: float = 0.0  # seconds each request spends outside the engine loop (API server, tokenizer)
     reserve_peak: bool = False  # admission also reserves the running sequences' outputs (SGLang, ``peak_fits``)
+    reserve_output: bool = False  # admission reserves KV for prompt + whole output (TRT-LLM GUARANTEED_NO_EVICT)
 
 
 def peak_fits(states: list[tuple[float, float]], free: float) -> bool:
@@ -194,6 +197,12 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
     waste = sched.block / 2.0  # a running sequence wastes half a block on average (paging)
     if any(p + waste > cap for p in prompts):
         raise ValueError(f"a prompt of {max(prompts):,} tokens does not fit the KV cache ({cap:,} tokens)")
+    if sched.reserve_output and any(p + o + waste > cap for p, o in zip(prompts, outputs, strict=True)):
+        longest = max(p + o for p, o in zip(prompts, outputs, strict=True))
+        raise ValueError(
+            f"a request of {longest:,} tokens (prompt + output) does not fit the KV cache ({cap:,} tokens), which "
+            "this stack reserves whole at admission"
+        )
     first = [0.0] * n_req
     done = [0.0] * n_req
     prompt = list(prompts)
@@ -210,6 +219,10 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
     mixed, reserve = sched.mixed, sched.reserve_peak
     owe = [0.0] * n_req  # outputs a running request may still add, as admission counted them (``reserve_peak``)
     owed, top = 0.0, float(max(outputs, default=0))
+    # GUARANTEED_NO_EVICT: what each running request was granted at admission (prompt, whole output, a block's
+    # waste) and their sum; nothing it grants is taken back, so nothing is preempted
+    grant = [0.0] * n_req
+    granted = 0.0
     # the decoding sequences sorted for SGLang's check (one token per step), the prompts being filled, their keys
     dec = Decoding() if reserve and tau == 1.0 else None
     filling: set[int] = set()
@@ -247,7 +260,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         return [(a, b) for a, b in out if a > 0]
 
     def pop_finished() -> None:
-        nonlocal n_dec, dec_base, running, finished, owed
+        nonlocal n_dec, dec_base, running, finished, owed, granted
         while heap and heap[0][0] < it:
             _, ep, r = heapq.heappop(heap)
             if ep != epoch[r] or state[r] != 2:
@@ -260,10 +273,11 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             dec_base -= base[r]
             running -= 1
             owed -= owe[r]
+            granted -= grant[r]
             finished += 1
 
     def preempt_one() -> bool:
-        nonlocal n_dec, dec_base, running, preempted, prefill_kv, owed
+        nonlocal n_dec, dec_base, running, preempted, prefill_kv, owed, granted
         while order:
             r = order.pop()
             if state[r] == 2:
@@ -282,6 +296,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                 continue
             running -= 1
             owed -= owe[r]
+            granted -= grant[r]
             epoch[r] += 1
             state[r] = 0
             filled[r] = 0
@@ -308,6 +323,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         free = cap - used - n_dec * tau
         chunks: list[tuple[int, int]] = []
         pending = 0.0  # outputs of this step's new prompts
+        granting = 0.0  # what this step's new prompts are granted (reserve_output)
         for r in queue:
             if room <= 0:
                 break
@@ -315,6 +331,10 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
             if state[r] == 0:
                 if running + len(chunks) >= max_seqs or free < rest + waste:
                     break
+                if sched.reserve_output:
+                    if granted + granting + prompt[r] + left[r] + 1 + waste > cap:
+                        break
+                    granting += prompt[r] + left[r] + 1 + waste
                 # SGLang's check, skipped where the free KV holds every output still owed (it then passes)
                 new = (left[r] + 1.0, float(prompt[r]))
                 if reserve and free - rest <= owed + pending + new[0] + top:
@@ -356,6 +376,9 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                     running += 1
                     owe[r] = left[r] + 1.0
                     owed += owe[r]
+                    if sched.reserve_output:
+                        grant[r] = prompt[r] + left[r] + 1.0 + waste
+                        granted += grant[r]
                     order.append(r)
                     filling.add(r)
                 filled[r] += c
@@ -382,6 +405,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                         done[r] = now
                         running -= 1
                         owed -= owe[r]
+                        granted -= grant[r]
                         finished += 1
             steps_run += 1
             if decoding:
