@@ -353,6 +353,14 @@ def test_serving_layouts_are_structured_by_the_flags_names() -> None:
     code, out, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "2", "--requests", "50")
     assert code == 2 and err.startswith("napkin: error: --expert-parallel: '2' must be 1 or the replica's")
     assert len(err.strip().splitlines()) == 1
+    code, out, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "-1", "--requests", "50")
+    assert code == 2 and err.startswith("napkin: error: --expert-parallel: '-1'") and len(err.splitlines()) == 1
+    dense = ("--model", "llama3.1-8b", *args[2:], "--gpus", "4", "--expert-parallel", "4")
+    code, out, err = cli("traffic", *dense)
+    assert (
+        code == 2
+        and err == "napkin: error: --expert-parallel: needs a mixture-of-experts model (llama3.1-8b is dense)\n"
+    )
     assert data["tensor_parallel"] == 4 and data["layout_text"] == "TP 4 · EP 4"
     code, out, err = cli("serve-plan", *args, "--ttft-p90", "2s", "--requests", "50", "--top", "1", "--json")
     assert code == 0, err

@@ -177,6 +177,16 @@ def test_a_layout_the_stack_cannot_run_names_the_field(napkin: Run) -> None:
         assert r.exit_code == 2 and r.stderr.startswith(f"napkin: error: {field}"), (extra, r.stderr)
 
 
+def test_memory_refuses_what_step_refuses_and_defaults_as_step_does(napkin: Run) -> None:
+    """DeepSpeed's pipeline engine runs ZeRO-1 or none: memory refuses ZeRO-3 with PP as step does, and max-model,
+    which pools ZeRO-3 by default, takes ZeRO-1 there instead of failing."""
+    base = ("--gpus", "64", "--stack", "deepspeed", "--tensor-parallel", "4", "--pipeline-parallel", "4")
+    refused = napkin("memory", "--model", "llama3-70b", *base, "--sharding", "zero3")
+    assert refused.exit_code == 2 and refused.stderr.startswith("napkin: error: --sharding: the stack deepspeed runs")
+    assert json.loads(napkin("memory", "--model", "llama3-70b", *base, "--json").stdout)["sharding"] == "zero1"
+    assert napkin("max-model", *base).exit_code == 0
+
+
 def test_the_plan_searches_only_what_the_stack_offers() -> None:
     result = api.plan(model="llama3-8b", gpus=64, global_batch=128, cluster="dgx-h100", stack="llm-foundry", top=20)
     assert result.layouts and all(r.stack == "llm-foundry" for r in result.layouts)

@@ -233,10 +233,8 @@ def traffic(
     g, t = tensor_of(gpus, tensor_parallel, arch, pipeline=p)  # default: one replica, TP = a stage's GPUs
     expert_parallel = experts_split(expert_parallel, t)
     if (dp_attention or expert_parallel) and not arch.is_moe:
-        raise UsageError(
-            "dp_attention and expert_parallel need a mixture-of-experts model",
-            field="dp_attention" if dp_attention else "expert_parallel",
-        )
+        field = "dp_attention" if dp_attention else "expert_parallel"
+        raise UsageError(f"{field}: needs a mixture-of-experts model ({name} is dense)", field=field)
     profile = get_hardware(hardware, hardware_file)
     asked = ServingOptions.given(options)
     chosen = serving_stack(asked)

@@ -214,6 +214,11 @@ def _command_path() -> str:
 BARE_OPTIONS: Final = {("traffic", "--expert-parallel"): ("tp", "the replica's TP degree")}
 
 
+def _an_option(arg: str) -> bool:
+    """Whether ``arg`` is an option (``--json``, ``-t``), not a value such as ``-1``."""
+    return arg.startswith("-") and not arg[1:2].isdigit() and arg[1:2] != "."
+
+
 def bare_options(args: list[str]) -> list[str]:
     """``args`` with each once-bare option given the value it meant (``traffic --expert-parallel`` → ``… tp``)."""
     command = next((arg for arg in args if not arg.startswith("-")), None)
@@ -222,7 +227,7 @@ def bare_options(args: list[str]) -> list[str]:
         if command != name:
             continue
         for i in range(len(out) - 1, -1, -1):
-            if out[i] == option and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            if out[i] == option and (i + 1 == len(out) or _an_option(out[i + 1])):
                 out.insert(i + 1, value)
                 note(f"{option} alone is deprecated and goes in the next release; write {option} N ({meaning})")
     return out

@@ -55,6 +55,11 @@ def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
         raise UsageError(
             f"sharding: the stack {stack} offers {', '.join(offers.sharding)}, not {layout.sharding}", field="sharding"
         )
+    check_pipeline_sharding(offers, layout, stack)
+
+
+def check_pipeline_sharding(offers: Offers, layout: Layout, stack: str) -> None:
+    """A sharding the stack does not run with pipeline parallelism is an error naming both fields."""
     if not offered_with_pipeline(offers, layout.sharding, layout.pipeline_parallel):
         allowed = ", ".join(offers.pipeline_sharding or ())
         raise UsageError(

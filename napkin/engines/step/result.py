@@ -141,7 +141,8 @@ class StepResult(Result):
         return rows
 
     def caption(self) -> str:
-        return "step = compute + exposed TP comm + bubble + exposed DP comm + optimizer + other (p2p, EP, CP)"
+        other = "p2p, EP, CP, activation offload" if self.activation_offload_seconds else "p2p, EP, CP"
+        return f"step = compute + exposed TP comm + bubble + exposed DP comm + optimizer + other ({other})"
 
 
 def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
