@@ -5,6 +5,8 @@ that states nothing about either keeps napkin's 16-bit count."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from napkin import api
@@ -100,3 +102,16 @@ def test_memory_refuses_fp8_where_step_does() -> None:
         api.step(model="llama3-8b", gpus=8, global_batch=8, hardware="a100", dtype="fp8")
     with pytest.raises(UsageError, match=r"^dtype: fp8 is a full-training recipe here"):
         api.memory(model="llama3-8b", gpus=8, finetune="lora", dtype="fp8")
+
+
+def test_memory_and_max_model_name_the_number_format_their_verdict_rests_on(napkin: Run) -> None:
+    """Megatron-Bridge's GB200 Llama 3 70B recipe fits in fp8 and not in bf16 (README): the heading and the JSON
+    say which was assumed."""
+    args = ("memory", "--model", "llama3-70b", "--gpus", "64", "--hardware", "gb200", "--sharding", "fsdp")
+    args += ("--micro-batch", "2", "--global-batch", "256", "--activation-offload-layers", "40")
+    fp8 = napkin(*args, "--dtype", "fp8")
+    assert fp8.stdout.startswith("Memory per GPU: 70.6 B params, adamw, mixed, fp8, megatron-core")
+    assert json.loads(napkin(*args, "--dtype", "fp8", "--json").stdout)["dtype"] == "fp8"
+    bf16 = json.loads(napkin(*args, "--json").stdout)
+    assert bf16["dtype"] == "bf16" and not bf16["fits"]
+    assert napkin("max-model", "--gpus", "8", "--dtype", "fp8").stdout.startswith("Largest trainable model (fp8, ")

@@ -134,7 +134,8 @@ def _sizing(
     from napkin.engines.step.checks import check_pipeline_sharding, offered_with_pipeline
     from napkin.systems.stack import recipe_memory
 
-    fp8 = choice(Dtype, dtype, "dtype") is Dtype.fp8
+    number = choice(Dtype, dtype, "dtype")
+    fp8 = number is Dtype.fp8
     adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.mixed)
     recompute_given = shape.get("recompute")
     lay = split_layout(shape)
@@ -227,7 +228,7 @@ def _sizing(
     if solve_for_n:  # max_model: the same inputs, solved for N
         from napkin.engines.memory import max_model as solve
 
-        solved = solve(got.gpus, profile, **common).model_copy(update={"stack": software.name})
+        solved = solve(got.gpus, profile, **common).model_copy(update={"stack": software.name, "dtype": number})
         own = offers.sharding[0]
         if "sharding" not in lay.model_fields_set and solved.gpus > 1 and solved.sharding is not own:
             solved.notes.append(  # say what memory needs to agree with this answer
@@ -236,7 +237,9 @@ def _sizing(
             )
         return said(described(solved, got.chosen, got.seq, got.seq_source), profile, software)
     assert got.params is not None
-    result = engine(got.params, profile, gpus=got.gpus, **common).model_copy(update={"stack": software.name})
+    result = engine(got.params, profile, gpus=got.gpus, **common).model_copy(
+        update={"stack": software.name, "dtype": number}
+    )
     return said(described(result, got.chosen, got.seq, got.seq_source), profile, software)
 
 

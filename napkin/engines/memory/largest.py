@@ -10,7 +10,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from napkin import sources
-from napkin.domain.choices import Optimizer, Precision, Sharding
+from napkin.domain.choices import Dtype, Optimizer, Precision, Sharding
 from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.engines.memory.result import capacity, memory
@@ -63,9 +63,11 @@ class MaxModelResult(ModelResult):
     )
     excluded: str
     stack: str | None = Field(default=None, description="the software stack whose own memory is counted")
+    dtype: Dtype = Field(default=Dtype.bf16, description="the matmuls' number format (fp8: the stack's fp8 memory)")
 
     def heading(self) -> str:
-        return self.title + (f" ({self.stack})" if self.stack else "")
+        named = ", ".join(x for x in (self.dtype if self.dtype is not Dtype.bf16 else None, self.stack) if x)
+        return self.title + (f" ({named})" if named else "")
 
     def rows(self) -> list[tuple[str, str]]:
         shown = {"master_weights": "fp32 master"}  # the mixed regimes' fp32 copy of each weight

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field
 
 from napkin import sources
 from napkin.domain.base import Record
-from napkin.domain.choices import Optimizer, Precision, Sharding
+from napkin.domain.choices import Dtype, Optimizer, Precision, Sharding
 from napkin.domain.layout import MAX_LISTED_STAGES, Layout, uneven_note
 from napkin.engines.memory.stages import (
     OFFLOADED,
@@ -90,10 +90,11 @@ class MemoryResult(ModelResult):
     activation_bytes_per_layer: float | None = None
     max_micro_batch: int | None = None
     stack: str | None = Field(default=None, description="the software stack whose own memory is counted")
+    dtype: Dtype = Field(default=Dtype.bf16, description="the matmuls' number format (fp8: the stack's fp8 memory)")
 
     def heading(self) -> str:
-        stack = f", {self.stack}" if self.stack else ""
-        return f"Memory per GPU: {format_count(self.params)} params, {self.optimizer}, {self.precision}{stack}"
+        more = (f", {self.dtype}" if self.dtype is not Dtype.bf16 else "") + (f", {self.stack}" if self.stack else "")
+        return f"Memory per GPU: {format_count(self.params)} params, {self.optimizer}, {self.precision}{more}"
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [("layout", self.layout.describe())]
@@ -116,10 +117,8 @@ class MemoryResult(ModelResult):
         if self.reserve_bytes:
             rows.append(("reserved", format_bytes(self.reserve_bytes)))
         scope = "" if counted else " (model states only)"
-        if self.fits:
-            rows.append(("verdict", f"fits{scope}: headroom {format_bytes(self.headroom_bytes)}"))
-        else:
-            rows.append(("verdict", f"does NOT fit{scope}: short by {format_bytes(-self.headroom_bytes)}"))
+        short = f"does NOT fit{scope}: short by {format_bytes(-self.headroom_bytes)}"
+        rows.append(("verdict", f"fits{scope}: headroom {format_bytes(self.headroom_bytes)}" if self.fits else short))
         if self.max_micro_batch is not None:
             rows.append(
                 ("largest micro-batch", f"{self.max_micro_batch} sequence{'' if self.max_micro_batch == 1 else 's'}")
