@@ -107,8 +107,8 @@ def test_memory_refuses_fp8_where_step_does() -> None:
 def test_memory_and_max_model_name_the_number_format_their_verdict_rests_on(napkin: Run) -> None:
     """Megatron-Bridge's GB200 Llama 3 70B recipe fits in fp8 and not in bf16 (README): the heading and the JSON
     say which was assumed."""
-    args = ("memory", "--model", "llama3-70b", "--gpus", "64", "--hardware", "gb200", "--sharding", "fsdp")
-    args += ("--micro-batch", "2", "--global-batch", "256", "--activation-offload-layers", "40")
+    run = ("memory", "--model", "llama3-70b", "--gpus", "64", "--hardware", "gb200", "--sharding", "fsdp")
+    args = (*run, "--micro-batch", "2", "--global-batch", "256", "--activation-offload-layers", "40")
     fp8 = napkin(*args, "--dtype", "fp8")
     assert fp8.stdout.startswith("Memory per GPU: 70.6 B params, adamw, mixed, fp8, megatron-core")
     assert json.loads(napkin(*args, "--dtype", "fp8", "--json").stdout)["dtype"] == "fp8"
