@@ -118,3 +118,5 @@ def test_a_cp_degree_past_the_one_validation_agrees_on_is_said_to_be_outside(nap
     assert wide.exit_code == 0 and "outside the torchtitan stack's validated region: CP 4" in wide.stderr
     narrow = napkin(*base, "--global-batch", "4", "--context-parallel", "2")
     assert narrow.exit_code == 0 and "validated region" not in narrow.stderr
+    data = json.loads(napkin(*base, "--global-batch", "2", "--context-parallel", "4", "--json").stdout)
+    assert data["validated"] is False and data["outside_validation"][0].startswith("CP 4 (")

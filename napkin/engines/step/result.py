@@ -74,6 +74,7 @@ class StepResult(Result):
     reserve_bytes: float = Field(default=0.0, description="memory kept free per GPU (--reserve)")
     fits: bool
     validated: bool = Field(default=True, description="inside the region the stack's published runs validate")
+    outside_validation: list[str] = Field(default_factory=list, description="what of it they do not cover")
     finetune: str = Field(default="full", description="full, lora or qlora")
     lora_rank: int | None = None
     lora_targets: list[str] | None = None
@@ -408,6 +409,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         steps=steps,
         warnings=list(mem.warnings),
         validated=not outside,
+        outside_validation=outside,
         finetune=str(sm.adapters.finetune) if sm.adapters else "full",
         lora_rank=sm.adapters.rank if sm.adapters else None,
         lora_targets=list(sm.adapters.targets) if sm.adapters else None,
