@@ -243,7 +243,12 @@ BAD_INPUTS = [
     (["max-model", "--precision", "fp8"], 2, "napkin: error: Invalid value for '--precision' / '-p': 'fp8'"),
     (["max-model", "--sharding", "zero4"], 2, "napkin: error: Invalid value for '--sharding': 'zero4' is not one of"),
     (["max-model", "--gpus", "0"], 2, "napkin: error: --gpus: '0' must be positive"),
-    (["max-model", "--reserve", "200GB"], 2, "napkin: error: --reserve (200 GB (186 GiB)) leaves no room on h100-sxm"),
+    (
+        ["max-model", "--reserve", "200GB"],
+        2,
+        "napkin: error: --reserve: '200GB' is 200 GB (186 GiB), not less than the device's",
+    ),
+    (["memory", "--model", "llama3-8b", "--reserve", "1e30"], 2, "napkin: error: --reserve: '1e30' is 1.00e12 EB"),
     (["memory", "--gpus", "8"], 2, "napkin: error: --params (or --model) is required"),
     (
         ["memory", "-N", "7B", "--micro-batch", "4"],

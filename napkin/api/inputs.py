@@ -507,9 +507,16 @@ def reserve_of(reserve: Number, capacity: float) -> float:
     from napkin.engines.memory import parse_reserve
 
     try:
-        return parse_reserve(str(reserve), capacity)
+        held = parse_reserve(str(reserve), capacity)
     except UsageError as exc:
         raise UsageError(str(exc), field="reserve") from None
+    if capacity > 0 and held >= capacity:
+        raise UsageError(
+            f"reserve: {reserve!r} is {units.format_bytes(held)}, not less than the device's "
+            f"{units.format_bytes(capacity)}; give bytes (4GB) or a fraction of it (10%)",
+            field="reserve",
+        )
+    return held
 
 
 @dataclass(frozen=True)
