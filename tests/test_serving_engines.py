@@ -345,6 +345,7 @@ def test_serving_layouts_are_structured_by_the_flags_names() -> None:
     code, out, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "4", "--requests", "50", "--json")
     assert code == 0, err
     data = json.loads(out)
+    assert (data["weights_format"], data["kv_dtype"]) == ("bf16", "bf16")  # the formats it assumed, named
     assert data["layout"] == {"tensor_parallel": 4, "pipeline_parallel": 1, "expert_parallel": 4, "dp_attention": 1}
     # the old bare spelling means the same, with a note; a degree other than 1 or TP is one line naming the flag
     code, old, err = cli("traffic", *args, "--gpus", "4", "--expert-parallel", "--requests", "50", "--json")

@@ -569,6 +569,9 @@ class TrafficResult(Result):
     pipeline_parallel: int
     replicas: int
     layout: ServingLayout
+    weights_format: str = Field(default="bf16", description="the weights' number format")
+    kv_dtype: str = Field(default="bf16", description="the KV cache's number format")
+    reserve_output: bool = Field(default=False, description="admission reserves each request's whole output")
     rate: float = Field(description="requests per second offered to all replicas")
     requests: int = Field(description="requests simulated per scheduler")
     seed: int
@@ -615,6 +618,7 @@ class TrafficResult(Result):
         rows = [
             ("offered", f"{self.rate:,.4g} req/s (Poisson, seed {self.seed}, {self.requests:,} requests)"),
             ("lengths", f"prompt {self.prompt}, output {self.output}"),
+            ("formats", f"{self.weights_format} weights, {self.kv_dtype} KV cache"),
             (
                 "engine",
                 f"{self.replicas} replica(s); KV {self.kv_capacity_tokens:,} tokens, "
@@ -647,8 +651,13 @@ class TrafficResult(Result):
 
     def caption(self) -> str:
         return (
-            "iteration-level scheduler model: chunked prefill under the token budget, admission by free KV, "
-            "preemption by recompute; step costs at the stack's achieved rates"
+            "iteration-level scheduler model: chunked prefill under the token budget, "
+            + (
+                "admission when prompt and whole output fit (no preemption)"
+                if self.reserve_output
+                else "admission by free KV, preemption by recompute"
+            )
+            + "; step costs at the stack's achieved rates"
         )
 
 
