@@ -165,3 +165,15 @@ def test_a_negative_offload_says_zero_is_allowed(napkin: Run) -> None:
     got = napkin("memory", "--model", "llama3-8b", "--activation-offload-layers", "-1")
     assert got.exit_code == 2 and len(got.stderr.strip().splitlines()) == 1
     assert "--activation-offload-layers" in got.stderr and "0 or a positive whole number" in got.stderr
+
+
+def test_a_stack_without_activation_offload_refuses_it(napkin: Run) -> None:
+    """Megatron-Core's cpu_offloading is the offload napkin models; torchtitan and DeepSpeed state none, so memory and
+    step refuse it there with one line, as they refuse a parallelism a stack does not run."""
+    for command, extra in (("memory", ()), ("step", ("--global-batch", "64"))):
+        for name in ("torchtitan", "deepspeed"):
+            offload = ("--stack", name, "--activation-offload-layers", "40")
+            r = napkin(command, "--model", "llama3-70b", "--gpus", "64", *extra, *offload)
+            assert r.exit_code == 2 and r.stderr.startswith(
+                f"napkin: error: --activation-offload-layers: the stack {name} does not offload"
+            ), r.stderr

@@ -131,7 +131,7 @@ def _sizing(
     whose linear layers keep the stack's bytes per saved input (full training only)."""
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
-    from napkin.engines.step.checks import check_pipeline_sharding, offered_with_pipeline
+    from napkin.engines.step.checks import check_activation_offload, check_pipeline_sharding, offered_with_pipeline
     from napkin.systems.stack import recipe_memory
 
     number = choice(Dtype, dtype, "dtype")
@@ -183,6 +183,7 @@ def _sizing(
         # DeepSpeed's pipeline engine runs ZeRO-1 or none: its first, as step takes the stack's default
         lay = lay.model_copy(update={"sharding": (offers.pipeline_sharding or offers.sharding)[0]})
     check_pipeline_sharding(offers, lay, software.name)  # as step refuses it
+    check_activation_offload(offers, lay, software.name)
     if "sequence_parallel" not in lay.model_fields_set and lay.tensor_parallel > 1:
         lay = lay.model_copy(update={"sequence_parallel": offers.sequence})  # on where the stack offers it
     if flash_attention is None and (model is not None or model_config is not None or shape.get("layers")):

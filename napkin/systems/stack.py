@@ -158,6 +158,9 @@ class Parallelism(Record):
     context: bool
     expert: bool
     sharding: list[Sharding] = Field(min_length=1, description="data-parallel sharding it offers, its default first")
+    activation_offload: bool = Field(
+        default=False, description="activations offloaded to CPU memory layer by layer (Megatron-Core cpu_offloading)"
+    )
     pipeline_sharding: list[Sharding] | None = Field(
         default=None,
         min_length=1,
@@ -371,6 +374,7 @@ class Offers:
     schedules: tuple[Schedule, ...] = tuple(Schedule)
     #: the sharding it runs with PP > 1 (None: all of ``sharding``)
     pipeline_sharding: tuple[Sharding, ...] | None = None
+    activation_offload: bool = True
 
     def data_parallel_only(self) -> Offers:
         """These offers with data parallelism alone, what napkin models for LoRA/QLoRA: replicated (DDP) or with
@@ -426,6 +430,7 @@ class Training(Record):
             tuple(p.sharding),
             tuple(self.pipeline.schedules),
             None if p.pipeline_sharding is None else tuple(p.pipeline_sharding),
+            p.activation_offload,
         )
 
     @model_validator(mode="after")

@@ -56,6 +56,7 @@ def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
             f"sharding: the stack {stack} offers {', '.join(offers.sharding)}, not {layout.sharding}", field="sharding"
         )
     check_pipeline_sharding(offers, layout, stack)
+    check_activation_offload(offers, layout, stack)
 
 
 def check_pipeline_sharding(offers: Offers, layout: Layout, stack: str) -> None:
@@ -120,3 +121,13 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int, batc
             also=("pipeline_parallel", "global_batch", "micro_batch"),
         )
     return Knobs.of(resolved, micro_batch)
+
+
+def check_activation_offload(offers: Offers, layout: Layout, stack: str) -> None:
+    """Activation offload on a stack that has none is an error naming the field."""
+    if layout.activation_offload_layers and not offers.activation_offload:
+        raise UsageError(
+            f"activation_offload_layers: the stack {stack} does not offload activations to CPU memory (Megatron-Core's "
+            "cpu_offloading does: --stack megatron-core); use 0",
+            field="activation_offload_layers",
+        )
