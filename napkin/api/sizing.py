@@ -131,7 +131,7 @@ def _sizing(
     whose linear layers keep the stack's bytes per saved input (full training only)."""
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
-    from napkin.engines.step.checks import check_activation_offload, check_pipeline_sharding, offered_with_pipeline
+    from napkin.engines.step.checks import check_offered, offered_with_pipeline
     from napkin.systems.stack import recipe_memory
 
     number = choice(Dtype, dtype, "dtype")
@@ -168,24 +168,17 @@ def _sizing(
         )
     software = get_stack(stack, stack_file)
     offers = software.trains().offers()
-    sharding_given = "sharding" in lay.model_fields_set
-    if sharding_given:
-        if not offered_sharding(offers, lay.sharding):
-            raise UsageError(
-                f"sharding: the stack {software.name} offers {', '.join(offers.sharding)}, not {lay.sharding}",
-                field="sharding",
-            )
-    elif not solve_for_n or not offered_sharding(offers, lay.sharding):
-        # memory: the stack's own default, as step and plan take it (Megatron-Core's distributed optimizer, ZeRO-1);
-        # max-model: ZeRO-3 where the stack offers it, the memory pooled over every GPU (the largest that fits)
-        lay = lay.model_copy(update={"sharding": offers.sharding[0]})
-    if not sharding_given and not offered_with_pipeline(offers, lay.sharding, lay.pipeline_parallel):
-        # DeepSpeed's pipeline engine runs ZeRO-1 or none: its first, as step takes the stack's default
-        lay = lay.model_copy(update={"sharding": (offers.pipeline_sharding or offers.sharding)[0]})
-    check_pipeline_sharding(offers, lay, software.name)  # as step refuses it
-    check_activation_offload(offers, lay, software.name)
+    if "sharding" not in lay.model_fields_set:
+        if not solve_for_n or not offered_sharding(offers, lay.sharding):
+            # memory: the stack's own default, as step and plan take it (Megatron-Core's distributed optimizer,
+            # ZeRO-1); max-model: ZeRO-3 where the stack offers it, the memory pooled over every GPU
+            lay = lay.model_copy(update={"sharding": offers.sharding[0]})
+        if not offered_with_pipeline(offers, lay.sharding, lay.pipeline_parallel):
+            # DeepSpeed's pipeline engine runs ZeRO-1 or none: its first, as step takes the stack's default
+            lay = lay.model_copy(update={"sharding": (offers.pipeline_sharding or offers.sharding)[0]})
     if "sequence_parallel" not in lay.model_fields_set and lay.tensor_parallel > 1:
         lay = lay.model_copy(update={"sequence_parallel": offers.sequence})  # on where the stack offers it
+    check_offered(offers, lay, software.name)  # what step refuses, memory refuses
     if flash_attention is None and (model is not None or model_config is not None or shape.get("layers")):
         flash_attention = software.trains().attention.fused
     got = _memory_inputs(

@@ -37,7 +37,7 @@ def offered_with_pipeline(offers: Offers, sharding: Sharding, pipeline_parallel:
     return _among(sharding, offers.pipeline_sharding)
 
 
-def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
+def check_offered(offers: Offers, layout: Layout, stack: str) -> None:
     """A layout the stack cannot run is an error naming the field and what the stack offers."""
     for field, degree, offered, what in (
         ("tensor_parallel", layout.tensor_parallel, offers.tensor, "tensor parallelism"),
@@ -55,12 +55,6 @@ def _check_offered(offers: Offers, layout: Layout, stack: str) -> None:
         raise UsageError(
             f"sharding: the stack {stack} offers {', '.join(offers.sharding)}, not {layout.sharding}", field="sharding"
         )
-    check_pipeline_sharding(offers, layout, stack)
-    check_activation_offload(offers, layout, stack)
-
-
-def check_pipeline_sharding(offers: Offers, layout: Layout, stack: str) -> None:
-    """A sharding the stack does not run with pipeline parallelism is an error naming both fields."""
     if not offered_with_pipeline(offers, layout.sharding, layout.pipeline_parallel):
         allowed = ", ".join(offers.pipeline_sharding or ())
         raise UsageError(
@@ -68,6 +62,12 @@ def check_pipeline_sharding(offers: Offers, layout: Layout, stack: str) -> None:
             "use one of those, or pipeline_parallel 1",
             field="sharding",
             also=("pipeline_parallel",),
+        )
+    if layout.activation_offload_layers and not offers.activation_offload:
+        raise UsageError(
+            f"activation_offload_layers: the stack {stack} does not offload activations to CPU memory (the "
+            "megatron-core stacks' cpu_offloading does); use 0",
+            field="activation_offload_layers",
         )
 
 
@@ -109,7 +109,7 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int, batc
             also=("tensor_parallel", "seq"),
         )
     if sm.offers is not None:
-        _check_offered(sm.offers, resolved, sm.stack.name)
+        check_offered(sm.offers, resolved, sm.stack.name)
     if resolved.dp * resolved.context_parallel == 1 and resolved.sharding is not Sharding.none:
         resolved = resolved.model_copy(update={"sharding": Sharding.none})  # one replica: nothing to shard over
     if resolved.interleave > 1 and m % resolved.pipeline_parallel:
@@ -121,13 +121,3 @@ def check_knobs(sm: StepModel, layout: Layout, micro_batch: int, gpus: int, batc
             also=("pipeline_parallel", "global_batch", "micro_batch"),
         )
     return Knobs.of(resolved, micro_batch)
-
-
-def check_activation_offload(offers: Offers, layout: Layout, stack: str) -> None:
-    """Activation offload on a stack that has none is an error naming the field."""
-    if layout.activation_offload_layers and not offers.activation_offload:
-        raise UsageError(
-            f"activation_offload_layers: the stack {stack} does not offload activations to CPU memory (Megatron-Core's "
-            "cpu_offloading does: --stack megatron-core); use 0",
-            field="activation_offload_layers",
-        )
