@@ -196,7 +196,7 @@ def traffic(
     """Requests at ``rate`` per second (Poisson, seeded) with ``prompt``/``output`` length distributions through
     an iteration-level model of the engine's scheduler on ``gpus`` GPUs: throughput, TTFT / TPOT / end-to-end
     percentiles, and with an SLO (``ttft_p90="2s"`` …) whether it is met and the largest rate that meets it."""
-    from napkin.engines.load import Workload, traffic_result
+    from napkin.engines.load import Workload, held_at_admission, traffic_result
 
     shape = {k: v for k, v in options.items() if k in SHAPE_FIELDS}
     slo = parse_slo({k: v for k, v in options.items() if k in SLO_FIELDS})
@@ -259,8 +259,8 @@ def traffic(
             f"({kv:,} tokens per scheduler); use more GPUs, --kv-dtype fp8 or smaller weights",
             field="prompt",
         )
-    whole = longest + workload.output.largest()
-    if replica.stack.reserve_output and kv < whole + replica.stack.block_size:
+    if replica.stack.reserve_output and kv < held_at_admission(replica, workload):
+        whole = longest + workload.output.largest()
         raise UsageError(
             f"output: the longest request ({whole:,} tokens in and out) does not fit the engine's KV cache "
             f"({kv:,} tokens per scheduler), which {settings.stack_name} reserves whole at admission; use more "

@@ -78,6 +78,13 @@ def step_cost(replica: Replica, workload: Workload) -> StepCost:
     )
 
 
+def held_at_admission(replica: Replica, workload: Workload) -> int:
+    """KV tokens the longest request needs to be admitted: its prompt, or with a stack that reserves outputs
+    (TensorRT-LLM's GUARANTEED_NO_EVICT) its prompt and whole output; a block's waste on top."""
+    whole = workload.prompt.largest() + (workload.output.largest() if replica.stack.reserve_output else 0)
+    return whole + replica.stack.block_size
+
+
 def scheduler(replica: Replica, workload: Workload, kv_tokens: int | None = None) -> Scheduler:
     s = replica.stack
     return Scheduler(

@@ -20,7 +20,7 @@ from pydantic import Field, computed_field
 from napkin.domain.base import Record
 from napkin.domain.layout import ServingLayout
 from napkin.domain.model import Model
-from napkin.engines.load import Workload, max_rate, run, service_rate, serving_layout
+from napkin.engines.load import Workload, held_at_admission, max_rate, run, service_rate, serving_layout
 from napkin.engines.replica import Replica
 from napkin.engines.traffic import Slo
 from napkin.results.explain import step
@@ -120,13 +120,6 @@ def _latency(d: Deployment) -> str:
     return f"TTFT {format_duration(d.ttft_seconds)}, TPOT {format_duration(d.tpot_seconds)}; {d.bottleneck}"
 
 
-def _held_at_admission(replica: Replica, workload: Workload) -> int:
-    """KV tokens the longest request needs to be admitted: its prompt, or with a stack that reserves outputs
-    (TensorRT-LLM's GUARANTEED_NO_EVICT) its prompt and whole output; a block's waste on top."""
-    whole = workload.prompt.largest() + (workload.output.largest() if replica.stack.reserve_output else 0)
-    return whole + replica.stack.block_size
-
-
 def plan(
     name: str,
     model: Model,
@@ -138,7 +131,7 @@ def plan(
     top: int = 5,
 ) -> ServePlanResult:
     """Rank ``candidates`` by cost at ``workload.rate`` within ``slo``."""
-    fitting = [c for c in candidates if c.replica.kv_tokens() >= _held_at_admission(c.replica, workload)]
+    fitting = [c for c in candidates if c.replica.kv_tokens() >= held_at_admission(c.replica, workload)]
     bounded = []
     for c in fitting:
         capacity = service_rate(c.replica, workload) * c.replica.ranks
