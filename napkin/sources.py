@@ -191,6 +191,11 @@ LORA_ACTIVATIONS: Final = (
     "attention) with huggingface/peft v0.21.2 tuners/lora/layer.py Linear.forward (x cast to the adapter dtype): "
     "saved tensors counted with torch.autograd.graph.saved_tensors_hooks (tests/test_finetune.py)"
 )
+FINETUNE_RUNTIME: Final = (
+    "napkin fit: the mean excess of QwenLM/Qwen README @ 2df8e8a 'Profiling of Memory and Speed' (one A100, "
+    "PyTorch 2.0, LoRA r 64) over the counted tensors on its calibration rows (Qwen-7B and 14B at 256 tokens: "
+    "1.49, 1.61 GB); validated on its 16 other rows (tests/test_finetune_published.py)"
+)
 LOSS_BACKWARD: Final = (
     "huggingface/transformers v5.24 loss/loss_utils.py ForCausalLMLoss (logits.float(), then "
     "torch.nn.functional.cross_entropy = log_softmax + nll_loss): the backward of the loss allocates a fp32 "
