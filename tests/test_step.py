@@ -878,6 +878,16 @@ def test_plan_rows_are_distinct_and_show_sequence_parallelism() -> None:
     assert all(("SP" in row[1]) == r.layout.sequence_parallel for row, r in zip(rows, result.layouts, strict=True))
 
 
+def test_plan_names_shardings_as_its_stack_does_and_lists_no_hsdp_twin_on_one_node() -> None:
+    """torchtitan offers FSDP (its ZeRO-3) and HSDP; on one 8-GPU node HSDP shards over the same 8 GPUs as FSDP, so
+    it is the same layout and is not listed beside it; across nodes it is a layout of its own."""
+    one = api.plan(model="llama3-8b", gpus=8, global_batch_tokens="1M", stack="torchtitan", top=50)
+    assert {r.layout.sharding for r in one.layouts} <= {Sharding.fsdp, Sharding.none}
+    many = api.plan(model="llama3-8b", gpus=64, global_batch_tokens="1M", stack="torchtitan", top=200)
+    assert Sharding.hsdp in {r.layout.sharding for r in many.layouts}
+    assert Sharding.zero3 not in {r.layout.sharding for r in many.layouts}
+
+
 def test_the_readme_gives_the_materialised_attention_mfu_of_its_plan() -> None:
     """The plan's default is its stack's attention (megatron-core: fused, causal); the README quotes the same plan
     with the scores materialised and counted whole, which is slower."""

@@ -26,7 +26,10 @@ from napkin.engines.step import (
     build_result,
     offered_sharding,
     offered_with_pipeline,
+    own_name,
 )
+from napkin.engines.step.knobs import ranks_near
+from napkin.engines.step.machine import FULL_SHARD
 from napkin.errors import UsageError
 from napkin.results.result import TableResult
 from napkin.systems.stack import Offers
@@ -62,7 +65,9 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
         for c in powers_of_two(16)
         if c == 1 or (offers.context and sm.seq % (2 * c) == 0 and sm.seq // c >= MIN_CONTEXT_CHUNK)
     ]
-    shardings = [z for z in SHARDING if offered_sharding(offers, z)] or [offers.sharding[0]]
+    # each sharding under the stack's own name (torchtitan's ZeRO-3 is FSDP), as step and memory print it
+    shardings = list(dict.fromkeys(own_name(offers, z) for z in SHARDING if offered_sharding(offers, z)))
+    shardings = shardings or [offers.sharding[0]]
     interleaved = "interleaved" in offers.schedules
     # with FlashAttention there are no scores to keep, so selective recomputation is no recomputation
     recomputes = [r for r in RECOMPUTE if not (sm.flash and r is Recompute.selective)]
@@ -95,6 +100,8 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                         for v in vs:
                             for r in recomputes:
                                 for z in pipe_shardings if d * c > 1 else (Sharding.none,):
+                                    if z is Sharding.hsdp and ranks_near(d * c, dom, t) == d * c:
+                                        continue  # the DP group within one domain: HSDP is FULL_SHARD there
                                     out.append(
                                         Knobs(
                                             tensor_parallel=t,
@@ -227,13 +234,14 @@ def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[s
     """The layouts people try first, among ``everything`` the planner enumerated: ZeRO-3 data parallelism alone,
     TP within the node; and TP across nodes, which it does not enumerate."""
     dom, heads = sm.hw.fabric.domain_size, sm.model.heads or 1
+    full = own_name(sm.offers or Offers(), Sharding.zero3)
     out = [
         (
-            "ZeRO-3 alone (TP 1, PP 1)",
+            f"{'FSDP' if full is Sharding.fsdp else 'ZeRO-3'} alone (TP 1, PP 1)",
             [
                 k
                 for k in everything
-                if k.tensor_parallel == k.pipeline_parallel == k.context_parallel == 1 and k.sharding is Sharding.zero3
+                if k.tensor_parallel == k.pipeline_parallel == k.context_parallel == 1 and k.sharding in FULL_SHARD
             ],
         )
     ]
@@ -258,7 +266,7 @@ def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[s
                         micro_batch=b,
                         sequence_parallel=True,
                         recompute=r,
-                        sharding=z,
+                        sharding=own_name(sm.offers or Offers(), z),
                     )
                     for b in MICRO_BATCHES
                     if sm.batch % (b * d) == 0

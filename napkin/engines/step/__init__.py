@@ -41,7 +41,7 @@ and the stack). The names below are re-exported here.
 """
 
 from napkin.engines.memory import COMPONENTS
-from napkin.engines.step.checks import check_knobs, offered_sharding, offered_with_pipeline
+from napkin.engines.step.checks import check_knobs, offered_sharding, offered_with_pipeline, own_name
 from napkin.engines.step.knobs import BREAKDOWN, Knobs, LayerPasses, LayerTimes, Pace, Terms, pipeline_bubble
 from napkin.engines.step.machine import Machine, machine
 from napkin.engines.step.model import StepModel
@@ -64,5 +64,6 @@ __all__ = [
     "offered_sharding",
     "offered_with_pipeline",
     "outside_validation",
+    "own_name",
     "pipeline_bubble",
 ]

@@ -30,6 +30,13 @@ def offered_sharding(offers: Offers, sharding: Sharding) -> bool:
     return _among(sharding, offers.sharding)
 
 
+def own_name(offers: Offers, sharding: Sharding) -> Sharding:
+    """``sharding`` as the stack names it: ZeRO-3 is FSDP on a stack that offers FSDP and not ZeRO-3."""
+    if sharding in FULL_SHARD and sharding not in offers.sharding:
+        return next((z for z in offers.sharding if z in FULL_SHARD), sharding)
+    return sharding
+
+
 def offered_with_pipeline(offers: Offers, sharding: Sharding, pipeline_parallel: int) -> bool:
     """Whether a stack runs ``sharding`` at this pipeline degree (DeepSpeed's pipeline engine refuses ZeRO-2/3)."""
     if pipeline_parallel == 1 or offers.pipeline_sharding is None:
