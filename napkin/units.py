@@ -98,6 +98,7 @@ _EXAMPLES: Final = {
     "power": "a positive power such as 700 W or 1 kW",
     "duration": "a positive duration such as 90d, 36 hours, 2w or 3600 (seconds)",
     "number": "a positive number such as 90, 2.49 or 1.2e3",
+    "length": "a positive length such as 8192, 32k (= 32,768) or 1M (= 2^20)",
 }
 
 
@@ -422,7 +423,7 @@ def parse_length_rounded(text: str | float | int, what: str = "value") -> int:
     return parse_length(text, what, whole=False)
 
 
-_LENGTH: Final = "a positive length such as 8192, 32k (= 32,768) or 1M (= 2^20)"
+_LENGTH: Final = _EXAMPLES["length"]
 
 
 def parse_length(text: str | float | int, what: str = "value", *, whole: bool = True) -> int:
@@ -439,7 +440,7 @@ def parse_length(text: str | float | int, what: str = "value", *, whole: bool = 
         except UsageError:  # quote what the user wrote (-8k, not -8) and what a length accepts
             raise UsageError(f"{what}: {_shown(text.strip())} is not a positive length; expected {_LENGTH}") from None
     else:
-        value = parse_count(text, what)
+        value = _parse(text, COUNT_UNITS, "length", what)
     if not whole:
         value = float(max(1, round(value)))
     if value != int(value):

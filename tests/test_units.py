@@ -82,6 +82,14 @@ def test_bad_counts_are_rejected_with_the_accepted_forms(text: str) -> None:
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("text", ["0", "-5", "abc", "nan", "70X", "-8k"])
+def test_a_bad_length_names_the_forms_a_length_takes_not_a_parameter_count(text: str) -> None:
+    with pytest.raises(UsageError) as info:
+        units.parse_length(text, "--seq")
+    message = str(info.value)
+    assert message.startswith("--seq: ") and "8192, 32k (= 32,768)" in message and "70B" not in message
+
+
 @pytest.mark.parametrize("text", ["0 GB", "80 GX", "-1GB", "GB", "80 gigs"])
 def test_bad_bytes(text: str) -> None:
     with pytest.raises(UsageError, match=r"GB = 1e9 B, GiB = 2\^30 B"):
