@@ -163,6 +163,17 @@ def links(urls: Sequence[str]) -> Links:
     return out
 
 
+def numbered(title: str, items: Sequence[str], mark: str) -> Table:
+    """A titled list, each item behind its number (``mark``: ``"{}."`` or ``"[{}]"``), wrapped at the whole width
+    between words: the long texts a sheet's values refer to."""
+    table = Table(title=title, box=None, show_header=False, title_justify="left", title_style="bold", pad_edge=False)
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("text")
+    for n, item in enumerate(items, 1):
+        table.add_row(mark.format(n), Wrapped(item))
+    return table
+
+
 def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None = None) -> Table:
     table = Table(
         title=title,
@@ -172,7 +183,10 @@ def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None 
         caption=caption,
         caption_justify="left",
     )
-    table.add_column("quantity", style="bold")
+    rows = list(rows)
+    # a name is never cut: its column is as wide as the longest (up to 48, leaving 80 columns room for values)
+    longest = min(48, max((len(key) for key, _ in rows), default=0))
+    table.add_column("quantity", style="bold", min_width=longest)
     table.add_column("value", overflow="fold")
     for key, value in rows:
         table.add_row(key, Wrapped(value))

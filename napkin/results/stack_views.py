@@ -63,6 +63,16 @@ def _text(value: object) -> str:
     return str(value)
 
 
+#: The source shown for a serving value the profile leaves unset.
+DEFAULT: Final = "napkin's default"
+
+
+def _bytes(value: float) -> str:
+    from napkin.units import format_bytes
+
+    return format_bytes(value)
+
+
 def stack_values(stack: Stack) -> list[tuple[str, str, str]]:
     """(path, value, source) of every training value of ``stack``, then every serving value."""
     out = []
@@ -71,7 +81,10 @@ def stack_values(stack: Stack) -> list[tuple[str, str, str]]:
             value: Any = stack.serving
             for part in path.split("."):
                 value = getattr(value, part)
-            out.append((f"serving.{path}", _text(value), stack.cited(path.split(".")[0])))
+            shown = _bytes(value) if path.endswith("bytes") and isinstance(value, int | float) else _text(value)
+            top = path.split(".")[0]
+            given = top in stack.serving.model_fields_set or top == "engine"  # the engine is what the file is
+            out.append((f"serving.{path}", shown, stack.covering(top) or ("" if given else DEFAULT)))
     t = stack.training
     if t is None:
         return out
@@ -93,14 +106,26 @@ class StackSheet(Result):
     def heading(self) -> str:
         return self.loaded.profile.display_name
 
+    def _notes(self) -> dict[str, int]:
+        """Each value's source text, numbered once in order of first use (a section shares one)."""
+        notes: dict[str, int] = {}
+        titles = {src.title for src in self.loaded.profile.sources}
+        for _, _, source in stack_values(self.loaded.profile):
+            if source and source not in titles and source != DEFAULT:
+                notes.setdefault(source, len(notes) + 1)
+        return notes
+
     def rows(self) -> list[tuple[str, str]]:
         s = self.loaded.profile
         rows = [("name", s.name), ("aliases", ", ".join(s.aliases) or "–"), ("version", s.version)]
-        previous = None
-        for path, value, source in stack_values(s):  # a section's source once, after its first value
-            rows.append((path, value if source == previous else f"{value}  [{source}]"))
-            previous = source
-        rows += [("source", f"{src.title} [{n}]") for n, src in enumerate(s.sources, 1)]
+        notes, titles = self._notes(), [src.title for src in s.sources]
+        for path, value, source in stack_values(s):  # the source under the table, by its number
+            mark = ""
+            if source in titles:
+                mark = f"  [{titles.index(source) + 1}]"
+            elif source:
+                mark = f"  ({DEFAULT})" if source == DEFAULT else f"  (note {notes[source]})"
+            rows.append((path, value + mark))
         if s.notes:
             rows.append(("notes", s.notes))
         rows.append(("file", f"{self.loaded.path} ({self.loaded.origin})"))
@@ -109,7 +134,12 @@ class StackSheet(Result):
     def extras(self) -> list[Any]:
         from napkin.results import render
 
-        return [render.links([src.url for src in self.loaded.profile.sources])]
+        sources, notes = self.loaded.profile.sources, self._notes()
+        return [
+            *([render.numbered("notes (where each value comes from)", list(notes), "{}.")] if notes else []),
+            render.numbered("sources", [src.title for src in sources], "[{}]"),
+            render.links([src.url for src in sources]),
+        ]
 
     def to_json(self, explain: bool = False) -> Any:
         return fields(self.loaded.profile, origin=self.loaded.origin, path=self.loaded.path)

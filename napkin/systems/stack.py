@@ -504,12 +504,16 @@ class Stack(Profile):
             )
         return self.training
 
-    def cited(self, field: str) -> str:
-        """The source whose ``covers`` names ``field`` (a serving value), else the first source."""
+    def covering(self, field: str) -> str | None:
+        """The title of the source whose ``covers`` names ``field`` (a serving value), if one does."""
         for source in self.sources:
             if source.covers and field in [c.strip() for c in source.covers.split(",")]:
                 return source.title
-        return self.sources[0].title
+        return None
+
+    def cited(self, field: str) -> str:
+        """The source of a serving value: the one that covers it, else that the profile leaves napkin's default."""
+        return self.covering(field) or f"the {self.name} profile leaves {field} at napkin's default"
 
     def knobs(self, hardware: str = "") -> StackKnobs:
         """The training values as plain numbers, the attention efficiency that of ``hardware``."""
