@@ -408,7 +408,7 @@ def test_max_model_answers_the_largest_model_to_qlora(napkin: Run) -> None:
     assert "upper bound" in result.stdout and "nf4 (double quantization)" in result.stdout
     answer = napkin_json(napkin, "max-model", "--finetune", "qlora", "--gpus", "1", "--hardware", "l40s")
     # the 44.39 GiB an L40S reports to torch (its profile's memory_usable), all of it NF4
-    assert answer["params"] == pytest.approx(44.39 * 2**30 / NF4_DQ_BYTES)
+    assert answer["weights_only_params"] == pytest.approx(44.39 * 2**30 / NF4_DQ_BYTES)
     shaped = napkin_json(
         napkin, "max-model", "--finetune", "qlora", "--hardware", "l40s", "--model", "llama3-70b", "--seq", "2048"
     )
@@ -419,7 +419,12 @@ def test_max_model_answers_the_largest_model_to_qlora(napkin: Run) -> None:
     # embeddings) and Llama 3's 128K vocabulary it is below the QLoRA paper's 65B, whose own settings
     # test_qlora_fits_a_65b_model_on_one_48gb_gpu_and_lora_does_not checks
     assert answer["shape"]["per_gpu_bytes"] <= answer["memory_bytes"]
-    assert 60e9 < answer["fits_params"] < answer["params"]
+    assert 60e9 < answer["params"] < answer["weights_only_params"]
+    # the library answers the same question the same way: .params is the largest model that fits, as for full training
+    from napkin import max_model
+
+    library = max_model(finetune="qlora", gpus=1, hardware="l40s")
+    assert library.params == answer["params"] == answer["fits_params"] and "params=6" in repr(library)
 
 
 def napkin_json(run: Run, *args: str) -> Any:

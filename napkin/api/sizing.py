@@ -344,7 +344,7 @@ def _adapter_memory(
         memory_bytes=room,
         capacity_source=cap[1],
         reserve_bytes=reserve_bytes,
-        params=room / per_param,
+        weights_only_params=room / per_param,
         shape=shaped,
         reference=reference,
         shape_layers=arch.layers if reference is not None and arch is not None else None,

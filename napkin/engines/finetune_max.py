@@ -63,7 +63,7 @@ class FinetuneMaxResult(ModelResult):
     memory_bytes: float = Field(description="capacity − reserve, summed over the GPUs when sharded")
     capacity_source: str
     reserve_bytes: float
-    params: float = Field(description="upper bound: the frozen weights alone filling the memory")
+    weights_only_params: float = Field(description="upper bound: the frozen weights alone filling the memory")
     shape: FinetuneMemoryResult | None = Field(default=None, description="the given (or reference) model, fine-tuned")
     reference: str | None = Field(default=None, description="the published shape scaled when no model is given")
     shape_layers: int | None = Field(default=None, description="layers of the reference shape that fit")
@@ -74,13 +74,18 @@ class FinetuneMaxResult(ModelResult):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def fits_params(self) -> int | None:
-        """Parameters of the largest model that fits with everything counted (None: none does)."""
+    def params(self) -> int:
+        """The answer, as full training's max-model gives it: parameters of the largest model that fits with
+        everything counted (the reference shape scaled, or the given shape's most layers); 0 when none does."""
         if self.reference is not None and self.shape is not None:
             return self.shape.params
-        if self.max_layers_params is not None:
-            return self.max_layers_params
-        return None
+        return self.max_layers_params or 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def fits_params(self) -> int | None:
+        """``params`` under its earlier name (None where nothing fits); kept for one release."""
+        return self.params or None
 
     def rows(self) -> list[tuple[str, str]]:
         base = str(self.base_format) + (" (double quantization)" if self.double_quant else "")
@@ -118,7 +123,7 @@ class FinetuneMaxResult(ModelResult):
                     f"{self.max_layers} layers: {format_count(self.max_layers_params)} params (width fixed)",
                 )
             )
-        rows.append(("upper bound", f"{format_count(self.params)} params: the frozen weights alone"))
+        rows.append(("upper bound", f"{format_count(self.weights_only_params)} params: the frozen weights alone"))
         return rows
 
     def caption(self) -> str:
