@@ -270,3 +270,18 @@ def test_the_longest_context_at_batch_1_is_what_the_engine_s_capacity_holds() ->
     (they differed by 3 tokens on an L4: 37,347 against 37,344)."""
     r = napkin.inference(model="llama3.1-8b", hardware="l4", context="8k")
     assert r.max_context == r.kv_capacity_tokens and r.kv_capacity_tokens % 16 == 0
+
+
+def test_a_serving_context_says_where_it_came_from() -> None:
+    """Issue 22: a length is never taken silently. Without --context, kv-cache and inference size each sequence
+    at the model's longest context (Llama 3.1's 131,072 tokens, as vLLM's max_model_len defaults) and say so in
+    the table, the JSON and first in --explain; a prompt and an output make the context their sum."""
+    runner = CliRunner()
+    shown = runner.invoke(app, ["kv-cache", "--model", "llama3.1-8b"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0 and "1 × 131,072 tokens (the model's longest)" in shown.stdout
+    data = json.loads(runner.invoke(app, ["inference", "--model", "llama3.1-8b", "--json", "--explain"]).stdout)
+    assert data["context"] == 131_072 and data["context_source"].startswith("the model's longest context")
+    assert data["steps"][0]["quantity"] == "context" and "max_model_len" in data["steps"][0]["source"]
+    summed = napkin.inference(model="llama3.1-8b", prompt=1000, output=200)
+    assert (summed.context, summed.context_source) == (1200, "prompt + output")
+    assert napkin.kv_cache(model="llama3.1-8b", context="8k").context_source == "given"

@@ -27,6 +27,7 @@ from napkin.api.serving_inputs import (
     serving_stack,
     tensor_of,
     tp_split,
+    with_context_source,
     with_stack,
 )
 from napkin.api.traffic_inputs import (
@@ -85,11 +86,11 @@ def kv_cache(
     name, arch, notes = serving_model(model, model_config, shape)
     t = positive(tensor_parallel, "tensor_parallel")
     tp_split(arch, t)
-    length = context_of(context, arch)
+    length, source = context_of(context, arch)
     b = positive(batch, "batch")
     result = engine(name, arch, length, b, choice(KvDtype, kv_dtype, "kv_dtype"), block_of(block_size, paged), t)
     result.notes[:0] = list(notes)
-    return result
+    return with_context_source(result, source)
 
 
 @keywords(SHAPE_FIELDS)
@@ -124,7 +125,9 @@ def inference(
     length = optional(units.parse_length, context, "context")
     if length is None and p is not None and o is not None:
         length = p + o
-    length = context_of(length, arch)
+    length, source = context_of(length, arch)
+    if context is None and source == "given":
+        source = "prompt + output"
     given = [name for name, v in (("prompt", p), ("output", o)) if v is not None]
     o = o if o is not None else min(512, length // 2) if p is None else length - p
     p = p if p is not None else length - o
@@ -164,7 +167,7 @@ def inference(
         fabric=serving_fabric(profile, t),
     )
     result.notes[:0] = list(notes)
-    return said(result, profile, chosen)
+    return said(with_context_source(result, source), profile, chosen)
 
 
 @keywords(SHAPE_FIELDS, SLO_FIELDS)

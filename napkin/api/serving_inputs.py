@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from napkin import units
 from napkin.api.inputs import (
@@ -23,6 +23,8 @@ from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
+    from napkin.engines.inference_result import InferenceResult
+    from napkin.engines.kv_cache import KvCacheResult
     from napkin.systems.profiles import HardwareProfile
     from napkin.systems.stack import Stack
 
@@ -166,13 +168,38 @@ def experts_split(value: bool | Number | None, tensor: int) -> bool:
     return n > 1
 
 
-def context_of(context: Number | None, arch: Model) -> int:
-    length = optional(units.parse_length, context, "context") or arch.context
+#: Where a serving context comes from when none is given: the model's own longest, as engines default to it.
+MODEL_CONTEXT: Final = (
+    "the model's longest context (a config's max_position_embeddings, a preset's published context), as vLLM's "
+    "max_model_len defaults to it (vllm/config ModelConfig, v0.10.1)"
+)
+
+
+def context_of(context: Number | None, arch: Model) -> tuple[int, str]:
+    """(tokens per sequence, where they came from): given, else the model's longest context."""
+    given = optional(units.parse_length, context, "context")
+    length = given or arch.context
     if length is None:
         raise UsageError("context is required (this model has no default context length)", field="context")
     if length < 1:
         raise UsageError(f"context: {context!r} must be at least 1 token", field="context")
-    return length
+    return length, "given" if given else MODEL_CONTEXT
+
+
+R = TypeVar("R", "KvCacheResult", "InferenceResult")
+
+
+def with_context_source(result: R, source: str) -> R:
+    """``result`` saying where its context came from, in its rows, its JSON and first in ``--explain``."""
+    from napkin.engines.kv_cache import short_source
+    from napkin.results.explain import step
+
+    result.context_source = source
+    shown = short_source(source)
+    result.steps.insert(
+        0, step("context", "tokens per sequence (prompt + output)", shown, f"{result.context:,} tokens", source)
+    )
+    return result
 
 
 def serving_fabric(profile: HardwareProfile, tensor: int) -> Any:

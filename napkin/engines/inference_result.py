@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from napkin.domain.base import Record
+from napkin.engines.kv_cache import short_source
 from napkin.engines.serving_formats import GROUP_SIZE, KvDtype, WeightFormat
 from napkin.results.result import Result
 from napkin.systems.serving_stack import Phase, ServingStack
@@ -82,6 +83,9 @@ class InferenceResult(Result):
     weights_format: WeightFormat
     kv_dtype: KvDtype
     context: int
+    context_source: str = Field(
+        default="given", description="where context came from: given, prompt + output, or the model's own"
+    )
     prompt: int
     output: int
     batch: int
@@ -144,6 +148,7 @@ class InferenceResult(Result):
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [
+            ("context", f"{self.context:,} tokens per sequence ({short_source(self.context_source)})"),
             ("formats", f"{self.weights_format} weights, {self.kv_dtype} KV cache"),
             ("weights per GPU", format_bytes(self.weights_bytes_per_gpu)),
             (f"KV cache ({self.batch} × {self.context:,})", format_bytes(self.kv_cache_bytes_per_gpu)),

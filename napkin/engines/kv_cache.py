@@ -74,6 +74,11 @@ def _kv_formula(model: Model) -> tuple[str, str, str]:
     )
 
 
+def short_source(source: str) -> str:
+    """A context's source as a table cell shows it: the model's own longest context is named, not cited."""
+    return "the model's longest" if source.startswith("the model's longest") else source
+
+
 class KvCacheResult(Result):
     """``napkin kv-cache``: bytes of the KV cache for a batch of sequences."""
 
@@ -83,6 +88,7 @@ class KvCacheResult(Result):
     model: str
     attention: str
     context: int
+    context_source: str = Field(default="given", description="where context came from: given, or the model's own")
     batch: int
     kv_dtype: KvDtype
     block_size: int | None
@@ -98,7 +104,7 @@ class KvCacheResult(Result):
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [
-            ("sequences", f"{self.batch} × {self.context:,} tokens"),
+            ("sequences", f"{self.batch} × {self.context:,} tokens ({short_source(self.context_source)})"),
             ("attention", self.attention),
             ("KV dtype", str(self.kv_dtype)),
             ("per token", format_bytes(self.kv_bytes_per_token)),
