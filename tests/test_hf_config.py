@@ -194,6 +194,20 @@ def test_a_config_napkin_cannot_represent_is_refused_naming_the_key(change: dict
     assert info.value.field == "model_config"
 
 
+def test_a_nested_config_names_the_key_where_it_is() -> None:
+    """Llama 4 keeps its language model in text_config: an error names text_config.num_attention_heads, the key a
+    user must fix, not a top-level num_attention_heads the file does not have."""
+    data = config("llama-4-scout")
+    text = data["text_config"]
+    assert isinstance(text, dict)
+    data = {**data, "text_config": {**text, "num_attention_heads": 41}}
+    with pytest.raises(UsageError) as info:
+        read_config(data)
+    assert "text_config.num_attention_heads (41) must be a multiple of text_config.num_key_value_heads (8)" in str(
+        info.value
+    )
+
+
 def test_deepseek_v3_leaves_out_its_multi_token_prediction_module_and_says_so() -> None:
     """DeepSeek-V3 §2.2 and its model card: 671 B main-model parameters; the Hub's 685 B adds the MTP module."""
     read = read_config(config("deepseek-v3"))

@@ -106,8 +106,9 @@ class HfModel:
 
 
 class _Reader:
-    def __init__(self, c: dict[str, Any], where: str, field: str) -> None:
+    def __init__(self, c: dict[str, Any], where: str, field: str, prefix: str = "") -> None:
         self.c, self.where, self.field = c, where, field
+        self.prefix = prefix  # "text_config." when the language model's keys are nested there
         self.keys: dict[str, str] = {}
         self.notes: list[str] = []
         self.warnings: list[str] = []
@@ -120,7 +121,8 @@ class _Reader:
         return None
 
     def fail(self, key: str, message: str) -> UsageError:
-        return UsageError(f"{self.field}: {self.where}: {key}: {message}", field=self.field)
+        shown = key if key == "config" else self.prefix + key
+        return UsageError(f"{self.field}: {self.where}: {shown}: {message}", field=self.field)
 
     def flags(self, key: str) -> list[int]:
         """A list of whole numbers (layer indices or 0/1 flags), or [] when the key is absent."""
@@ -313,7 +315,7 @@ def read_config(
 ) -> HfModel:
     """The ``Model`` a parsed config.json describes (``where`` names it in errors, ``field`` the input)."""
     c, notes = _text_part(data, field)
-    r = _Reader(c, where, field)
+    r = _Reader(c, where, field, "text_config." if isinstance(data.get("text_config"), dict) else "")
     r.notes += notes
     mt = str(c.get("model_type") or "")
     fam = FAMILIES.get(mt)
@@ -422,7 +424,7 @@ def read_config(
         target = str(err["loc"][0]) if err["loc"] else ""
         message = err["msg"].removeprefix("Value error, ")
         for napkin_name, key in r.keys.items():
-            message = re.sub(rf"\b{napkin_name}\b", key, message)  # the config's own key names
+            message = re.sub(rf"\b{napkin_name}\b", r.prefix + key, message)  # the config's own key names
         raise r.fail(r.keys.get(target, target or "config"), message) from None
     label = name or hub_name(data) or where
     return HfModel(
