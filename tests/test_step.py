@@ -1178,3 +1178,15 @@ def test_megatron_overlaps_tp_only_with_sequence_parallelism_and_sends_only_inte
     assert terms(1.0, **sp).other == terms(0.0, **sp).other > 0  # 1F1B: sends in line
     interleaved = {**sp, "interleave": 5}
     assert terms(1.0, **interleaved).other == 0 < terms(0.0, **interleaved).other
+
+
+def test_step_and_plan_say_where_their_sequence_length_came_from() -> None:
+    """Issue 22: every output that depends on the sequence length prints it and where it came from."""
+    preset = api.step(model="llama3-8b", gpus=8, global_batch=64)
+    assert (preset.seq, preset.seq_source) == (8192, "the llama3-8b preset's training length")
+    assert ("sequence", "8,192 tokens (the llama3-8b preset's training length)") in preset.rows()
+    given = api.plan(model="llama3-8b", gpus=8, global_batch=64, seq="4k", top=1)
+    assert (given.seq, given.seq_source) == (4096, "given") and "(the sequence:" not in (given.caption() or "")
+    assert "(the sequence: the llama3-8b preset's training length)" in (
+        api.plan(model="llama3-8b", gpus=8, global_batch=64, top=1).caption() or ""
+    )

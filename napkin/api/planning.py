@@ -239,6 +239,7 @@ def step(**options: Any) -> StepResult:
 
     sm, knobs, chosen, batch_tokens = step_setup(**options)
     result = build_result(sm, knobs, chosen.name or "custom")
+    result.seq_source = chosen.seq_source or "given"
     result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     result.warnings[:0] = list(chosen.warnings)
@@ -261,6 +262,7 @@ def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
     adapters = AdapterOptions.take(options).adapters(o.optimizer, o.precision, Precision.mixed)
     sm, chosen, batch_tokens = step_model(o, options, adapters=adapters, gpus=g)
     result = engine(sm, g, chosen.name or "custom", n)
+    result.seq_source = chosen.seq_source or "given"
     result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens, g)]
     result.warnings[:0] = list(chosen.warnings)

@@ -138,6 +138,7 @@ class PlanResult(TableResult):
     gpus: int
     global_batch: int
     seq: int
+    seq_source: str = Field(default="given", description="where seq came from: given, or a preset's default")
     considered: int = Field(description="valid layouts enumerated")
     fitting: int = Field(description="of those, the ones that fit in memory")
     finetune: str = Field(default="full", description="full training, or lora/qlora adapters on a frozen base")
@@ -200,8 +201,9 @@ class PlanResult(TableResult):
             if any(not r.validated for r in self.layouts)
             else ""
         )
+        seq = "" if self.seq_source == "given" else f" (the sequence: {self.seq_source})"
         return (
-            f"{self.cluster}{dtype}, {self.global_batch:,} × {self.seq:,} tokens per step. {self.considered:,} "
+            f"{self.cluster}{dtype}, {self.global_batch:,} × {self.seq:,} tokens per step{seq}. {self.considered:,} "
             f"layouts considered, {self.fitting:,} fit. {self.explanation}{outside}"
         )
 

@@ -58,6 +58,7 @@ class StepResult(Result):
     overlap_grad_reduce: bool = Field(description="the gradient reduction overlaps the last backward")
     gradient_accumulation_fusion: bool = Field(description="weight-gradient GEMMs accumulate into the gradients")
     seq: int
+    seq_source: str = Field(default="given", description="where seq came from: given, or a preset's default")
     step_seconds: float
     breakdown: dict[str, float] = Field(description="seconds per step by term; they add up to step_seconds")
     tokens_per_second: float
@@ -114,6 +115,7 @@ class StepResult(Result):
                 )
             )
         rows += [
+            ("sequence", f"{self.seq:,} tokens ({self.seq_source})"),
             (
                 "batch",
                 f"{self.global_batch:,} × {self.seq:,} tokens; micro-batch {self.micro_batch}, "
