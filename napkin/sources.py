@@ -51,6 +51,11 @@ KV_CACHE: Final = (
     "Pope et al. 2022, arXiv:2211.05102 §2 (KV cache = 2·L·n_kv·d_h per token); meta-llama/llama3 model.py "
     "(cache_k, cache_v: max_batch × max_seq × n_local_kv_heads × head_dim)"
 )
+LLAMA4_CHUNKED: Final = (
+    "huggingface/transformers v5.24 models/llama4 (configuration_llama4.py layer_types, modeling_llama4.py): "
+    "chunked attention on three layers in four, each query attending within its chunk of attention_chunk_size "
+    "tokens, so those layers keep at most one chunk"
+)
 MISTRAL: Final = "Jiang et al. 2023, Mistral 7B, arXiv:2310.06825 §2 (sliding window: a rolling cache of W tokens)"
 PAGED: Final = "Kwon et al. 2023, PagedAttention, arXiv:2309.06180 §4 (KV blocks; vLLM block_size 16)"
 GQA_TP: Final = (

@@ -126,7 +126,8 @@ def _attention_kind(model: Model) -> str:
     text = f"{kind}: {model.n_kv} KV heads × {model.d_head}"
     if model.sliding_window is not None:
         local = model.n_local
-        text += f"; window {model.sliding_window:,} on {local}/{model.layers} layers"
+        kind = "chunks of" if model.chunked else "window"
+        text += f"; {kind} {model.sliding_window:,} on {local}/{model.layers} layers"
     return text
 
 
@@ -149,8 +150,10 @@ def kv_steps(
     tokens = cached_tokens(model, context, block)
     if tokens != model.layers * context:
         why = []
+        local = sources.LLAMA4_CHUNKED if model.chunked else sources.MISTRAL
         if model.sliding_window is not None:
-            why.append(f"sliding-window layers keep {min(context, model.sliding_window):,} tokens ({sources.MISTRAL})")
+            kind = "chunked-attention" if model.chunked else "sliding-window"
+            why.append(f"{kind} layers keep {min(context, model.sliding_window):,} tokens ({local})")
         if block:
             why.append(f"rounded up to blocks of {block} tokens ({sources.PAGED})")
         steps.append(
@@ -159,7 +162,7 @@ def kv_steps(
                 "; ".join(why),
                 f"context {context:,}",
                 f"{tokens:,.0f} layer-tokens",
-                sources.PAGED if block else sources.MISTRAL,
+                sources.PAGED if block else local,
             )
         )
     steps.append(
