@@ -335,7 +335,7 @@ def test_traffic_cli_json_is_strict_and_meets_a_loose_slo() -> None:
     )
     assert code == 0, err
     data = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
-    assert set(data["ttft_seconds"]) == {"p50", "p90", "p99"}
+    assert set(data["ttft_seconds"]) == {"mean", "p50", "p90", "p99"}
     assert data["slo_met"] is True and data["max_rate"] > 5
 
 
@@ -428,6 +428,34 @@ def test_traffic_bad_input_is_one_line_exit_2(args: list[str], message: str) -> 
     )
     assert code == 2, err
     assert err.startswith("napkin: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_a_closed_loop_holds_littles_law_and_one_client_never_waits() -> None:
+    """``concurrency``: N clients, each sending its next request when its last comes back. In steady state a
+    closed loop with no think time keeps N requests in the system, so N = served rate × mean latency (Little's law,
+    Little 1961); one client's requests never queue, so each waits only for its own prefill."""
+    common = {"model": "llama3.1-8b", "hardware": "h100", "prompt": "200..1800", "output": "50..350"}
+    loop = napkin.traffic(**common, concurrency=32, requests=3200)
+    assert loop.concurrency == 32 and loop.rate == loop.requests_per_second and not loop.warnings
+    assert loop.requests_per_second * loop.e2e_seconds["mean"] == pytest.approx(32, rel=0.03)
+    alone = napkin.traffic(model="llama3.1-8b", hardware="h100", prompt=1000, output=100, concurrency=1, requests=20)
+    assert alone.ttft_seconds["p99"] == pytest.approx(alone.ttft_seconds["p50"], rel=1e-9)
+    more = napkin.traffic(**common, concurrency=128, requests=3200)
+    assert more.output_tokens_per_second > loop.output_tokens_per_second
+    assert more.ttft_seconds["mean"] >= loop.ttft_seconds["mean"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "5", "--concurrency", "8"], "--rate (requests per second, e.g. 20/s) or --concurrency (clients"),
+        ([], "--rate (requests per second, e.g. 20/s) or --concurrency (clients"),
+        (["--concurrency", "0"], "--concurrency: '0'"),
+    ],
+)
+def test_traffic_takes_a_rate_or_a_concurrency_not_both(args: list[str], message: str) -> None:
+    code, _, err = cli("traffic", "--model", "llama3.1-8b", "--prompt", "100", "--output", "10", *args)
+    assert code == 2 and err.startswith("napkin: error: ") and message in err and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize(

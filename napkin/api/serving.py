@@ -177,6 +177,7 @@ def traffic(
     model: str | Model | None = None,
     model_config: str | Path | None = None,
     rate: Number | None = None,
+    concurrency: Number | None = None,
     prompt: Number | None = None,
     output: Number | None = None,
     gpus: Number | None = None,
@@ -198,14 +199,22 @@ def traffic(
 ) -> TrafficResult:
     """Requests at ``rate`` per second (Poisson, seeded) with ``prompt``/``output`` length distributions through
     an iteration-level model of the engine's scheduler on ``gpus`` GPUs: throughput, TTFT / TPOT / end-to-end
-    percentiles, and with an SLO (``ttft_p90="2s"`` …) whether it is met and the largest rate that meets it."""
+    percentiles, and with an SLO (``ttft_p90="2s"`` …) whether it is met and the largest rate that meets it.
+    ``concurrency`` instead of ``rate``: a closed loop of that many clients, each sending its next request when its
+    last comes back, as benchmarks run at a fixed concurrency do (the rate is then what is served)."""
     from napkin.engines.load import Workload, held_at_admission, traffic_result
 
     shape = {k: v for k, v in options.items() if k in SHAPE_FIELDS}
     slo = parse_slo({k: v for k, v in options.items() if k in SLO_FIELDS})
     name, arch, notes = serving_model(model, model_config, shape)
-    if rate is None:
-        raise UsageError("rate is required (requests per second, e.g. 20/s)", field="rate")
+    if (rate is None) == (concurrency is None):
+        raise UsageError(
+            "rate (requests per second, e.g. 20/s) or concurrency (clients in a closed loop, e.g. 64) is required, "
+            "not both",
+            field="rate",
+            also=("concurrency",),
+        )
+    clients = positive(concurrency, "concurrency") if concurrency is not None else 0
     if prompt is None or output is None:
         missing = [name for name, value in (("prompt", prompt), ("output", output)) if value is None]
         raise UsageError(
@@ -215,7 +224,8 @@ def traffic(
             also=tuple(missing[1:]),
         )
     workload = Workload(
-        rate=parse_rate_per_second(rate),
+        rate=parse_rate_per_second(rate) if rate is not None else 0.0,
+        concurrency=clients,
         prompt=parse_lengths(prompt, "prompt"),
         output=parse_lengths(output, "output"),
         requests=positive(requests, "requests"),

@@ -102,6 +102,9 @@ __all__ = ["app"]
 LOAD = [
     _text("rate", "Requests per second offered (Poisson): 20, 20/s, 1200/min.", "RATE"),
     _text(
+        "concurrency", "Instead of --rate: N clients, each sending its next request on a reply (closed loop).", "INT"
+    ),
+    _text(
         "prompt", "Prompt tokens: 1024 (fixed), 100..2000 (uniform) or @FILE (histogram: 'length weight').", "LENGTHS"
     ),
     _text("output", "Output tokens: fixed, LOW..HIGH or @FILE, as --prompt.", "LENGTHS"),

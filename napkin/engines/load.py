@@ -38,6 +38,7 @@ class Workload:
     prompt: Lengths
     output: Lengths
     requests: int = 2000
+    concurrency: int = 0  # > 0: a closed loop of that many clients (all replicas) instead of Poisson at ``rate``
     seed: int = 0
     prefix_hit_rate: float = 0.0
     speculative_tokens: int = 0
@@ -112,6 +113,10 @@ def run(
     outputs = workload.output.sample(rng, workload.requests)
     if workload.prefix_hit_rate > 0:
         prompts = [max(1, round(p * (1 - workload.prefix_hit_rate))) for p in prompts]
+    if workload.concurrency and rate is None:  # the clients split over the schedulers as a load balancer would
+        clients = max(1, round(workload.concurrency / parts))
+        cost, sched = step_cost(replica, workload), scheduler(replica, workload, kv_tokens)
+        return simulate([0.0] * workload.requests, prompts, outputs, cost, sched, clients=clients)
     times = arrivals(share, workload.requests, workload.seed)
     return simulate(times, prompts, outputs, step_cost(replica, workload), scheduler(replica, workload, kv_tokens))
 
@@ -169,7 +174,8 @@ def traffic_result(
     served = len(outcome.e2e) / duration * parts
     tenth = max(1, len(outcome.ttft) // 10)
     early, late = percentile(outcome.ttft[:tenth], 50), percentile(outcome.ttft[-tenth:], 50)
-    saturated = late > 5 * early and late > 1.0  # the queue grew through the run
+    # the queue grew through the run (a closed loop's queue is bounded by its clients)
+    saturated = not workload.concurrency and late > 5 * early and late > 1.0
     kv = replica.kv_tokens()
     steps = [
         step(
@@ -219,7 +225,7 @@ def traffic_result(
     if slo is not None and slo.targets:
         ratios = slo.misses(outcome)
         slo_met = all(r <= 1 for r in ratios.values())
-        found = max_rate(replica, replicas, workload, slo)
+        found = None if workload.concurrency else max_rate(replica, replicas, workload, slo)
     price = price_per_gpu_hour * gpus if price_per_gpu_hour is not None else None
     usd = price / 3600 / out_tps * 1e6 if price is not None and out_tps > 0 else None
     warnings = []
@@ -240,7 +246,8 @@ def traffic_result(
         weights_format=replica.weights,
         kv_dtype=replica.kv,
         reserve_output=replica.stack.reserve_output,
-        rate=workload.rate,
+        rate=served if workload.concurrency else workload.rate,
+        concurrency=workload.concurrency or None,
         requests=workload.requests,
         seed=workload.seed,
         prompt=workload.prompt.label,

@@ -189,9 +189,16 @@ def arrivals(rate: float, n: int, seed: int) -> list[float]:
     return out
 
 
-def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: StepCost, sched: Scheduler) -> Outcome:
-    """Run requests (arrival time, prompt tokens, output tokens ≥ 1) through one replica."""
+def simulate(
+    times: list[float], prompts: list[int], outputs: list[int], cost: StepCost, sched: Scheduler, clients: int = 0
+) -> Outcome:
+    """Run requests (arrival time, prompt tokens, output tokens ≥ 1) through one replica. ``clients`` > 0: a
+    closed loop instead (``times`` ignored): that many clients each send a request at 0 and the next one as soon
+    as the last has come back (its last token, plus the per-request overhead), as a benchmark run at a fixed
+    concurrency does (genai-perf --concurrency, vllm bench serve --max-concurrency)."""
     n_req = len(times)
+    times = [0.0 if r < clients else math.inf for r in range(n_req)] if clients > 0 else list(times)
+    sent = min(clients, n_req)  # the next request a closed-loop client sends
     tau, q = sched.tokens_per_step, sched.step_tokens
     budget, max_seqs, cap = sched.token_budget, sched.max_seqs, sched.kv_tokens
     waste = sched.block / 2.0  # a running sequence wastes half a block on average (paging)
@@ -259,6 +266,13 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
         out += [(left[r] + 1.0, float(prompt[r])) for r, _ in chunks if state[r] == 0]
         return [(a, b) for a, b in out if a > 0]
 
+    def reply() -> None:
+        """A request came back: its closed-loop client sends the next one once the reply has reached it."""
+        nonlocal sent
+        if clients > 0 and sent < n_req:
+            times[sent] = now + sched.overhead
+            sent += 1
+
     def pop_finished() -> None:
         nonlocal n_dec, dec_base, running, finished, owed, granted
         while heap and heap[0][0] < it:
@@ -267,6 +281,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                 continue
             state[r] = 3
             done[r] = now
+            reply()
             if dec is not None:
                 dec.remove(key[r])
             n_dec -= 1
@@ -403,6 +418,7 @@ def simulate(times: list[float], prompts: list[int], outputs: list[int], cost: S
                     else:
                         state[r] = 3
                         done[r] = now
+                        reply()
                         running -= 1
                         owed -= owe[r]
                         granted -= grant[r]
@@ -572,7 +588,10 @@ class TrafficResult(Result):
     weights_format: str = Field(default="bf16", description="the weights' number format")
     kv_dtype: str = Field(default="bf16", description="the KV cache's number format")
     reserve_output: bool = Field(default=False, description="admission reserves each request's whole output")
-    rate: float = Field(description="requests per second offered to all replicas")
+    rate: float = Field(description="requests per second offered to all replicas (closed loop: those served)")
+    concurrency: int | None = Field(
+        default=None, description="closed loop: clients (all replicas), each sending its next request on a reply"
+    )
     requests: int = Field(description="requests simulated per scheduler")
     seed: int
     prompt: str
@@ -588,7 +607,7 @@ class TrafficResult(Result):
     output_tokens_per_second: float = Field(description="all replicas")
     total_tokens_per_second: float = Field(description="prompt + output, all replicas")
     output_tokens_per_second_per_gpu: float
-    ttft_seconds: dict[str, float] = Field(description="percentile (p50 …) → seconds")
+    ttft_seconds: dict[str, float] = Field(description="mean, and percentile (p50 …) → seconds")
     tpot_seconds: dict[str, float] = Field(description="time per output token after the first")
     e2e_seconds: dict[str, float] = Field(description="arrival to last token")
     mean_batch: float = Field(description="decoding sequences per step, time-weighted")
@@ -616,7 +635,15 @@ class TrafficResult(Result):
             return " / ".join(format_duration(v) for v in values.values()) + f" ({' / '.join(values)})"
 
         rows = [
-            ("offered", f"{self.rate:,.4g} req/s (Poisson, seed {self.seed}, {self.requests:,} requests)"),
+            (
+                ("offered", f"{self.rate:,.4g} req/s (Poisson, seed {self.seed}, {self.requests:,} requests)")
+                if self.concurrency is None
+                else (
+                    "offered",
+                    f"{self.concurrency:,} concurrent clients (closed loop, {self.requests:,} requests): "
+                    f"{self.rate:,.4g} req/s",
+                )
+            ),
             ("lengths", f"prompt {self.prompt}, output {self.output}"),
             ("formats", f"{self.weights_format} weights, {self.kv_dtype} KV cache"),
             (
@@ -662,12 +689,16 @@ class TrafficResult(Result):
 
 
 def outcome_summary(outcome: Outcome, quantiles: list[float]) -> dict[str, dict[str, float]]:
-    """TTFT, TPOT and e2e at each quantile, keyed ``p50`` …"""
+    """TTFT, TPOT and e2e: the mean (what benchmark tools print first: vllm bench serve, genai-perf), then each
+    quantile, keyed ``mean``, ``p50`` …"""
 
     def key(q: float) -> str:
         return f"p{q:g}"
 
     return {
-        name: {key(q): percentile(values, q) for q in quantiles}
+        name: {
+            "mean": sum(values) / len(values) if values else 0.0,
+            **{key(q): percentile(values, q) for q in quantiles},
+        }
         for name, values in (("ttft", outcome.ttft), ("tpot", outcome.tpot), ("e2e", outcome.e2e))
     }
