@@ -200,3 +200,10 @@ def test_without_huggingface_hub_a_hub_id_names_the_extra_to_install(
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if the extra were not installed
     r = napkin("kv-cache", "--model", "meta-llama/Llama-3.1-8B", "--context", "8k")
     assert r.exit_code == 2 and "pip install 'napkin-math[hf]'" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_a_sequence_beyond_the_models_context_is_warned_as_inference_warns() -> None:
+    """memory/train-time take any --seq, but one longer than the model's context is said, as inference says it."""
+    long = napkin.memory(model="llama3.1-8b", seq="1M")
+    assert "seq 1,048,576 is longer than the model's 131,072-token context" in long.warnings
+    assert not napkin.memory(model="llama3.1-8b", seq="8k").warnings
