@@ -51,10 +51,7 @@ class StepResult(Result):
     layout: Layout
     micro_batch: int
     global_batch: int
-    stage_layers: list[int] = Field(
-        description="transformer layers on each pipeline stage, first to last; empty "
-        "for a pipeline of more than 64 stages (see the uneven-split note)"
-    )
+    stage_layers: list[int] = Field(description="layers per pipeline stage, first to last; [] past 64 stages")
     overlap_grad_reduce: bool = Field(description="the gradient reduction overlaps the last backward")
     gradient_accumulation_fusion: bool = Field(description="weight-gradient GEMMs accumulate into the gradients")
     seq: int
