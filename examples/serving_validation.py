@@ -36,7 +36,8 @@ from napkin.api.serving import serving_fabric
 from napkin.domain.model import Model
 from napkin.engines.load import Workload, service_rate
 from napkin.engines.replica import Replica
-from napkin.engines.traffic import Lengths, Scheduler, percentile, simulate, weighted_percentile
+from napkin.engines.traffic import Scheduler, simulate
+from napkin.engines.traffic_result import Lengths, percentile, weighted_percentile
 from napkin.systems.presets import get_preset
 from napkin.systems.serving_stack import ServingStack, get_serving
 

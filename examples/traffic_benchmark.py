@@ -13,7 +13,7 @@ import time
 from napkin.api import get_hardware
 from napkin.engines.load import Workload, run
 from napkin.engines.replica import Replica
-from napkin.engines.traffic import Lengths, percentile
+from napkin.engines.traffic_result import Lengths, percentile
 from napkin.systems.presets import get_preset
 from napkin.systems.serving_stack import get_serving
 

@@ -190,6 +190,8 @@ def test_every_question_declares_its_concrete_result_type() -> None:
         "engines.serving",
         "engines.serve_plan",
         "engines.traffic",
+        "engines.traffic_result",
+        "engines.step_cost",
         "engines.step",
         "engines.memory",
         "results.cluster_views",

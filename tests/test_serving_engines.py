@@ -21,7 +21,9 @@ from napkin.domain.model import Model
 from napkin.engines.load import Workload, run, service_rate, step_cost
 from napkin.engines.replica import Replica
 from napkin.engines.serving import KvDtype, WeightFormat, kv_bytes_per_token, weight_bytes_per_param
-from napkin.engines.traffic import Lengths, Scheduler, StepCost, percentile, simulate, weighted_percentile
+from napkin.engines.step_cost import StepCost
+from napkin.engines.traffic import Scheduler, simulate
+from napkin.engines.traffic_result import Lengths, percentile, weighted_percentile
 from napkin.systems.presets import get_preset
 from napkin.systems.serving_stack import get_serving, get_stack, stack_names
 

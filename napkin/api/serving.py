@@ -42,7 +42,7 @@ from napkin.errors import UsageError
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
     from napkin.engines.serving import InferenceResult, KvCacheResult
-    from napkin.engines.traffic import TrafficResult
+    from napkin.engines.traffic_result import TrafficResult
     from napkin.systems.profiles import HardwareProfile
 
 from napkin.api.inputs import Number

@@ -44,7 +44,7 @@ def parse_rate_per_second(value: Number, field: str = "rate") -> float:
 def parse_lengths(value: Number, field: str) -> Any:
     """Token lengths: ``1024`` (fixed), ``100..2000`` (uniform integers), or a histogram file (``@lengths.txt``
     or any existing path): one ``length weight`` pair per line, ``#`` comments."""
-    from napkin.engines.traffic import Lengths
+    from napkin.engines.traffic_result import Lengths
 
     text = str(value).strip()
     if ".." in text and not text.startswith("@"):
@@ -66,7 +66,7 @@ def parse_lengths(value: Number, field: str) -> Any:
 
 
 def _histogram(path: Path, field: str) -> Any:
-    from napkin.engines.traffic import Lengths
+    from napkin.engines.traffic_result import Lengths
     from napkin.errors import NapkinError
     from napkin.io.files import read_text
 
@@ -116,7 +116,7 @@ def parse_percentiles(value: str | None) -> list[float]:
 
 def parse_slo(given: dict[str, Any]) -> Any:
     """``ttft_p90="2s"`` … → an Slo (durations; a value in another unit names its keyword)."""
-    from napkin.engines.traffic import Slo
+    from napkin.engines.traffic_result import Slo
 
     targets: dict[str, dict[str, float]] = {}
     for key in SLO_FIELDS:

@@ -14,18 +14,9 @@ from dataclasses import dataclass, replace
 
 from napkin.domain.layout import ServingLayout
 from napkin.engines.replica import Replica
-from napkin.engines.traffic import (
-    Lengths,
-    Outcome,
-    Scheduler,
-    Slo,
-    StepCost,
-    TrafficResult,
-    arrivals,
-    outcome_summary,
-    percentile,
-    simulate,
-)
+from napkin.engines.step_cost import StepCost
+from napkin.engines.traffic import Outcome, Scheduler, arrivals, simulate
+from napkin.engines.traffic_result import Lengths, Slo, TrafficResult, outcome_summary, percentile
 from napkin.results.explain import step
 from napkin.units import format_count
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from napkin.domain.model import Model
 from napkin.engines.serving import KvDtype, WeightFormat, compute_dtype, kv_element_bytes, weight_bytes_per_param
-from napkin.engines.traffic import StepCost
+from napkin.engines.step_cost import StepCost
 from napkin.systems.cluster import Fabric
 from napkin.systems.profiles import HardwareProfile
 from napkin.systems.serving_stack import ServingStack

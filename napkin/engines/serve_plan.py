@@ -22,7 +22,7 @@ from napkin.domain.layout import ServingLayout
 from napkin.domain.model import Model
 from napkin.engines.load import Workload, held_at_admission, max_rate, run, service_rate, serving_layout
 from napkin.engines.replica import Replica
-from napkin.engines.traffic import Slo
+from napkin.engines.traffic_result import Slo
 from napkin.results.explain import step
 from napkin.results.result import Result
 from napkin.units import format_duration
@@ -209,7 +209,7 @@ def _deployment(
     outcome: Any,
     per_replica: float,
 ) -> Deployment:
-    from napkin.engines.traffic import percentile
+    from napkin.engines.traffic_result import percentile
 
     gpus = replicas * c.replica.gpus
     usd = gpus * c.price
