@@ -86,8 +86,6 @@ def test_the_foundation_imports_no_room() -> None:
 #: whose module is no longer long fails too (drop it).
 LONG_MODULES = {
     "napkin.domain.hf_config": "being split by issue 22 work (Hugging Face config families, one reader each)",
-    "napkin.api.inputs": "the input layer every question shares (numbers, models, layouts, profiles, clusters); "
-    "issues 22-24 add to it now, split after them",
     "napkin.api.training": "the training questions (train_time with its predicted-MFU plan, mfu, flops, matmul, "
     "optimal); issue 23 work adds to it now, split after it",
     "napkin.engines.comm": "one α-β model of NCCL: algorithms, protocols and the two fabrics, each used by the others",

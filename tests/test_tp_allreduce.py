@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from napkin.api.inputs import get_cluster
+from napkin.api.system_inputs import get_cluster
 from napkin.engines.tp_allreduce import CUSTOM_MAX_BYTES, allreduce_pieces, allreduce_seconds, one_shot
 
 H100 = get_cluster("dgx-h100")[0].fabric()

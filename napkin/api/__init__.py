@@ -31,10 +31,12 @@ if TYPE_CHECKING:
         tensor,
     )
     from napkin.api.comm import collective
-    from napkin.api.inputs import SHAPE_FIELDS, build_layout, build_model, get_cluster, get_hardware, get_stack
+    from napkin.api.inputs import SHAPE_FIELDS, build_layout
+    from napkin.api.model_inputs import build_model
     from napkin.api.planning import plan, step, step_setup
     from napkin.api.serving import inference, kv_cache, serve_plan, traffic
     from napkin.api.sizing import max_model, memory
+    from napkin.api.system_inputs import get_cluster, get_hardware, get_stack
     from napkin.api.training import flops, matmul, mfu, optimal, train_time
 
 #: Each function's module, imported on first use: a command pays for its own question's module only (``plan``
@@ -58,9 +60,9 @@ _MODULES = {
     ),
     "calibrate": "calibration",
     "collective": "comm",
-    **dict.fromkeys(
-        ("SHAPE_FIELDS", "build_layout", "build_model", "get_cluster", "get_hardware", "get_stack"), "inputs"
-    ),
+    **dict.fromkeys(("SHAPE_FIELDS", "build_layout"), "inputs"),
+    "build_model": "model_inputs",
+    **dict.fromkeys(("get_cluster", "get_hardware", "get_stack"), "system_inputs"),
     **dict.fromkeys(("plan", "step", "step_setup"), "planning"),
     **dict.fromkeys(("inference", "kv_cache", "serve_plan", "traffic"), "serving"),
     **dict.fromkeys(("max_model", "memory"), "sizing"),

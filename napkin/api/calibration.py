@@ -226,8 +226,8 @@ def calibrate(
     """Fit ``fit`` (names, or one comma-separated string; default the file's, else matmul_efficiency) of ``stack``
     (default the file's, else megatron-core) to the measured runs of ``runs_file``; write the result as the user
     stack ``name``, never over an existing file without ``force``."""
-    from napkin.api.inputs import get_stack
     from napkin.api.planning import step_setup
+    from napkin.api.system_inputs import get_stack
     from napkin.systems.profiles import SLUG_RULE, is_builtin_name, is_slug
 
     spec, label = read_runs(runs_file)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napkin import units
-from napkin.api.inputs import SHAPE_FIELDS, choice, fabric_of, get_hardware, keywords, parse, said
+from napkin.api.inputs import SHAPE_FIELDS, choice, keywords, parse, said
 from napkin.api.serving_inputs import (
     ServingOptions,
     build_replica,
@@ -18,6 +18,7 @@ from napkin.api.serving_inputs import (
     serving_stack,
     tp_splits,
 )
+from napkin.api.system_inputs import fabric_of, get_hardware
 from napkin.api.traffic_inputs import SLO_FIELDS, parse_lengths, parse_rate_per_second, parse_slo
 from napkin.errors import UsageError
 

@@ -9,27 +9,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from napkin import units
+from napkin.api.adapter_inputs import AdapterOptions, data_parallel_only
 from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
-    AdapterOptions,
-    Chosen,
-    build_model,
     choice,
-    data_parallel_only,
-    get_cluster,
-    get_stack,
     keywords,
     option_keywords,
     optional,
     parse,
-    reserve_of,
-    resolve_seq,
     same_keywords,
-    seq_step,
     split_layout,
-    usable_capacity,
 )
+from napkin.api.model_inputs import Chosen, build_model, resolve_seq, seq_step
+from napkin.api.system_inputs import get_cluster, get_stack, reserve_of, usable_capacity
 from napkin.domain.choices import Dtype, Finetune, Offload, Optimizer, Precision
 from napkin.errors import UsageError
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from napkin import units
 from napkin.api.deployment import serve_plan
-from napkin.api.inputs import SHAPE_FIELDS, choice, get_hardware, keywords, optional, said
+from napkin.api.inputs import SHAPE_FIELDS, choice, keywords, optional, said
 from napkin.api.serving_inputs import (
     SERVING_FIELDS,
     ServingOptions,
@@ -30,6 +30,7 @@ from napkin.api.serving_inputs import (
     with_context_source,
     with_stack,
 )
+from napkin.api.system_inputs import get_hardware
 from napkin.api.traffic_inputs import (
     SLO_FIELDS,
     parse_lengths,

@@ -9,16 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from napkin import units
-from napkin.api.inputs import (
-    build_model,
-    choice,
-    fabric_of,
-    option_keywords,
-    optional,
-    parse,
-    reserve_of,
-    usable_capacity,
-)
+from napkin.api.inputs import choice, option_keywords, optional, parse
+from napkin.api.model_inputs import build_model
+from napkin.api.system_inputs import fabric_of, reserve_of, usable_capacity
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)

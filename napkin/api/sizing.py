@@ -7,31 +7,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napkin import units
+from napkin.api.adapter_inputs import AdapterOptions, data_parallel_only
 from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
-    AdapterOptions,
-    Chosen,
-    build_model,
     choice,
-    data_parallel_only,
-    described,
     first_error,
-    get_hardware,
-    get_stack,
     keywords,
-    named_preset,
     option_keywords,
     optional,
     parse,
-    reserve_of,
-    resolve_params,
-    resolve_seq,
     said,
     same_keywords,
     split_layout,
-    usable_capacity,
 )
+from napkin.api.model_inputs import Chosen, build_model, described, named_preset, resolve_params, resolve_seq
+from napkin.api.system_inputs import get_hardware, get_stack, reserve_of, usable_capacity
 from napkin.domain.choices import Dtype, Finetune, Optimizer, Precision, Recompute, Sharding
 from napkin.errors import UsageError
 

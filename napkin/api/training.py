@@ -6,25 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napkin import units
-from napkin.api.inputs import (
-    SHAPE_FIELDS,
-    AdapterOptions,
-    build_model,
-    choice,
-    described,
-    get_cluster,
-    get_hardware,
-    get_stack,
-    keywords,
-    named_preset,
-    optional,
-    parse,
-    resolve_params,
-    resolve_seq,
-    said,
-    to_seconds,
-)
+from napkin.api.adapter_inputs import AdapterOptions
+from napkin.api.inputs import SHAPE_FIELDS, choice, keywords, optional, parse, said, to_seconds
+from napkin.api.model_inputs import build_model, described, named_preset, resolve_params, resolve_seq
 from napkin.api.planning import plan
+from napkin.api.system_inputs import get_cluster, get_hardware, get_stack
 from napkin.domain.choices import Dtype, Finetune, Fit, Recompute
 from napkin.errors import UsageError
 
