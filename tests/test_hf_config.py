@@ -26,6 +26,10 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "llama-2-7b": (6_738_415_616, 0, "meta-llama/Llama-2-7b-hf checkpoint"),
     "llama-3.1-8b": (8_030_261_248, 0, "meta-llama/llama-models sku_list.py, Llama3.1-8B"),
     "llama-3.1-70b": (70_553_706_496, 0, "meta-llama/llama-models sku_list.py, Llama3.1-70B"),
+    # Llama 3.2 ties its embeddings (llama-models @ a9c89c47 models/llama3_2/MODEL_CARD.md: "Shared Embeddings:
+    # Yes", "1B (1.23B)", "3B (3.21B)"); the released model.safetensors hold these tensors, the embedding once
+    "llama-3.2-1b": (1_235_814_400, 0, "meta-llama/Llama-3.2-1B checkpoint (model card: 1B (1.23B))"),
+    "llama-3.2-3b": (3_212_749_824, 0, "meta-llama/Llama-3.2-3B checkpoint (model card: 3B (3.21B))"),
     "mistral-7b-v0.1": (7_241_732_096, 0, "mistralai/Mistral-7B-v0.1 checkpoint (7.3B in Jiang et al. 2023)"),
     "mixtral-8x7b": (46.7e9, 0.05e9, "Jiang et al. 2024, arXiv:2401.04088 §2: 46.7B"),
     "qwen2.5-7b": (7.61e9, 0.005e9, "Qwen/Qwen2.5-7B model card: 7.61B"),
@@ -47,6 +51,7 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "phi-3.5-moe": (41.9e9, 0.05e9, "microsoft/Phi-3.5-MoE-instruct model card: 41.9B"),
     "deepseek-v2-lite": (15.7e9, 0.05e9, "DeepSeek-AI 2024, arXiv:2405.04434: DeepSeek-V2-Lite 15.7B"),
     "deepseek-v3": (671e9, 0.5e9, "DeepSeek-AI 2024, arXiv:2412.19437 §1: 671B (MTP module apart)"),
+    "deepseek-r1": (671e9, 0.5e9, "DeepSeek-AI 2025, arXiv:2501.12948 §2.3 / deepseek-ai/DeepSeek-R1 card: 671B total"),
     "gpt-oss-20b": (20.91e9, 0.005e9, "OpenAI 2025, gpt-oss model card arXiv:2508.10925 Table 1: 20.91B"),
     "gpt-oss-120b": (116.83e9, 0.005e9, "gpt-oss model card Table 1: 116.83B"),
     "gpt2": (124_439_808, 0, "openai-community/gpt2 checkpoint (124M)"),
@@ -55,6 +60,9 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "falcon-7b": (6_921_720_704, 0, "tiiuae/falcon-7b checkpoint (7B)"),
     "olmo-2-7b": (7_298_617_344, 0, "allenai/OLMo-2-1124-7B checkpoint (7B)"),
     "llama-4-scout": (107_769_861_120, 0, "meta-llama/Llama-4-Scout-17B-16E language model (109B with vision)"),
+    # llama-models @ a9c89c47 models/llama4/MODEL_CARD.md: "17B (Activated) 400B (Total)"; the Hub's 402B adds the
+    # vision tower and projector, which napkin reports apart
+    "llama-4-maverick": (400e9, 1e9, "Llama 4 Maverick (17Bx128E) model card: 400B total"),
 }
 
 
@@ -83,6 +91,8 @@ def test_every_fixture_is_checked() -> None:
         ("phi-3.5-moe", 6.6e9, 0.05e9, "model card: 6.6B active"),
         ("qwen1.5-moe-a2.7b", 2.7e9, 0.05e9, "Qwen1.5-MoE-A2.7B model card: 2.7B activated (4 of 60 experts + shared)"),
         ("llama-4-scout", 17e9, 0.5e9, "model card: 17B active"),
+        ("llama-4-maverick", 17e9, 0.5e9, "model card: 17B (Activated)"),
+        ("deepseek-r1", 37e9, 0.6e9, "DeepSeek-R1 model card: 37B activated"),
     ],
 )
 def test_active_parameters_match_the_published_figure(name: str, active: float, rounding: float, source: str) -> None:
@@ -100,6 +110,8 @@ def test_active_parameters_match_the_published_figure(name: str, active: float, 
         ("gemma-3-27b", 1024, 52, False),
         ("gpt-oss-120b", 128, 18, False),
         ("llama-4-scout", 8192, 36, True),
+        ("llama-4-maverick", 8192, 36, True),  # no no_rope_layers: no_rope_layer_interval 4 (configuration_llama4.py)
+        ("phi-3-mini-4k", 2047, 32, False),  # its config.json's sliding_window 2047, every layer (modeling_phi3.py)
         ("mistral-7b-v0.1", 4096, 32, False),
         ("qwen2.5-7b", None, 0, False),  # use_sliding_window false
         ("phi-3.5-mini", None, 0, False),  # a 262,144 window over a 131,072 context never masks
@@ -206,6 +218,21 @@ def test_a_nested_config_names_the_key_where_it_is() -> None:
     assert "text_config.num_attention_heads (41) must be a multiple of text_config.num_key_value_heads (8)" in str(
         info.value
     )
+
+
+def test_llama_4_maverick_interleaves_dense_and_moe_layers() -> None:
+    """configuration_llama4.py: moe_layers = range(step - 1, layers, step); interleave_moe_layer_step 2 puts 128
+    routed experts and a shared expert (intermediate_size 8192) on the odd layers and a dense intermediate_size_mlp
+    16384 MLP on the even ones; Scout (step 1) has no dense layer."""
+    m = read_config(config("llama-4-maverick")).model
+    assert (m.experts, m.shared_experts, m.moe_ffn, m.ffn, m.dense_layers) == (128, 1, 8192, 16384, 24)
+    assert read_config(config("llama-4-scout")).model.dense_layers == 0
+
+
+def test_llama_3_2_ties_its_embeddings() -> None:
+    """Model card: "Shared Embeddings: Yes"; untied, the 1B would count 128,256 × 2,048 more (1,498,482,688)."""
+    for name in ("llama-3.2-1b", "llama-3.2-3b"):
+        assert read_config(config(name)).model.tied_embeddings
 
 
 def test_deepseek_v3_leaves_out_its_multi_token_prediction_module_and_says_so() -> None:
