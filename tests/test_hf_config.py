@@ -48,6 +48,9 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "phi-3-mini-4k": (3.8e9, 0.05e9, "Abdin et al. 2024, arXiv:2404.14219 §2: 3.8B"),
     "phi-3.5-mini": (3.8e9, 0.05e9, "Abdin et al. 2024, arXiv:2404.14219 v3: phi-3.5-mini, 3.8B"),
     "phi-4-mini": (3.8e9, 0.05e9, "Microsoft 2025, Phi-4-Mini Technical Report, arXiv:2503.01743: 3.8B"),
+    # Abdin et al. 2024 (Phi-4 Technical Report, arXiv:2412.08905) §1: "a 14-billion parameter model"; the Hub
+    # shows the checkpoint's 14.7B: 40 layers of width 5120, 40 query / 10 KV heads, MLP 17,920, 100,352 tokens, untied
+    "phi-4": (14_659_507_200, 0, "microsoft/phi-4 checkpoint (Hub 14.7B; 14B in arXiv:2412.08905)"),
     "phi-3.5-moe": (41.9e9, 0.05e9, "microsoft/Phi-3.5-MoE-instruct model card: 41.9B"),
     "deepseek-v2-lite": (15.7e9, 0.05e9, "DeepSeek-AI 2024, arXiv:2405.04434: DeepSeek-V2-Lite 15.7B"),
     "deepseek-v3": (671e9, 0.5e9, "DeepSeek-AI 2024, arXiv:2412.19437 §1: 671B (MTP module apart)"),
@@ -115,6 +118,7 @@ def test_active_parameters_match_the_published_figure(name: str, active: float, 
         ("mistral-7b-v0.1", 4096, 32, False),
         ("qwen2.5-7b", None, 0, False),  # use_sliding_window false
         ("phi-3.5-mini", None, 0, False),  # a 262,144 window over a 131,072 context never masks
+        ("phi-4", None, 0, False),  # sliding_window 16,384 = max_position_embeddings: never masks
     ],
 )
 def test_attention_types_per_layer(name: str, window: int | None, local: int, chunked: bool) -> None:
