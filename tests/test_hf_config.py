@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import napkin
-from napkin.domain.hf_config import read_config, vit_params
+from napkin.domain.hf_config import read_config
+from napkin.domain.hf_families import vit_params
 from napkin.errors import UsageError
 from napkin.systems.hf_source import load_path
 

@@ -3,7 +3,8 @@
 A config lists only what its family's config class does not default, so reading one exactly needs the
 family: Gemma ties its embeddings unless told otherwise and gates its GELU MLP; Qwen2 always biases Q, K
 and V; Gemma 2 alternates sliding and global attention; Llama 4 puts chunked attention on three layers in
-four. ``FAMILIES`` holds what each ``model_type`` implies, with the transformers file it comes from. An
+four. ``FAMILIES`` (``napkin.domain.hf_families``) holds what each ``model_type`` implies, with the transformers
+file it comes from. An
 unknown ``model_type`` is read as a Llama-style decoder and every assumption is listed in ``notes``; a
 key whose value napkin cannot represent is refused, naming the key.
 
@@ -21,73 +22,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from napkin.domain.choices import Mlp, Norm, QkNorm
+from napkin.domain.choices import Mlp, Norm
+from napkin.domain.hf_families import ACTIVATIONS, DEFAULT, FAMILIES, Family, text_part
 from napkin.domain.model import Model
 from napkin.errors import UsageError
-
-#: transformers v5.24 (huggingface/transformers, src/transformers/models/<family>/modeling_<family>.py and
-#: configuration_<family>.py): what each family's blocks contain beyond the keys its config.json spells out.
-TRANSFORMERS = "huggingface/transformers v5.24 models/<model_type>/configuration_*.py, modeling_*.py"
-
-
-@dataclass(frozen=True)
-class Family:
-    """What a ``model_type`` implies. ``tied``: ``tie_word_embeddings`` when the config omits it."""
-
-    label: str
-    mlp: Mlp = Mlp.swiglu
-    norm: Norm = Norm.rmsnorm
-    norms_per_layer: int = 2
-    qk_norm: QkNorm = QkNorm.none
-    tied: bool = False
-    qkv_bias: bool = False  # Q, K, V biases whatever the config says (Qwen2)
-    sliding: str = "all"  # which layers a ``sliding_window`` applies to: all, alternate, pattern, qwen, types
-
-
-FAMILIES: dict[str, Family] = {
-    "llama": Family("Llama 1-3"),
-    "mistral": Family("Mistral"),
-    "mixtral": Family("Mixtral"),
-    "qwen2": Family("Qwen2/2.5", qkv_bias=True, sliding="qwen"),
-    "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, sliding="qwen"),
-    "qwen3": Family("Qwen3", qk_norm=QkNorm.head, sliding="qwen"),
-    "qwen3_moe": Family("Qwen3-MoE", qk_norm=QkNorm.head, sliding="qwen"),
-    "gemma": Family("Gemma", mlp=Mlp.geglu, tied=True),
-    "gemma2": Family("Gemma 2", mlp=Mlp.geglu, tied=True, norms_per_layer=4, sliding="alternate"),
-    "gemma3_text": Family(
-        "Gemma 3", mlp=Mlp.geglu, tied=True, norms_per_layer=4, qk_norm=QkNorm.head, sliding="pattern"
-    ),
-    "phi3": Family("Phi-3/3.5/4"),
-    "phimoe": Family("Phi-3.5-MoE", norm=Norm.layernorm),
-    "olmo2": Family("OLMo 2", qk_norm=QkNorm.full),
-    "deepseek_v2": Family("DeepSeek-V2"),
-    "deepseek_v3": Family("DeepSeek-V3/R1"),
-    "gpt_oss": Family("gpt-oss", sliding="types"),
-    "llama4_text": Family("Llama 4"),
-    "falcon": Family("Falcon", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
-    "gpt2": Family("GPT-2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
-    "gpt_neox": Family("GPT-NeoX", mlp=Mlp.gelu, norm=Norm.layernorm),
-    "gptj": Family("GPT-J", mlp=Mlp.gelu, norm=Norm.layernorm, norms_per_layer=1),
-}
-#: Multimodal wrappers: the language model's config is ``text_config``.
-WRAPPERS = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
-#: Activations the MLP formulas cover (hidden_act / activation_function / hidden_activation).
-ACTIVATIONS = {
-    "silu",
-    "swish",
-    "gelu",
-    "gelu_new",
-    "gelu_fast",
-    "gelu_pytorch_tanh",
-    "gelu_python",
-    "gelu_accurate",
-    "quick_gelu",
-    "relu",
-    "relu2",
-    "tanh",
-}
-#: A Llama-style decoder: what an unknown ``model_type`` is read as.
-DEFAULT = Family("unknown")
 
 
 @dataclass
@@ -149,64 +87,6 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise self.fail(self.keys[target], f"{value!r} is not a positive whole number")
         return value
-
-
-def _text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]]:
-    """The language model's keys of a (possibly multimodal) config, and a note on what is left out."""
-    for part, keys in (("", c), ("text_config.", c.get("text_config"))):
-        kind = keys.get("model_type") if isinstance(keys, dict) else None
-        if kind is not None and not isinstance(kind, str):  # a list or a number names no family (nor hashes)
-            raise UsageError(
-                f"{field}: {part}model_type: {str(kind)[:40]!r} is not a model type such as 'llama'", field=field
-            )
-    text = c.get("text_config")
-    if text is not None and not isinstance(text, dict):
-        raise UsageError(
-            f"{field}: text_config: must be a mapping of the language model's keys, not {type(text).__name__}",
-            field=field,
-        )
-    if not isinstance(text, dict):
-        if c.get("model_type") in WRAPPERS and "num_hidden_layers" not in c:
-            raise UsageError(
-                f"{field}: text_config: a {c['model_type']} config keeps its language model there, and it is missing",
-                field=field,
-            )
-        return c, []
-    merged = {k: v for k, v in c.items() if k in ("tie_word_embeddings", "_name_or_path")}
-    merged.update(text)
-    merged.setdefault("model_type", WRAPPERS.get(str(c.get("model_type")), text.get("model_type")))
-    notes = []
-    vision = c.get("vision_config")
-    if isinstance(vision, dict):
-        kind = vision.get("model_type", "vision")
-        layers = vision.get("num_hidden_layers", vision.get("depth", "?"))
-        size = vit_params(vision)
-        about = f", ≈ {size / 1e6:,.0f} M parameters as a ViT" if size else ""
-        notes.append(
-            f"the vision tower ({kind}, {layers} layers, width {vision.get('hidden_size', '?')}{about}) and its "
-            "projector are not counted: parameters, FLOPs and memory are the language model's"
-        )
-    for other in ("audio_config", "speech_config"):
-        if isinstance(c.get(other), dict):
-            notes.append(f"{other} is not counted")
-    return merged, notes
-
-
-def vit_params(vision: dict[str, Any]) -> int | None:
-    """Parameters of a vision_config's encoder read as a ViT (Dosovitskiy et al. 2021 §3.1): per layer Q, K, V, O
-    and a two-matrix MLP with biases and two LayerNorms, a patch embedding, a position table of
-    (image/patch)² entries and a final LayerNorm; None when the config lacks a size. SigLIP, the Gemma 3 encoder,
-    is exactly this; other encoders add a class token or an adapter."""
-    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size")
-    values = [vision.get(k) for k in keys]
-    sizes = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0]
-    if len(sizes) != len(keys):
-        return None
-    d, f, layers, patch, image = sizes
-    channels = vision.get("num_channels", 3)
-    channels = channels if isinstance(channels, int) and channels > 0 else 3
-    layer = 4 * d * d + 4 * d + 2 * d * f + f + d + 2 * 2 * d
-    return layers * layer + channels * patch * patch * d + d + (image // patch) ** 2 * d + 2 * d
 
 
 def _layer_kinds(r: _Reader, fam: Family, layers: int, context: int | None) -> dict[str, Any]:
@@ -314,7 +194,7 @@ def read_config(
     data: dict[str, Any], *, where: str = "config.json", name: str | None = None, field: str = "model_config"
 ) -> HfModel:
     """The ``Model`` a parsed config.json describes (``where`` names it in errors, ``field`` the input)."""
-    c, notes = _text_part(data, field)
+    c, notes = text_part(data, field)
     r = _Reader(c, where, field, "text_config." if isinstance(data.get("text_config"), dict) else "")
     r.notes += notes
     mt = str(c.get("model_type") or "")
