@@ -85,8 +85,6 @@ def test_the_foundation_imports_no_room() -> None:
 #: Modules allowed past about 400 lines, each with its reason; any other module over the limit fails, and an entry
 #: whose module is no longer long fails too (drop it).
 LONG_MODULES = {
-    "napkin.api.training": "the training questions (train_time with its predicted-MFU plan, mfu, flops, matmul, "
-    "optimal); issue 23 work adds to it now, split after it",
     "napkin.engines.comm": "one α-β model of NCCL: algorithms, protocols and the two fabrics, each used by the others",
     "napkin.units": "one grammar for every quantity napkin reads and writes (SI/IEC prefixes, rates, lengths)",
     "napkin.live.bench": "one measurement protocol (budget planner, timing, checks, result) around torch",

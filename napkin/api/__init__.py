@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from napkin.api.serving import inference, kv_cache, serve_plan, traffic
     from napkin.api.sizing import max_model, memory
     from napkin.api.system_inputs import get_cluster, get_hardware, get_stack
-    from napkin.api.training import flops, matmul, mfu, optimal, train_time
+    from napkin.api.training import flops, matmul, mfu, optimal
+    from napkin.api.training_time import train_time
 
 #: Each function's module, imported on first use: a command pays for its own question's module only (``plan``
 #: never builds the serving questions' models); ``calibrate`` reads and writes files and builds the stack catalog.
@@ -66,7 +67,8 @@ _MODULES = {
     **dict.fromkeys(("plan", "step", "step_setup"), "planning"),
     **dict.fromkeys(("inference", "kv_cache", "serve_plan", "traffic"), "serving"),
     **dict.fromkeys(("max_model", "memory"), "sizing"),
-    **dict.fromkeys(("flops", "matmul", "mfu", "optimal", "train_time"), "training"),
+    **dict.fromkeys(("flops", "matmul", "mfu", "optimal"), "training"),
+    "train_time": "training_time",
 }
 
 
