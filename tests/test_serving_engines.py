@@ -447,6 +447,16 @@ def test_a_closed_loop_holds_littles_law_and_one_client_never_waits() -> None:
     assert more.ttft_seconds["mean"] >= loop.ttft_seconds["mean"]
 
 
+def test_the_most_clients_meeting_an_slo_meet_it_and_a_tenth_more_do_not() -> None:
+    common = {"model": "llama3.1-8b", "hardware": "h100", "prompt": "200..1800", "output": "50..350"}
+    slo = {"ttft_p90": "1s", "tpot_p99": "50ms", "requests": 600}
+    found = napkin.traffic(**common, **slo, concurrency=64).max_concurrency
+    assert found is not None and found > 1
+    assert napkin.traffic(**common, **slo, concurrency=found).slo_met
+    assert not napkin.traffic(**common, **slo, concurrency=int(found * 1.1) + 1).slo_met
+    assert napkin.traffic(**common, **slo, rate=5).max_concurrency is None  # a rate's search is for a rate
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -127,6 +127,25 @@ def max_rate(replica: Replica, replicas: int, workload: Workload, slo: Slo, iter
     return low
 
 
+def max_concurrency(replica: Replica, replicas: int, workload: Workload, slo: Slo) -> int:
+    """The most closed-loop clients (all replicas) whose simulated percentiles meet ``slo``; 0 when one client
+    misses it. Bisection over whole clients up to four times what the schedulers run at once."""
+    parts = replicas * replica.ranks
+
+    def met(clients: int) -> bool:
+        return slo.met(run(replica, replicas, replace(workload, concurrency=clients)))
+
+    if not met(parts):
+        return 0
+    low, high = parts, 4 * replica.stack.max_num_seqs * parts
+    if met(high):
+        return high
+    while high - low > max(1, low // 50):  # to 2 %: the latencies it bisects are themselves a model's
+        mid = (low + high) // 2
+        low, high = (mid, high) if met(mid) else (low, mid)
+    return low
+
+
 def service_rate(replica: Replica, workload: Workload, kv_tokens: int | None = None) -> float:
     """Requests per second one scheduler completes when kept full: B sequences in flight, each step B decode
     tokens and the prompt tokens of the B / output requests that replace the finished ones."""
@@ -212,11 +231,14 @@ def traffic_result(
             )
         )
     slo_met = ratios = None
-    found = None
+    found = most = None
     if slo is not None and slo.targets:
         ratios = slo.misses(outcome)
         slo_met = all(r <= 1 for r in ratios.values())
-        found = None if workload.concurrency else max_rate(replica, replicas, workload, slo)
+        if workload.concurrency:
+            most = max_concurrency(replica, replicas, workload, slo)
+        else:
+            found = max_rate(replica, replicas, workload, slo)
     price = price_per_gpu_hour * gpus if price_per_gpu_hour is not None else None
     usd = price / 3600 / out_tps * 1e6 if price is not None and out_tps > 0 else None
     warnings = []
@@ -264,6 +286,7 @@ def traffic_result(
         slo_met=slo_met,
         slo_ratios=ratios or {},
         max_rate=found,
+        max_concurrency=most,
         price_per_hour=price,
         usd_per_million_tokens=usd,
         steps=steps,

@@ -147,6 +147,9 @@ class TrafficResult(Result):
     slo_met: bool | None = None
     slo_ratios: dict[str, float] = Field(default_factory=dict, description="achieved / target per SLO entry")
     max_rate: float | None = Field(default=None, description="largest rate (req/s, all replicas) meeting the SLO")
+    max_concurrency: int | None = Field(
+        default=None, description="closed loop: most clients (all replicas) meeting the SLO, to 2 %"
+    )
     price_per_hour: float | None = Field(default=None, description="USD per hour, all GPUs")
     usd_per_million_tokens: float | None = Field(default=None, description="output tokens at this rate")
 
@@ -198,6 +201,8 @@ class TrafficResult(Result):
             rows.append(("SLO", f"{self.slo}: {verdict}"))
         if self.max_rate is not None:
             rows.append(("largest rate meeting SLO", f"{self.max_rate:,.3g} req/s"))
+        if self.max_concurrency is not None:
+            rows.append(("most clients meeting SLO", f"{self.max_concurrency:,}"))
         if self.usd_per_million_tokens is not None and self.price_per_hour is not None:
             rows.append(
                 ("cost", f"${self.price_per_hour:,.2f}/hour, ${self.usd_per_million_tokens:,.3f} per 1M output")
