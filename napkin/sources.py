@@ -145,7 +145,7 @@ SCATTER_GATHER: Final = (
     "receiving stage all-gathers it over NVLink)"
 )
 ZERO3_MEASURED: Final = (
-    "ZeRO-3 across nodes at this stack's NCCL bandwidth, overlapped layer by layer; DeepSpeed's ZeRO-3 runs of "
+    "ZeRO-3 (FSDP) across nodes at this stack's NCCL bandwidth, overlapped layer by layer; DeepSpeed's ZeRO-3 runs of "
     "Narayanan et al. 2021 Table 2 reach 9 % of it (--stack deepspeed); fit yours with 'napkin calibrate'"
 )
 FLASH_EFFICIENCY: Final = (

@@ -413,6 +413,16 @@ def format_duration(seconds: float) -> str:
     return f"{_significant(seconds, 3)} s"
 
 
+def format_durations(values: list[float]) -> list[str]:
+    """Durations read side by side (percentiles): each as ``format_duration`` says it, but in one unit of minutes or
+    more when the largest needs one ("109 s / 2.1 minutes" would compare two units)."""
+    largest = max(values, default=0.0)
+    for size, name in ((86400.0, "days"), (3600.0, "hours"), (60.0, "minutes")):
+        if largest >= 2 * size:
+            return [f"{v / size:.1f} {name}" for v in values]
+    return [format_duration(v) for v in values]
+
+
 def format_percent(fraction: float, decimals: int = 1) -> str:
     return f"{fraction * 100:.{decimals}f} %"
 

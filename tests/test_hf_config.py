@@ -245,3 +245,11 @@ def test_deepseek_v3_leaves_out_its_multi_token_prediction_module_and_says_so() 
     read = read_config(config("deepseek-v3"))
     assert any("num_nextn_predict_layers 1" in note for note in read.notes)
     assert read.model.params() == pytest.approx(671e9, rel=1e-3)
+
+
+def test_falcon_leaves_its_context_to_its_config_class_and_napkin_says_so() -> None:
+    """Falcon-7B's config.json has no max_position_embeddings; transformers' FalconConfig defaults it to 2,048
+    (transformers v5.24 models/falcon/configuration_falcon.py)."""
+    read = read_config(config("falcon-7b"))
+    assert read.model.context == 2048
+    assert any("context 2,048: max_position_embeddings as Falcon's config class defaults it" in n for n in read.notes)

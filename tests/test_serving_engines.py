@@ -442,6 +442,8 @@ def test_a_closed_loop_holds_littles_law_and_one_client_never_waits() -> None:
     assert loop.requests_per_second * loop.e2e_seconds["mean"] == pytest.approx(32, rel=0.03)
     alone = napkin.traffic(model="llama3.1-8b", hardware="h100", prompt=1000, output=100, concurrency=1, requests=20)
     assert alone.ttft_seconds["p99"] == pytest.approx(alone.ttft_seconds["p50"], rel=1e-9)
+    split = napkin.traffic(**common, concurrency=32, requests=1600, gpus=4, tensor_parallel=1)  # 8 per replica
+    assert split.requests_per_second * split.e2e_seconds["mean"] == pytest.approx(32, rel=0.03)
     more = napkin.traffic(**common, concurrency=128, requests=3200)
     assert more.output_tokens_per_second > loop.output_tokens_per_second
     assert more.ttft_seconds["mean"] >= loop.ttft_seconds["mean"]
@@ -463,6 +465,11 @@ def test_the_most_clients_meeting_an_slo_meet_it_and_a_tenth_more_do_not() -> No
         (["--rate", "5", "--concurrency", "8"], "--rate (requests per second, e.g. 20/s) or --concurrency (clients"),
         ([], "--rate (requests per second, e.g. 20/s) or --concurrency (clients"),
         (["--concurrency", "0"], "--concurrency: '0'"),
+        (
+            ["--concurrency", "3", "--gpus", "4", "--tensor-parallel", "1"],
+            "do not split evenly over the deployment's 4",
+        ),
+        (["--concurrency", "100", "--requests", "20"], "--requests: 20 per scheduler is fewer than its 100 clients"),
     ],
 )
 def test_traffic_takes_a_rate_or_a_concurrency_not_both(args: list[str], message: str) -> None:

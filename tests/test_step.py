@@ -820,7 +820,7 @@ def test_a_changed_preset_and_a_longer_sequence_are_said() -> None:
         model="llama3-70b", gpus=64, tensor_parallel=8, global_batch=64, cluster="dgx-h100", seq="16k", hidden=4096
     )
     assert changed.model == "llama3-70b (modified)"
-    assert "seq 16,384 is longer than the model's context of 8,192 tokens" in changed.notes
+    assert "seq 16,384 is longer than the model's 8,192-token context" in changed.warnings
 
 
 def test_interleaving_needs_micro_batches_in_multiples_of_the_stages(napkin: Run) -> None:

@@ -79,9 +79,15 @@ def _notes(sm: StepModel, batch_tokens: int | None, gpus: int | None = None) -> 
                 f"--global-batch {whole:,} (or a --seq that divides the tokens) lets it use every GPU"
             )
         notes.append(note)
-    if sm.model.context is not None and sm.seq > sm.model.context:
-        notes.append(f"seq {sm.seq:,} is longer than the model's context of {sm.model.context:,} tokens")
     return notes
+
+
+def long_seq_warning(sm: StepModel) -> list[str]:
+    """The warning memory and train-time give too, for a sequence longer than the model's context."""
+    context = sm.model.context
+    return (
+        [f"seq {sm.seq:,} is longer than the model's {context:,}-token context"] if context and sm.seq > context else []
+    )
 
 
 @dataclass(frozen=True)
@@ -236,6 +242,7 @@ def step(**options: Any) -> StepResult:
     result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     result.warnings[:0] = list(chosen.warnings)
+    result.warnings += long_seq_warning(sm)
     return result
 
 
@@ -259,4 +266,5 @@ def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
     result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens, g)]
     result.warnings[:0] = list(chosen.warnings)
+    result.warnings += long_seq_warning(sm)
     return result

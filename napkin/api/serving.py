@@ -15,6 +15,7 @@ from napkin.api.serving_inputs import (
     ServingOptions,
     block_of,
     build_replica,
+    check_clients,
     context_of,
     experts_split,
     fraction_or_zero,
@@ -258,6 +259,7 @@ def traffic(
     )
     if max_num_seqs is not None:
         replica = with_stack(replica, max_num_seqs=positive(max_num_seqs, "max_num_seqs"))
+    check_clients(clients, (g // (t * p)) * replica.ranks, workload.requests)
     kv = replica.kv_tokens()
     if kv == 0:
         dense, experts = replica.weight_bytes_gpu()

@@ -179,6 +179,26 @@ def context_of(context: Number | None, arch: Model) -> tuple[int, str]:
     return length, "given" if given else MODEL_CONTEXT
 
 
+def check_clients(clients: int, schedulers: int, requests: int) -> None:
+    """A closed loop's clients split evenly over the deployment's schedulers (replicas × their DP-attention ranks or
+    pipeline micro-batches), as a load balancer sends them, and each scheduler's clients have requests to send."""
+    if not clients:
+        return
+    if clients % schedulers:
+        raise UsageError(
+            f"concurrency: {clients:,} clients do not split evenly over the deployment's {schedulers:,} schedulers; "
+            f"give a multiple of {schedulers:,}",
+            field="concurrency",
+        )
+    if requests < clients // schedulers:
+        raise UsageError(
+            f"requests: {requests:,} per scheduler is fewer than its {clients // schedulers:,} clients, who would "
+            "never all be busy; give requests well above them (10× for steady state)",
+            field="requests",
+            also=("concurrency",),
+        )
+
+
 R = TypeVar("R", "KvCacheResult", "InferenceResult")
 
 

@@ -222,6 +222,9 @@ def read_config(
     if heads is None:  # read as one head as wide as the model, the KV cache would be 8-64 times too large
         raise r.fail("num_attention_heads", "missing (a decoder config names its attention head count)")
     context = r.integer("context", "max_position_embeddings", "n_positions", "seq_length")
+    if context is None and fam.context is not None:
+        context = fam.context
+        r.notes.append(f"context {context:,}: max_position_embeddings as {fam.label}'s config class defaults it")
     ffn = r.integer("ffn", "intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")
     if ffn is None and mlp is not Mlp.gelu:  # GPT-2, GPT-J, Falcon: n_inner/ffn_hidden_size None means 4·d
         raise r.fail("intermediate_size", "missing (a gated MLP's width; napkin would have guessed 4 × hidden_size)")

@@ -27,6 +27,7 @@ class Family:
     tied: bool = False
     qkv_bias: bool = False  # Q, K, V biases whatever the config says (Qwen2)
     sliding: str = "all"  # which layers a ``sliding_window`` applies to: all, alternate, pattern, qwen, types
+    context: int | None = None  # max_position_embeddings when the config omits it (its config class's default)
 
 
 FAMILIES: dict[str, Family] = {
@@ -49,7 +50,8 @@ FAMILIES: dict[str, Family] = {
     "deepseek_v3": Family("DeepSeek-V3/R1"),
     "gpt_oss": Family("gpt-oss", sliding="types"),
     "llama4_text": Family("Llama 4"),
-    "falcon": Family("Falcon", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
+    # FalconConfig(max_position_embeddings=2048): Falcon-7B's config.json leaves it out
+    "falcon": Family("Falcon", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True, context=2048),
     "gpt2": Family("GPT-2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
     "gpt_neox": Family("GPT-NeoX", mlp=Mlp.gelu, norm=Norm.layernorm),
     "gptj": Family("GPT-J", mlp=Mlp.gelu, norm=Norm.layernorm, norms_per_layer=1),

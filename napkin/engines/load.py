@@ -104,8 +104,8 @@ def run(
     outputs = workload.output.sample(rng, workload.requests)
     if workload.prefix_hit_rate > 0:
         prompts = [max(1, round(p * (1 - workload.prefix_hit_rate))) for p in prompts]
-    if workload.concurrency and rate is None:  # the clients split over the schedulers as a load balancer would
-        clients = max(1, round(workload.concurrency / parts))
+    if workload.concurrency and rate is None:  # split evenly over the schedulers (checked by the API)
+        clients = max(1, workload.concurrency // parts)
         cost, sched = step_cost(replica, workload), scheduler(replica, workload, kv_tokens)
         return simulate([0.0] * workload.requests, prompts, outputs, cost, sched, clients=clients)
     times = arrivals(share, workload.requests, workload.seed)
@@ -242,6 +242,12 @@ def traffic_result(
     price = price_per_gpu_hour * gpus if price_per_gpu_hour is not None else None
     usd = price / 3600 / out_tps * 1e6 if price is not None and out_tps > 0 else None
     warnings = []
+    clients = workload.concurrency // parts if workload.concurrency else 0
+    if clients and workload.requests < 10 * clients:
+        warnings.append(
+            f"{workload.requests:,} requests for {clients:,} clients per scheduler: the run is mostly its start (all "
+            "at once) and its drain; give --requests of 10× the clients or more for steady-state figures"
+        )
     if saturated:
         warnings.append(
             f"the offered {workload.rate:,.3g} req/s is more than the deployment serves: the queue grows for "

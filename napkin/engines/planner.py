@@ -100,8 +100,8 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
                         for v in vs:
                             for r in recomputes:
                                 for z in pipe_shardings if d * c > 1 else (Sharding.none,):
-                                    if z is Sharding.hsdp and ranks_near(d * c, dom, t) == d * c:
-                                        continue  # the DP group within one domain: HSDP is FULL_SHARD there
+                                    if z is Sharding.hsdp and ranks_near(d * c, dom, t) in (1, d * c):
+                                        continue  # its shards all in one domain (FULL_SHARD) or each alone (DDP)
                                     out.append(
                                         Knobs(
                                             tensor_parallel=t,

@@ -12,7 +12,7 @@ from napkin.domain.base import Record
 from napkin.domain.layout import ServingLayout
 from napkin.engines.traffic import Outcome
 from napkin.results.result import Result
-from napkin.units import format_duration
+from napkin.units import format_duration, format_durations
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -163,16 +163,16 @@ class TrafficResult(Result):
 
     def rows(self) -> list[tuple[str, str]]:
         def ps(values: dict[str, float]) -> str:
-            return " / ".join(format_duration(v) for v in values.values()) + f" ({' / '.join(values)})"
+            return " / ".join(format_durations(list(values.values()))) + f" ({' / '.join(values)})"
 
         rows = [
             (
                 ("offered", f"{self.rate:,.4g} req/s (Poisson, seed {self.seed}, {self.requests:,} requests)")
                 if self.concurrency is None
                 else (
-                    "offered",
-                    f"{self.concurrency:,} concurrent clients (closed loop, {self.requests:,} requests): "
-                    f"{self.rate:,.4g} req/s",
+                    "clients",
+                    f"{self.concurrency:,} in a closed loop ({self.requests:,} requests): {self.rate:,.4g} req/s "
+                    "served",
                 )
             ),
             ("lengths", f"prompt {self.prompt}, output {self.output}"),
