@@ -128,14 +128,15 @@ class StackSheet(Result):
             rows.append((path, value + mark))
         if s.notes:
             rows.append(("notes", s.notes))
-        rows.append(("file", f"{self.loaded.path} ({self.loaded.origin})"))
         return rows
 
     def extras(self) -> list[Any]:
         from napkin.results import render
 
         sources, notes = self.loaded.profile.sources, self._notes()
+        where = render.Links(f"file: {self.loaded.path} ({self.loaded.origin})\n")  # whole, never folded
         return [
+            where,
             *([render.numbered("notes (where each value comes from)", list(notes), "{}.")] if notes else []),
             render.numbered("sources", [src.title for src in sources], "[{}]"),
             render.links([src.url for src in sources]),
