@@ -83,6 +83,12 @@ def test_lora_memory_matches_qwens_published_profile(name: str, seq: int, publis
     assert lora(name, seq).per_gpu_bytes == pytest.approx(published_gb * 1e9, rel=0.10)
 
 
+def test_the_validation_rows_are_within_4_percent_on_average() -> None:
+    """The module doc's figure (3.3 % over the 16 validation rows), as a bound a regression would cross."""
+    errors = [abs(lora(name, seq).per_gpu_bytes / (gb * 1e9) - 1) for name, seq, gb in VALIDATION]
+    assert len(errors) == 16 and sum(errors) / len(errors) < 0.04
+
+
 def test_the_runtime_constant_is_the_mean_excess_of_its_calibration_rows() -> None:
     excess = []
     for name, seq in sorted(CALIBRATION):
