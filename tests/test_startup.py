@@ -26,3 +26,33 @@ def test_cli_never_imports_torch() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok []"
+
+
+def test_each_command_is_found_where_it_is_declared() -> None:
+    """The table that lets a command import its own module alone names, for every command and group of the full
+    app, the module that declares it; the one-command app holds the same command (or group) as the full one."""
+    from napkin import cli
+
+    full = cli.full_app()
+    commands = {c.name: c for c in full.registered_commands}
+    groups = {g.name: g for g in full.registered_groups}
+    assert set(cli.COMMANDS) == set(commands)
+    assert list(cli.GROUPS) == list(groups)
+    for name, command in commands.items():
+        assert command.callback is not None
+        assert command.callback.__module__ == f"napkin.cli.{cli.COMMANDS[name]}", name
+        (single,) = cli._app_for([name, "--help"]).registered_commands
+        assert single is command
+    for name, group in groups.items():
+        (single_group,) = cli._app_for(["--json", name]).registered_groups
+        assert single_group.typer_instance is group.typer_instance
+        assert single_group.name == name
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    probe = (
+        "import sys; from napkin.cli import _app_for; _app_for(['plan']); "
+        "print(sorted(m for m in sys.modules if m.startswith('napkin.cli.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['napkin.cli.common', 'napkin.cli.options', 'napkin.cli.plan_cmds']"

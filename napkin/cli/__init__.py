@@ -16,24 +16,15 @@ from __future__ import annotations
 
 import codecs
 import errno
+import importlib
 import os
 import sys
+from functools import cache
 from typing import Annotated, Any, Final
 
 import typer
 
 from napkin import __version__
-from napkin.cli import (
-    bench_comm_cmds,
-    comm_cmds,
-    compute_cmds,
-    hardware_cmds,
-    inference_cmds,
-    live_cmds,
-    memory_cmds,
-    plan_cmds,
-    stack_cmds,
-)
 from napkin.cli.common import NapkinGroup
 
 _SETTINGS: dict[str, Any] = {
@@ -48,7 +39,6 @@ _SETTINGS: dict[str, Any] = {
     # plain help: rich's option table truncates long flags (--tensor-parall…) on an 80-column terminal
     "rich_markup_mode": None,
 }
-app = typer.Typer(**_SETTINGS)
 
 
 def _version(value: bool) -> None:
@@ -57,7 +47,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
@@ -66,33 +55,79 @@ def _root(
     """Napkin math for deep-learning training runs."""
 
 
-for sub in (compute_cmds.app, memory_cmds.app, plan_cmds.app, inference_cmds.app, live_cmds.app):
-    app.registered_commands.extend(sub.registered_commands)
-app.add_typer(compute_cmds.flops_app, name="flops")
-app.add_typer(hardware_cmds.app, name="hardware")
-app.add_typer(stack_cmds.app, name="stack")
-app.add_typer(live_cmds.bench_app, name="bench")
-app.add_typer(comm_cmds.comm_app, name="comm")
-app.add_typer(comm_cmds.cluster_app, name="cluster")
-bench_comm_cmds.register(live_cmds.bench_app)
+#: The modules whose commands are napkin's top-level commands, in the order ``napkin --help`` lists them.
+COMMAND_MODULES: Final = ("compute_cmds", "memory_cmds", "plan_cmds", "inference_cmds", "live_cmds")
+#: Each command group: its name → (the module that declares it, the module's ``typer.Typer``), in help's order.
+GROUPS: Final = {
+    "flops": ("compute_cmds", "flops_app"),
+    "hardware": ("hardware_cmds", "app"),
+    "stack": ("stack_cmds", "app"),
+    "bench": ("live_cmds", "bench_app"),
+    "comm": ("comm_cmds", "comm_app"),
+    "cluster": ("comm_cmds", "cluster_app"),
+}
+#: Each top-level command → the module that declares it (in COMMAND_MODULES), so that running one command imports
+#: that module alone (start-up time); tests/test_cli.py checks it against the modules' own command tables.
+COMMANDS: Final = {
+    **dict.fromkeys(("train-time", "mfu", "optimal", "models"), "compute_cmds"),
+    **dict.fromkeys(("max-model", "memory", "optimizers", "dtypes", "tensor"), "memory_cmds"),
+    **dict.fromkeys(("step", "plan", "calibrate"), "plan_cmds"),
+    **dict.fromkeys(("inference", "kv-cache", "traffic", "serve-plan"), "inference_cmds"),
+    "verify": "live_cmds",
+}
+
+
+def _module(name: str) -> Any:
+    return importlib.import_module(f"napkin.cli.{name}")
+
+
+@cache
+def _group(name: str) -> typer.Typer:
+    """The ``typer.Typer`` of the command group ``name`` (``napkin bench``'s with its collective benchmarks)."""
+    module, attribute = GROUPS[name]
+    group: typer.Typer = getattr(_module(module), attribute)
+    if name == "bench":
+        _module("bench_comm_cmds").register(group)
+    return group
+
+
+def _new_app(commands: list[Any], groups: list[str]) -> typer.Typer:
+    built = typer.Typer(**_SETTINGS)
+    built.callback()(_root)
+    built.registered_commands = commands
+    for name in groups:
+        built.add_typer(_group(name), name=name)
+    return built
+
+
+@cache
+def full_app() -> typer.Typer:
+    """napkin's whole command table: every command and group (``napkin --help``, tests, the library's ``app``)."""
+    commands = [c for module in COMMAND_MODULES for c in _module(module).app.registered_commands]
+    return _new_app(commands, list(GROUPS))
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # built when first asked for: a command imports only its own module (``_app_for``)
+        return full_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _app_for(argv: list[str]) -> typer.Typer:
-    """The app with only the command being run, so startup converts one command, not all of them.
+    """The app with only the command being run, so startup imports and converts one command, not all of them.
 
     ``napkin --help`` (no command name) and anything unrecognised get the full app, which gives the
     same help and the same error messages; a single command behaves exactly as it does in ``app``.
     """
+    if argv == ["--version"]:  # answered while the options are parsed, before any command is looked up
+        return _new_app([], [])
     name = next((arg for arg in argv if not arg.startswith("-")), None)
-    commands = [c for c in app.registered_commands if c.name == name]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if not commands and not groups:
-        return app
-    single = typer.Typer(**_SETTINGS)
-    single.registered_callback = app.registered_callback
-    single.registered_commands = commands
-    single.registered_groups = groups
-    return single
+    if name in GROUPS:
+        return _new_app([], [name])
+    if name in COMMANDS:
+        commands = [c for c in _module(COMMANDS[name]).app.registered_commands if c.name == name]
+        return _new_app(commands, [])
+    return full_app()
 
 
 #: ASCII spellings of the symbols napkin prints, for streams that cannot encode them.
