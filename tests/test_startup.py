@@ -34,8 +34,8 @@ def test_each_command_is_found_where_it_is_declared() -> None:
     from napkin import cli
 
     full = cli.full_app()
-    commands = {c.name: c for c in full.registered_commands}
-    groups = {g.name: g for g in full.registered_groups}
+    commands = {str(c.name): c for c in full.registered_commands}
+    groups = {str(g.name): g for g in full.registered_groups}
     assert set(cli.COMMANDS) == set(commands)
     assert list(cli.GROUPS) == list(groups)
     for name, command in commands.items():
