@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from enum import EnumMeta
+from typing import Any
+
+import typer
+import typer.main
+from typer._click import core as click_core
 
 PROBE = """
 import sys
@@ -56,3 +63,43 @@ def test_a_command_imports_only_its_own_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['napkin.cli.common', 'napkin.cli.options', 'napkin.cli.plan_cmds']"
+
+
+def _options(command: Any) -> Iterator[tuple[Any, Any]]:
+    """(command, option) for every option of ``command`` and of its commands, recursively."""
+    for param in command.params:
+        if isinstance(param, typer.core.TyperOption):
+            yield command, param
+    for sub in getattr(command, "commands", {}).values():
+        yield from _options(sub)
+
+
+def test_options_taken_as_given_are_what_typer_makes_of_them() -> None:
+    """Every option of every command is a NapkinOption, and for each value it takes as it is (not given, the
+    default, a string, each member of its Enum) the result is the one typer's own conversion gives."""
+    from napkin import cli
+    from napkin.cli.common import NapkinOption
+
+    root = typer.main.get_command(cli.full_app())
+    found = list(_options(root))
+    assert len(found) > 200
+    for command, option in found:
+        assert type(option) is NapkinOption, (command.name, option.name)
+        kind = option.type_descriptor.annotation
+        values = [None, option.default, "8", "llama3-70b", "", *(list(kind) if isinstance(kind, EnumMeta) else [])]
+        for value in values:
+            ctx = click_core.Context(command)
+            if option.callback is not None or option.required:
+                continue  # their callbacks act (--version exits); typer's path and napkin's share that step
+            ours = _outcome(NapkinOption.process_value, option, ctx, value)
+            theirs = _outcome(typer.core.TyperOption.process_value, option, ctx, value)
+            assert ours == theirs, (command.name, option.name, value)
+
+
+def _outcome(convert: Callable[[Any, Any, Any], Any], option: Any, ctx: Any, value: Any) -> tuple[Any, ...]:
+    """What a conversion gives: its value and the value's type, or the error it raises and its message."""
+    try:
+        out = convert(option, ctx, value)
+    except Exception as exc:
+        return type(exc), str(exc)
+    return out, type(out)

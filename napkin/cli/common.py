@@ -7,6 +7,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
 
@@ -233,8 +234,49 @@ def bare_options(args: list[str]) -> list[str]:
     return out
 
 
+class NapkinOption(typer.core.TyperOption):
+    """A typer option that takes a value needing no conversion as it is: not given (None), a string for a ``str``
+    option, a member of the option's Enum (its default). typer converts every option's value, given or not, through
+    a pydantic TypeAdapter it builds for that option (``TyperOption.process_value``): 43 of them were a tenth of
+    ``napkin plan``'s start-up. For these values its conversion is the value itself (``str()`` of a string; an
+    Enum member is found among the choices by identity), so the result is the same; anything else (a string for
+    an Enum, a path, a list) is typer's to convert, as before. tests/test_startup.py checks that both agree on
+    every option of every command."""
+
+    def process_value(self, ctx: Any, value: Any) -> Any:
+        if self.multiple or self.nargs != 1 or not _as_is(self.type_descriptor.annotation, value):
+            return super().process_value(ctx, value)
+        if self.required and self.value_is_missing(value):  # what typer does after converting
+            raise click_exceptions.MissingParameter(ctx=ctx, param=self)
+        if self.callback is not None:
+            value = self.callback(ctx, self, value)
+        return value
+
+
+def _as_is(kind: Any, value: Any) -> bool:
+    """Whether typer's conversion of ``value`` for an option of type ``kind`` is ``value`` itself."""
+    if value is None:
+        return True
+    if kind is str:
+        return type(value) is str
+    return isinstance(kind, type) and issubclass(kind, Enum) and type(value) is kind
+
+
+def plain_options(command: Any) -> None:
+    """Make every typer option of ``command`` (and of its commands, if a group) a NapkinOption."""
+    for param in command.params:
+        if type(param) is typer.core.TyperOption:
+            param.__class__ = NapkinOption
+    for sub in getattr(command, "commands", {}).values():
+        plain_options(sub)
+
+
 class NapkinGroup(typer.core.TyperGroup):
     """Click's usage errors as one line (``napkin: error: …``), exit code 2, no box, no traceback."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain_options(self)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return list(super().parse_args(ctx, bare_options(args)))
