@@ -103,3 +103,26 @@ def _outcome(convert: Callable[[Any, Any, Any], Any], option: Any, ctx: Any, val
     except Exception as exc:
         return type(exc), str(exc)
     return out, type(out)
+
+
+def test_the_live_checks_keep_the_garbage_collector() -> None:
+    """The command runs without the cyclic collector (napkin/_entry.py), except bench and verify, which run torch
+    for seconds; the library leaves the collector as it was."""
+    probe = (
+        "import atexit, gc, sys; atexit.register(lambda: print(gc.isenabled())); "
+        "sys.argv = ['napkin', *sys.argv[1:]]; from napkin._entry import main; main()"
+    )
+    for args, enabled in ((["dtypes"], "False"), (["bench", "--help"], "True"), (["verify", "--help"], "True")):
+        out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=True)
+        assert out.stdout.splitlines()[-1] == enabled, args
+    library = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import gc, napkin; napkin.plan(model='llama3-8b', gpus=8, global_batch=8); print(gc.isenabled())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert library.stdout.strip() == "True"
