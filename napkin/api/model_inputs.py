@@ -76,7 +76,7 @@ def build_model(model: str | Model | None = None, model_config: str | Path | Non
 
 def _named_model(model: str | None, model_config: str | Path | None) -> Chosen:
     """A preset by name, or a Hugging Face config by path, folder or Hub id."""
-    from napkin.systems.hf_source import is_source, load
+    from napkin.io.hf_files import is_source  # a preset's name needs no Hugging Face reader (start-up time)
 
     if model is not None and not is_source(model) and not Path(model).exists():
         from napkin.systems.presets import get_preset
@@ -85,6 +85,8 @@ def _named_model(model: str | None, model_config: str | Path | None) -> Chosen:
         return Chosen(
             preset.model, preset.name, preset.seq, f"the {preset.name} preset's training length", preset.origin_notes
         )
+    from napkin.systems.hf_source import load
+
     # model_config is read locally (a Hub id goes to model)
     read = load(model, field="model") if model is not None else load(str(model_config), "model_config", hub=False)
     return Chosen(read.model, read.name, notes=tuple(read.notes), warnings=tuple(read.warnings))

@@ -4,12 +4,18 @@ the object."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from napkin.errors import NapkinError, UsageError
 from napkin.io.files import read_text
 from napkin.io.yamlio import parse_json
+
+
+def is_source(text: str) -> bool:
+    """Whether a ``--model`` value names a config rather than a preset: a path, a folder or a Hub id."""
+    return "/" in text or os.sep in text or text.endswith(".json")
 
 
 def config_path(spec: str | Path, field: str = "model_config") -> Path:

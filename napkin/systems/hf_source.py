@@ -27,11 +27,6 @@ TRUE = ("1", "on", "yes", "true")
 CONNECT_TIMEOUT = 3.0
 
 
-def is_source(text: str) -> bool:
-    """Whether a ``--model`` value names a config rather than a preset: a path, a folder or a Hub id."""
-    return "/" in text or os.sep in text or text.endswith(".json")
-
-
 def load(spec: str | Path, field: str = "model_config", *, hub: bool = True) -> HfModel:
     """The model a config.json path, a model folder or (``hub``) a Hub id describes."""
     text = str(spec)
