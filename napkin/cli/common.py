@@ -244,7 +244,8 @@ class NapkinOption(typer.core.TyperOption):
     every option of every command."""
 
     def process_value(self, ctx: Any, value: Any) -> Any:
-        if self.multiple or self.nargs != 1 or not _as_is(self.type_descriptor.annotation, value):
+        kind = getattr(getattr(self, "type_descriptor", None), "annotation", None)  # None: a typer without it
+        if self.multiple or self.nargs != 1 or kind is None or not _as_is(kind, value):
             return super().process_value(ctx, value)
         if self.required and self.value_is_missing(value):  # what typer does after converting
             raise click_exceptions.MissingParameter(ctx=ctx, param=self)
