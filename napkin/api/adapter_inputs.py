@@ -45,9 +45,6 @@ class AdapterOptions:
         """LoRA/QLoRA settings (``napkin.engines.finetune.Adapters``), or None for full fine-tuning; a UsageError
         for what adapters do not use (a ``precision`` other than the question's default: adapters keep their own
         dtypes; double quantization without an NF4 base) and for adapter options given without adapters."""
-        from napkin.engines.finetune import Adapters
-        from napkin.engines.lora import DEFAULT_RANK, targets
-
         method = self.method
         if method is Finetune.full:
             lora_only = (
@@ -66,6 +63,9 @@ class AdapterOptions:
                     also=("lora_rank", "lora_targets", "base_format", "paged_optimizer"),
                 )
             return None
+        from napkin.engines.finetune import Adapters  # only with adapters (start-up time)
+        from napkin.engines.lora import DEFAULT_RANK, targets
+
         rank = DEFAULT_RANK if self.lora_rank is None else parse(units.parse_int, self.lora_rank, "lora_rank")
         if rank <= 0:
             raise UsageError(f"lora_rank: {rank} is not a positive whole number", field="lora_rank")

@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from napkin.engines.compute import FlopsPerToken
+    from napkin.engines.finetune import Adapters
 
 from napkin.domain.choices import Optimizer, Precision, Recompute
 from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.engines.comm import collective_seconds
-from napkin.engines.finetune import Adapters, base_bytes
-from napkin.engines.lora import lora_params, quantized_weights
 from napkin.engines.memory import (
     ActivationInputs,
     activation_element_bytes,
@@ -81,7 +80,11 @@ class LayerModel:
         self.model, self.seq, self.batch, self.hw = model, seq, global_batch, hw
         #: LoRA/QLoRA: a frozen base (no weight-gradient GEMMs, nothing to reduce or update) and adapters
         self.adapters = adapters
-        self.trainable = float(lora_params(model, adapters.rank, adapters.targets)) if adapters else 0.0
+        self.trainable = 0.0
+        if adapters:  # adapters' modules are imported only when there are adapters (start-up time)
+            from napkin.engines.lora import lora_params
+
+            self.trainable = float(lora_params(model, adapters.rank, adapters.targets))
         self.optimizer, self.precision = optimizer, precision
         self.flash = st.flash if flash_attention is None else flash_attention
         self.causal = st.causal if causal is None else causal
@@ -317,6 +320,9 @@ class LayerModel:
         matmuls = self.layer_matmuls(k)
         dequantize = 0.0
         if self.adapters.quantized:
+            from napkin.engines.finetune import base_bytes
+            from napkin.engines.lora import quantized_weights
+
             per_weight = base_bytes(self.adapters.format, self.adapters.dq, self.model.hidden) + ACT_BYTES
             weights = quantized_weights(self.model) / self.model.layers / k.tensor_parallel
             passes = 3 if k.recompute is Recompute.full else 2

@@ -3,13 +3,12 @@ stage functions, so the planner and ``napkin memory`` agree, their parts memoise
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from napkin.domain.choices import Optimizer, Precision, Recompute
 from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
-from napkin.engines.finetune import Adapters, finetune_bytes
 from napkin.engines.memory import (
     ActivationInputs,
     ActivationParts,
@@ -26,6 +25,9 @@ from napkin.engines.memory import (
 )
 from napkin.engines.step.knobs import Knobs
 from napkin.systems.stack import StackKnobs, recipe_memory
+
+if TYPE_CHECKING:
+    from napkin.engines.finetune import Adapters
 
 
 class StepMemory:
@@ -78,6 +80,8 @@ class StepMemory:
         layout (tests/test_memory_stacks.py and tests/test_offload.py check it against ``napkin memory``). With
         adapters, ``napkin.engines.finetune``'s."""
         if self.adapters is not None:
+            from napkin.engines.finetune import finetune_bytes  # only with adapters (start-up time)
+
             parts_ = finetune_bytes(
                 self.model,
                 self.adapters,
@@ -153,6 +157,8 @@ class StepMemory:
     def frozen(self) -> float:
         """Bytes of the frozen base as stored (the quantized linear weights, and the rest)."""
         assert self.adapters is not None
+        from napkin.engines.finetune import finetune_bytes
+
         return finetune_bytes(
             self.model, self.adapters, Workload(seq=self.seq), recompute=Recompute.none, flash_attention=True
         )["frozen base"]

@@ -12,9 +12,6 @@ if TYPE_CHECKING:
 from napkin import sources
 from napkin.domain.layout import MAX_LISTED_STAGES, Layout, stage_layers, uneven_note
 from napkin.domain.workload import Workload
-from napkin.engines.finetune import (
-    finetune_memory,
-)
 from napkin.engines.memory import (
     capacity,
     memory,
@@ -335,6 +332,8 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
     gpus = layout.gpus
     mem: Any
     if sm.adapters is not None:
+        from napkin.engines.finetune import finetune_memory  # only with adapters (start-up time)
+
         mem = finetune_memory(
             sm.model,
             sm.adapters,
