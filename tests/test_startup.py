@@ -62,7 +62,9 @@ def test_a_command_imports_only_its_own_module() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('napkin.cli.')))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['napkin.cli.common', 'napkin.cli.options', 'napkin.cli.plan_cmds']"
+    assert (
+        out.stdout.strip() == "['napkin.cli.common', 'napkin.cli.group', 'napkin.cli.options', 'napkin.cli.plan_cmds']"
+    )
 
 
 def _options(command: Any) -> Iterator[tuple[Any, Any]]:
@@ -78,7 +80,7 @@ def test_options_taken_as_given_are_what_typer_makes_of_them() -> None:
     """Every option of every command is a NapkinOption, and for each value it takes as it is (not given, the
     default, a string, each member of its Enum) the result is the one typer's own conversion gives."""
     from napkin import cli
-    from napkin.cli.common import NapkinOption
+    from napkin.cli.group import NapkinOption
 
     root = typer.main.get_command(cli.full_app())
     found = list(_options(root))

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Final
 import typer
 
 from napkin import __version__
-from napkin.cli.common import NapkinGroup
+from napkin.cli.group import NapkinGroup
 
 _SETTINGS: dict[str, Any] = {
     "name": "napkin",

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -20,8 +18,6 @@ from napkin.errors import NapkinError, UsageError
 if TYPE_CHECKING:  # the engines are imported by the commands that use them, not at startup
     from napkin.results.result import Result
     from napkin.systems.profiles import LoadedProfile
-
-from typer._click import exceptions as click_exceptions  # typer vendors click (pyproject: typer>=0.29)
 
 
 def _line(message: str) -> str:
@@ -208,104 +204,6 @@ def _command_path() -> str:
 
     ctx = globals.get_current_context(silent=True)
     return ctx.command_path if ctx is not None else "napkin"
-
-
-#: Options that once were flags and now take a value: (command, option) → what the option alone means. The old
-#: bare spelling works for one release, with a note (README, conventions).
-BARE_OPTIONS: Final = {("traffic", "--expert-parallel"): ("tp", "the replica's TP degree")}
-
-
-def _an_option(arg: str) -> bool:
-    """Whether ``arg`` is an option (``--json``, ``-t``), not a value such as ``-1``."""
-    return arg.startswith("-") and not arg[1:2].isdigit() and arg[1:2] != "."
-
-
-def bare_options(args: list[str]) -> list[str]:
-    """``args`` with each once-bare option given the value it meant (``traffic --expert-parallel`` → ``… tp``)."""
-    command = next((arg for arg in args if not arg.startswith("-")), None)
-    out = list(args)
-    for (name, option), (value, meaning) in BARE_OPTIONS.items():
-        if command != name:
-            continue
-        for i in range(len(out) - 1, -1, -1):
-            if out[i] == option and (i + 1 == len(out) or _an_option(out[i + 1])):
-                out.insert(i + 1, value)
-                note(f"{option} alone is deprecated and goes in the next release; write {option} N ({meaning})")
-    return out
-
-
-class NapkinOption(typer.core.TyperOption):
-    """A typer option that takes a value needing no conversion as it is: not given (None), a string for a ``str``
-    option, a member of the option's Enum (its default). typer converts every option's value, given or not, through
-    a pydantic TypeAdapter it builds for that option (``TyperOption.process_value``): 43 of them were a tenth of
-    ``napkin plan``'s start-up. For these values its conversion is the value itself (``str()`` of a string; an
-    Enum member is found among the choices by identity), so the result is the same; anything else (a string for
-    an Enum, a path, a list) is typer's to convert, as before. tests/test_startup.py checks that both agree on
-    every option of every command."""
-
-    def process_value(self, ctx: Any, value: Any) -> Any:
-        kind = getattr(getattr(self, "type_descriptor", None), "annotation", None)  # None: a typer without it
-        if self.multiple or self.nargs != 1 or kind is None or not _as_is(kind, value):
-            return super().process_value(ctx, value)
-        if self.required and self.value_is_missing(value):  # what typer does after converting
-            raise click_exceptions.MissingParameter(ctx=ctx, param=self)
-        if self.callback is not None:
-            value = self.callback(ctx, self, value)
-        return value
-
-
-def _as_is(kind: Any, value: Any) -> bool:
-    """Whether typer's conversion of ``value`` for an option of type ``kind`` is ``value`` itself."""
-    if value is None:
-        return True
-    if kind is str:
-        return type(value) is str
-    return isinstance(kind, type) and issubclass(kind, Enum) and type(value) is kind
-
-
-def plain_options(command: Any) -> None:
-    """Make every typer option of ``command`` (and of its commands, if a group) a NapkinOption."""
-    for param in command.params:
-        if type(param) is typer.core.TyperOption:
-            param.__class__ = NapkinOption
-    for sub in getattr(command, "commands", {}).values():
-        plain_options(sub)
-
-
-class NapkinGroup(typer.core.TyperGroup):
-    """Click's usage errors as one line (``napkin: error: …``), exit code 2, no box, no traceback."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        plain_options(self)
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return list(super().parse_args(ctx, bare_options(args)))
-
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs["standalone_mode"] = False
-        try:
-            rv = super().main(*args, **kwargs)
-        except click_exceptions.NoArgsIsHelpError as exc:
-            # a bare group (``napkin``, ``napkin flops``) asks for its help: print it, as --help does
-            typer.echo(exc.format_message())
-            sys.exit(0)
-        except click_exceptions.UsageError as exc:
-            command = exc.ctx.command_path if exc.ctx else "napkin"
-            message = exc.format_message().replace("Value error, ", "")
-            error(f"{message} (see '{command} --help')")
-            sys.exit(2)
-        except click_exceptions.ClickException as exc:
-            error(exc.format_message())
-            sys.exit(exc.exit_code)
-        except typer.Abort as exc:
-            if isinstance(exc.__cause__, KeyboardInterrupt):
-                raise KeyboardInterrupt from None  # main() reports it: exit 130
-            typer.echo("napkin: aborted", err=True)
-            sys.exit(1)
-        if rv == 130:  # typer's answer to Ctrl-C in a command: say it, as main() does for the rest
-            raise KeyboardInterrupt
-        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:

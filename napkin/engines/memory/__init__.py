@@ -15,8 +15,9 @@ model that fits. Pure functions, no I/O; each formula cites napkin.sources.
     embedding and the logits on the stages holding them; the most loaded stage is the per-GPU figure.
 """
 
+from typing import TYPE_CHECKING, Any, Final
+
 from napkin.engines.memory.cached import all_to_all_bytes, cached_layer_bytes
-from napkin.engines.memory.largest import EXCLUDED, MaxModelResult, max_model
 from napkin.engines.memory.result import USABLE_BAND, MemoryResult, StageRow, capacity, memory, parse_reserve
 from napkin.engines.memory.stages import (
     MIRRORED,
@@ -60,6 +61,21 @@ from napkin.engines.memory.states import (
     stack_bytes_per_param,
     state_elements,
 )
+
+if TYPE_CHECKING:
+    from napkin.engines.memory.largest import EXCLUDED, MaxModelResult, max_model
+
+#: Imported when first asked for: a command that checks a layout (step, plan) never solves for the largest model.
+_LARGEST: Final = ("EXCLUDED", "MaxModelResult", "max_model")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LARGEST:
+        from napkin.engines.memory import largest
+
+        return getattr(largest, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BYTES_8BIT_STATE",
