@@ -5,8 +5,8 @@ not an ImportError traceback. ``napkin.cli.main`` handles everything after that.
 
 The command runs without the cyclic garbage collector. A command is one short computation: nearly every
 object it makes (the modules and classes it imports, pydantic's validators, the profiles it reads, the
-layouts it ranks) lives until it prints, so the collector's passes over them free nothing, and they were a
-tenth of ``napkin plan``'s CPU time; the reference cycles a command drops are few (peak memory of plan,
+layouts it ranks) lives until it prints, so the collector's passes over them free nothing, and they were
+about 8 % of ``napkin plan``'s CPU time; the reference cycles a command drops are few (peak memory of plan,
 traffic and serve-plan is the same with and without it). Reference counting still frees everything else at
 once. The live checks (``bench``, ``verify``), which run torch for seconds, keep the collector. The library
 (``import napkin``) leaves it alone.
