@@ -209,6 +209,17 @@ def traffic_result(
             "Orca (Yu et al. 2022 §3); Sarathi-Serve (arXiv:2403.02310 §4); vLLM (arXiv:2309.06180 §4.5)",
         ),
     ]
+    if workload.concurrency:
+        steps.append(
+            step(
+                "closed loop",
+                "N clients split evenly over the schedulers; all send at once, then each sends its next request "
+                "when its last reply has come back (its last token + the stack's per-request overhead)",
+                f"N = {workload.concurrency:,} over {parts:,} scheduler(s), {workload.requests:,} requests each",
+                f"{served:,.4g} req/s served",
+                "genai-perf --concurrency; vllm bench serve --max-concurrency",
+            )
+        )
     if workload.speculative_tokens:
         steps.append(
             step(
