@@ -450,7 +450,7 @@ def parse_length(text: str | float | int, what: str = "value", *, whole: bool = 
         except UsageError:  # quote what the user wrote (-8k, not -8) and what a length accepts
             raise UsageError(f"{what}: {_shown(text.strip())} is not a positive length; expected {_LENGTH}") from None
     else:
-        value = _parse(text, COUNT_UNITS, "length", what)
+        value = _parse(text, {"": 1.0}, "length", what)  # 70B is a parameter count, not a length
     if not whole:
         value = float(max(1, round(value)))
     if value != int(value):

@@ -82,7 +82,7 @@ def test_bad_counts_are_rejected_with_the_accepted_forms(text: str) -> None:
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("text", ["0", "-5", "abc", "nan", "70X", "-8k"])
+@pytest.mark.parametrize("text", ["0", "-5", "abc", "nan", "70X", "-8k", "70B", "1.5T"])
 def test_a_bad_length_names_the_forms_a_length_takes_not_a_parameter_count(text: str) -> None:
     with pytest.raises(UsageError) as info:
         units.parse_length(text, "--seq")
