@@ -458,6 +458,18 @@ def test_finetune_on_train_time_counts_a_frozen_base() -> None:
         (["--finetune", "qlora", "--model", "llama3-8b", "--precision", "bf16"], "--precision: qlora keeps"),
         (["--finetune", "lora", "--model", "llama3-8b", "--offload", "optimizer"], "--offload: fine-tuning"),
         (["--finetune", "lora", "--model", "llama3-8b", "--lora-rank", "5000"], "--lora-rank: 5,000 is above"),
+        # Mixtral's router is 4,096 × 8: peft's default rank 16 has no matrix there, and the message says it was the default
+        (
+            [
+                "--finetune",
+                "lora",
+                "--model-config",
+                str(DATA / "hf_configs" / "mixtral-8x7b.json"),
+                "--lora-targets",
+                "router",
+            ],
+            "--lora-rank: 16 (the default) is above the rank of every adapted layer (at most 8 here",
+        ),
         (["--finetune", "lora", "--model", "llama3-8b", "--double-quant"], "--double-quant: double quantization"),
         (["--finetune", "qlora", "--model", "llama3-8b", "--base-format", "int8", "--no-double-quant"], "NF4's"),
     ],

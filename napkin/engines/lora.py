@@ -219,10 +219,12 @@ def lora_params(model: Model, rank: int, chosen: tuple[str, ...]) -> int:
     picked = adapted(model, chosen)
     widest = max(min(x.d_in, x.d_out) for x in picked)
     if rank > widest:
+        told = " (the default)" if rank == DEFAULT_RANK else ""
         raise UsageError(
-            f"lora_rank: {rank:,} is above the rank of every adapted layer (at most {widest:,} here, "
-            "the smaller side of the widest matrix)",
+            f"lora_rank: {rank:,}{told} is above the rank of every adapted layer (at most {widest:,} here, "
+            f"the smaller side of the widest matrix); give a rank up to {widest:,} or other lora_targets",
             field="lora_rank",
+            also=("lora_targets",),
         )
     return sum(rank * x.scale * (x.d_in + x.d_out) * x.count for x in picked)
 
