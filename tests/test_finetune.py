@@ -467,6 +467,8 @@ def test_finetune_on_train_time_counts_a_frozen_base() -> None:
                 str(DATA / "hf_configs" / "mixtral-8x7b.json"),
                 "--lora-targets",
                 "router",
+                "--seq",
+                "2048",
             ],
             "--lora-rank: 16 (the default) is above the rank of every adapted layer (at most 8 here",
         ),
