@@ -17,9 +17,10 @@ from napkin._startup import guard_the_command
 
 guard_the_command()  # Ctrl-C while the command loads: one line, exit 130 (a library user's program: untouched)
 
-from typing import TYPE_CHECKING, Any  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 from napkin.errors import NapkinError, ProfileError, UsageError  # noqa: E402
+from napkin.lazy import lazy_attributes  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -85,14 +86,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'napkin' has no attribute {name!r}")
-    import importlib
-
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr or name)
+__getattr__ = lazy_attributes("napkin", _LAZY)
 
 
 __all__ = [

@@ -14,7 +14,7 @@ from pathlib import Path
 import napkin
 
 ROOMS = ("io", "domain", "systems", "results", "engines", "live", "api", "cli")  # bottom to top
-FOUNDATION = {"errors", "units", "sources"}  # imported by every room; they import nothing above them
+FOUNDATION = {"errors", "units", "sources", "lazy"}  # imported by every room; they import nothing above them
 PACKAGE = Path(napkin.__file__).parent
 
 

@@ -12,8 +12,9 @@ raise ``TypeError``. Errors are ``UsageError`` naming the keyword (``field``). T
 functions, so the two cannot drift apart.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from napkin.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from napkin.api.calibration import calibrate
@@ -72,11 +73,7 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'napkin.api' has no attribute {name!r}")
-    return getattr(import_module(f"napkin.api.{module}"), name)
+__getattr__ = lazy_attributes("napkin.api", {name: f".{module}" for name, module in _MODULES.items()})
 
 
 __all__ = [

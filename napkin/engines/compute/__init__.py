@@ -14,8 +14,9 @@ answers), ``duration`` (``train_time``, cost, energy, the FLOP budget), ``utiliz
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from napkin.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from napkin.engines.compute.duration import compute_budget, train_time
@@ -58,11 +59,7 @@ _MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_attributes(__name__, {name: f".{module}" for name, module in _MODULES.items()})
 
 
 __all__ = [

@@ -15,7 +15,7 @@ model that fits. Pure functions, no I/O; each formula cites napkin.sources.
     embedding and the logits on the stages holding them; the most loaded stage is the per-GPU figure.
 """
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from napkin.engines.memory.cached import all_to_all_bytes, cached_layer_bytes
 from napkin.engines.memory.result import USABLE_BAND, MemoryResult, StageRow, capacity, memory, parse_reserve
@@ -61,6 +61,7 @@ from napkin.engines.memory.states import (
     stack_bytes_per_param,
     state_elements,
 )
+from napkin.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from napkin.engines.memory.largest import EXCLUDED, MaxModelResult, max_model
@@ -69,12 +70,7 @@ if TYPE_CHECKING:
 _LARGEST: Final = ("EXCLUDED", "MaxModelResult", "max_model")
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LARGEST:
-        from napkin.engines.memory import largest
-
-        return getattr(largest, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, dict.fromkeys(_LARGEST, ".largest"))
 
 
 __all__ = [
