@@ -323,9 +323,7 @@ def ranked(
             hopeless[split] = min(_memory(sm, memory, lean) for lean in _leanest(k)) > capacity
         if hopeless[split]:
             continue
-        per_gpu = memory.get(k)
-        if per_gpu is None:
-            per_gpu = memory[k] = sm.memory_bytes(k)
+        per_gpu = _memory(sm, memory, k)
         if per_gpu > capacity:
             continue
         terms = sm.evaluate(k, per_gpu)

@@ -123,7 +123,7 @@ class StepModel(LayerModel):
             grads = sum(params / n if sharded else params for params, n, _ in groups)
             accumulate = self.stream(grads * self.accumulate_bytes / heavy, heavy)
         sync = 0.0  # unsharded parameters' gradients: all-reduced, or reduce-scattered and the weights all-gathered
-        for params, n, near in groups if k.sharding is not Sharding.hsdp and k.sharding not in SHARDED_PARAMS else ():
+        for params, n, near in groups if k.sharding not in SHARDED_PARAMS else ():  # HSDP's: in evaluate
             if k.sharding is Sharding.none:
                 sync += self.collective("all-reduce", params * self.reduce_bytes, n, near)
             else:
