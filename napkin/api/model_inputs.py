@@ -152,11 +152,14 @@ def described(result: T, chosen: Chosen, seq: int | None = None, seq_source: str
         result.seq, result.seq_source = seq, seq_source
         if seq is not None:
             result.steps.insert(0, seq_step(seq, seq_source))
-            context = chosen.model.context if chosen.model is not None else None
-            if context and seq > context:  # as inference warns for its context
-                result.warnings.append(f"seq {seq:,} is longer than the model's {context:,}-token context")
+            result.warnings += beyond_context(seq, chosen.model.context if chosen.model is not None else None)
     for kind in ("notes", "warnings"):
         told = getattr(result, kind, None)
         if isinstance(told, list):
             told[:0] = list(getattr(chosen, kind))
     return result
+
+
+def beyond_context(seq: int, context: int | None) -> list[str]:
+    """The warning for a sequence longer than the model's context (as inference warns for its own), or none."""
+    return [f"seq {seq:,} is longer than the model's {context:,}-token context"] if context and seq > context else []

@@ -21,7 +21,7 @@ from napkin.api.inputs import (
     same_keywords,
     split_layout,
 )
-from napkin.api.model_inputs import Chosen, build_model, resolve_seq, seq_step
+from napkin.api.model_inputs import Chosen, beyond_context, build_model, resolve_seq, seq_step
 from napkin.api.system_inputs import get_cluster, get_stack, reserve_of, usable_capacity
 from napkin.domain.choices import Dtype, Finetune, Offload, Optimizer, Precision
 from napkin.errors import UsageError
@@ -80,14 +80,6 @@ def _notes(sm: StepModel, batch_tokens: int | None, gpus: int | None = None) -> 
             )
         notes.append(note)
     return notes
-
-
-def long_seq_warning(sm: StepModel) -> list[str]:
-    """The warning memory and train-time give too, for a sequence longer than the model's context."""
-    context = sm.model.context
-    return (
-        [f"seq {sm.seq:,} is longer than the model's {context:,}-token context"] if context and sm.seq > context else []
-    )
 
 
 @dataclass(frozen=True)
@@ -242,7 +234,7 @@ def step(**options: Any) -> StepResult:
     result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens)]
     result.warnings[:0] = list(chosen.warnings)
-    result.warnings += long_seq_warning(sm)
+    result.warnings += beyond_context(sm.seq, sm.model.context)
     return result
 
 
@@ -266,5 +258,5 @@ def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
     result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens, g)]
     result.warnings[:0] = list(chosen.warnings)
-    result.warnings += long_seq_warning(sm)
+    result.warnings += beyond_context(sm.seq, sm.model.context)
     return result
