@@ -36,6 +36,10 @@ class Workload:
     acceptance: float = 0.0
     draft_params: float = 0.0  # parameters of the draft model or MTP head (0: its cost is not counted)
 
+    def clients(self, schedulers: int) -> int:
+        """Closed-loop clients each scheduler serves (the API checks they split evenly); 0 under Poisson arrivals."""
+        return max(1, self.concurrency // schedulers) if self.concurrency else 0
+
     def tokens_per_step(self) -> float:
         """Expected tokens a sequence gains per verification step: (1 − α^(γ+1)) / (1 − α) (Leviathan et al.
         2023 eq. 1); 1 without speculation."""
@@ -104,10 +108,9 @@ def run(
     outputs = workload.output.sample(rng, workload.requests)
     if workload.prefix_hit_rate > 0:
         prompts = [max(1, round(p * (1 - workload.prefix_hit_rate))) for p in prompts]
-    if workload.concurrency and rate is None:  # split evenly over the schedulers (checked by the API)
-        clients = max(1, workload.concurrency // parts)
+    if workload.concurrency and rate is None:
         cost, sched = step_cost(replica, workload), scheduler(replica, workload, kv_tokens)
-        return simulate([0.0] * workload.requests, prompts, outputs, cost, sched, clients=clients)
+        return simulate([0.0] * workload.requests, prompts, outputs, cost, sched, clients=workload.clients(parts))
     times = arrivals(share, workload.requests, workload.seed)
     return simulate(times, prompts, outputs, step_cost(replica, workload), scheduler(replica, workload, kv_tokens))
 
@@ -253,7 +256,7 @@ def traffic_result(
     price = price_per_gpu_hour * gpus if price_per_gpu_hour is not None else None
     usd = price / 3600 / out_tps * 1e6 if price is not None and out_tps > 0 else None
     warnings = []
-    clients = workload.concurrency // parts if workload.concurrency else 0
+    clients = workload.clients(parts)
     if clients and workload.requests < 10 * clients:
         warnings.append(
             f"{workload.requests:,} requests for {clients:,} clients per scheduler: the run is mostly its start (all "
