@@ -403,9 +403,13 @@ def format_energy(kwh: float) -> str:
     return _scaled(kwh * 1000, [(1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")], 3) + "Wh"
 
 
+#: The units a long duration is written in, each from two of them up (below two minutes: seconds).
+_LONG: Final = ((86400.0, "days"), (3600.0, "hours"), (60.0, "minutes"))
+
+
 def format_duration(seconds: float) -> str:
     """``1.2435e7`` → ``"143.9 days"``; hours below two days, minutes below two hours."""
-    for size, name in ((86400.0, "days"), (3600.0, "hours"), (60.0, "minutes")):
+    for size, name in _LONG:
         if seconds >= 2 * size:
             return f"{seconds / size:.1f} {name}"
     if 0 < seconds < 0.9995:  # "1.11 ms", not "0.00111 s"
@@ -417,7 +421,7 @@ def format_durations(values: list[float]) -> list[str]:
     """Durations read side by side (percentiles): each as ``format_duration`` says it, but in one unit of minutes or
     more when the largest needs one ("109 s / 2.1 minutes" would compare two units)."""
     largest = max(values, default=0.0)
-    for size, name in ((86400.0, "days"), (3600.0, "hours"), (60.0, "minutes")):
+    for size, name in _LONG:
         if largest >= 2 * size:
             return [f"{v / size:.1f} {name}" for v in values]
     return [format_duration(v) for v in values]
