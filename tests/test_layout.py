@@ -281,3 +281,22 @@ def test_a_sheet_prints_its_links_whole_at_80_columns(args: list[str], url: str)
     links = out.split("\nlinks\n", 1)[1].splitlines()
     assert any(url in line for line in links)
     assert all(re.fullmatch(r"  \[\d+\] \S+", line) for line in links if line)
+
+
+def test_an_interleave_up_to_the_heaviest_stage_where_only_the_ends_are_short() -> None:
+    """Megatron-Core counts the embedding and the loss as layers (account_for_embedding_in_pipeline_split,
+    account_for_loss_in_pipeline_split): Llama 3.1 405B's 126 layers over PP 16 with v 8 build chunks of one layer,
+    the first stage's first chunk and the last stage's last holding none (get_num_layers_to_build asserts only
+    >= 0; Megatron-LM megatron/core/transformer/transformer_block.py). Where a middle stage is short (DeepSeek-V3's
+    61 over 16), every chunk still needs a layer."""
+    from napkin.domain.layout import split_problem
+
+    assert split_problem(126, 16, 8) is None
+    assert split_problem(127, 16, 8) is None  # only the last stage short: the loss counted
+    assert split_problem(126, 16, 3) == (
+        "interleave",
+        "interleave (3) must divide the layers of the heaviest stage (8 of the model's 126 over pipeline_parallel "
+        "16; the short chunk of the first and the last stage holds the embedding or the loss)",
+    )
+    assert split_problem(61, 16, 4) is not None and split_problem(61, 16, 2) is None
+    assert split_problem(128, 16, 8) is None and split_problem(128, 16, 16) is not None  # even: chunks of a layer

@@ -252,7 +252,14 @@ def stage_layers(layers: int, pipeline: int) -> tuple[int, ...]:
 def split_problem(layers: int, pipeline: int, interleave: int) -> tuple[str, str] | None:
     """(the field at fault, why) ``layers`` cannot run on ``pipeline`` stages of ``interleave`` chunks each, or
     None: every stage needs a layer, and every chunk one, the interleave dividing the heaviest stage (its lighter
-    neighbours' chunks are one layer short). ``Layout.check`` and the planner both ask this."""
+    neighbours' chunks are one layer short). Where the only lighter stages are the first and the last, the split
+    is Megatron-Core's ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``: the
+    embedding and the loss each count as a layer, and the one short chunk may hold the embedding or the loss
+    alone (``get_num_layers_to_build`` asserts ``num_layers_to_build >= 0``; Megatron-LM
+    megatron/core/transformer/transformer_block.py @ d98e8a64dd), so the interleave may reach the heaviest
+    stage's layers: Llama 3.1 405B's 126 layers over PP 16 with v 8 (Megatron-Bridge's GB200 and B200 recipes,
+    src/megatron/bridge/recipes/llama/h100/llama3.py @ 067f987d). ``Layout.check`` and the planner both ask
+    this."""
     if pipeline > layers:
         return "pipeline_parallel", (
             f"pipeline_parallel ({pipeline}) must not exceed the model's layers ({layers}), "
@@ -260,7 +267,14 @@ def split_problem(layers: int, pipeline: int, interleave: int) -> tuple[str, str
         )
     lightest = layers // pipeline
     heaviest = lightest + (1 if layers % pipeline else 0)
-    if heaviest % interleave or interleave > lightest:
+    ends_light = layers % pipeline >= pipeline - 2  # the light stages (if any) are the first and the last only
+    if ends_light and layers % pipeline and heaviest % interleave:
+        return "interleave", (
+            f"interleave ({interleave}) must divide the layers of the heaviest stage ({heaviest} of the model's "
+            f"{layers} over pipeline_parallel {pipeline}; the short chunk of the first and the last stage holds "
+            "the embedding or the loss)"
+        )
+    if heaviest % interleave or interleave > (heaviest if ends_light else lightest):
         return "interleave", (
             f"interleave ({interleave}) must divide the layers of the heaviest stage and not "
             f"exceed the lightest's ({heaviest} and {lightest} of the model's {layers} over "
@@ -298,9 +312,18 @@ def uneven_note(layers: int, pipeline: int, *, step: bool = True) -> str | None:
         one = len(runs) == 1 and runs[0][0] == runs[0][1]
         return f"{'stage' if one else 'stages'} {_ranges(runs)} {'holds' if one else 'hold'} {n}"
 
+    if layers % pipeline >= pipeline - 2:  # the first and/or the last stage light: the embedding or loss counted
+        flags = (
+            "--account-for-loss-in-pipeline-split"
+            if light == [(pipeline - 1, pipeline - 1)]
+            else ("--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split")
+        )
+        how = f"{flags} or --pipeline-model-parallel-layout"
+    else:
+        how = "--pipeline-model-parallel-layout"
     said = (
         f"{layers} layers over {pipeline} pipeline stages: {hold(heavy, high)} layers and {hold(light, high - 1)} "
-        "(a split Megatron-LM sets with --pipeline-model-parallel-layout)"
+        f"(a split Megatron-LM sets with {how})"
     )
     return said + ("; the step runs at the pace of the slowest stage" if step else "")
 
