@@ -201,6 +201,12 @@ FINETUNE_RUNTIME: Final = (
     "PyTorch 2.0, LoRA r 64) over the counted tensors on its calibration rows (Qwen-7B and 14B at 256 tokens: "
     "1.49, 1.61 GB); validated on its 16 other rows (tests/test_finetune_published.py)"
 )
+NVFP4_LINEAR_INPUT: Final = (
+    "0.5625 B: under an fp4 (NVFP4) recipe Transformer Engine's Linear keeps the quantized copy of its input it made "
+    "for the forward GEMM, column-wise only, as under fp8 (inputmat.update_usage(rowwise_usage=False, "
+    "columnwise_usage=True), transformer_engine/pytorch/module/linear.py @ d0067d0da); NVFP4 stores a 4-bit E2M1 "
+    "value and one 1-byte E4M3 scale per 16 elements (NVFP4_BLOCK_SCALING_SIZE, tensor/nvfp4_tensor.py): 0.5 + 1/16"
+)
 LOSS_BACKWARD: Final = (
     "huggingface/transformers v5.24 loss/loss_utils.py ForCausalLMLoss (logits.float(), then "
     "torch.nn.functional.cross_entropy = log_softmax + nll_loss): the backward of the loss allocates a fp32 "

@@ -115,3 +115,54 @@ def test_memory_and_max_model_name_the_number_format_their_verdict_rests_on(napk
     bf16 = json.loads(napkin(*args, "--json").stdout)
     assert bf16["dtype"] == "bf16" and not bf16["fits"]
     assert napkin("max-model", "--gpus", "8", "--dtype", "fp8").stdout.startswith("Largest trainable model (fp8, ")
+
+
+#: The four linear-layer inputs of TE_FP8_PER_TOKEN kept quantized (QKV's and FC1's norm outputs, proj's input,
+#: FC2's input), elements per token; under NVFP4 each keeps 4 bits and one 1-byte E4M3 scale per 16 elements
+#: (Transformer Engine nvfp4_tensor.py, NVFP4_BLOCK_SCALING_SIZE 16) instead of fp8's one byte.
+QUANTIZED_PER_TOKEN = 3 * 4096 + 14336
+NVFP4_BYTES = 0.5 + 1 / 16
+
+
+def test_under_nvfp4_the_kept_linear_inputs_take_four_bits_and_their_block_scales() -> None:
+    """Transformer Engine's Linear saves the quantized input it made for the forward GEMM, whatever the recipe
+    (linear.py: inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)); a B200 has an fp4 peak."""
+    on_b200 = {"hardware": "b200"}
+    fp4 = TE_FP8_PER_TOKEN - QUANTIZED_PER_TOKEN * (1 - NVFP4_BYTES)
+    assert _activations(**on_b200, dtype="fp4") == pytest.approx(LAYERS * TOKENS * fp4, rel=1e-12)
+    assert _activations(**on_b200, dtype="fp8") == LAYERS * TOKENS * TE_FP8_PER_TOKEN
+    # a stack that states nothing of what its fp8 recipe keeps keeps the 16-bit count under fp4 as well
+    titan = {**LLAMA3_8B, "hardware": "b200", "stack": "torchtitan", "sharding": None}
+    given = {k: v for k, v in titan.items() if v is not None}
+    assert api.memory(**given, dtype="fp4").per_gpu_bytes == api.memory(**given).per_gpu_bytes
+
+
+def test_the_nvfp4_llama_405b_run_on_256_gb200_fits_at_its_published_layout() -> None:
+    """Megatron-Bridge 26.06, Llama 3.1 405B NVFP4 on 256 GB200 (docs/performance-summary-archive.md @ 067f987d:
+    1,166 tokens/s per GPU): TP 4, PP 16, VP 8, MBS 1, GBS 1,536, its 126 layers split with the embedding and the
+    loss counted as layers (src/megatron/bridge/recipes/llama/h100/llama3.py: account_for_embedding_in_pipeline_split
+    and account_for_loss_in_pipeline_split, which llama31_405b_pretrain_256gpu_gb200_nvfp4_config inherits), so
+    the first stage's first chunk holds the embedding alone. The run ran: it must be expressible, and fit."""
+    layout = {
+        "model": "llama3.1-405b",
+        "gpus": 256,
+        "tensor_parallel": 4,
+        "pipeline_parallel": 16,
+        "interleave": 8,
+        "micro_batch": 1,
+        "global_batch": 1536,
+        "sharding": "zero1",
+        "seq": 8192,
+    }
+    step = api.step(**layout, cluster="gb200-nvl72", dtype="fp4", stack="megatron-core")
+    memory = api.memory(**layout, hardware="gb200", dtype="fp4", stack="megatron-core")
+    assert step.fits and memory.fits
+    assert step.per_gpu_bytes == pytest.approx(memory.per_gpu_bytes, rel=1e-12)
+    assert not api.memory(**layout, hardware="gb200", stack="megatron-core").fits  # in bf16 it would not
+
+
+def test_memory_refuses_fp4_where_the_device_has_no_fp4_peak(napkin: Run) -> None:
+    got = napkin("memory", "--model", "llama3-8b", "--hardware", "h100", "--dtype", "fp4")
+    assert got.exit_code == 2
+    assert got.stderr.startswith("napkin: error: --dtype: h100-sxm has no fp4 peak; it has: ")
+    assert got.stderr.count("\n") == 1

@@ -126,15 +126,15 @@ def _sizing(
     from napkin.systems.stack import recipe_memory
 
     number = choice(Dtype, dtype, "dtype")
-    fp8 = number is Dtype.fp8
+    recipe = number in (Dtype.fp8, Dtype.fp4)  # a low-precision training recipe (fp8, NVFP4)
     adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.mixed)
     recompute_given = shape.get("recompute")
     lay = split_layout(shape)
     solve_for_n = params is _NO_PARAMS
     if adapters is not None:
-        if fp8:
+        if recipe:
             raise UsageError(
-                "dtype: fp8 is a full-training recipe here; adapters keep their own dtypes (base_format, "
+                f"dtype: {number} is a full-training recipe here; adapters keep their own dtypes (base_format, "
                 "adapter_dtype)",
                 field="dtype",
                 also=("finetune", "base_format", "adapter_dtype"),
@@ -187,13 +187,13 @@ def _sizing(
     if got.params is None and not solve_for_n:
         raise UsageError("params (or model) is required", field="params", also=("model",))
     profile = get_hardware(hardware, hardware_file)
-    if fp8 and profile.peak_if_known(Dtype.fp8) is None:  # as step refuses it
+    if recipe and profile.peak_if_known(number) is None:  # as step refuses it
         raise UsageError(
-            f"dtype: {profile.name} has no fp8 peak; it has: {', '.join(profile.peak_flops)}",
+            f"dtype: {profile.name} has no {number} peak; it has: {', '.join(profile.peak_flops)}",
             field="dtype",
         )
     knobs = software.knobs(profile.name)
-    framework, kept = recipe_memory(knobs.framework(), fp8)  # under fp8: its fp8 weights and linear inputs
+    framework, kept = recipe_memory(knobs.framework(), number)  # under fp8/fp4: its weights and linear inputs
     common = {
         "optimizer": choice(Optimizer, optimizer, "optimizer"),
         "layout": lay,

@@ -61,15 +61,30 @@ def under_fp8(framework: Framework) -> Framework:
     return replace(framework, rules=replace(rules, layer_param_bytes=rules.fp8_weight_bytes))
 
 
-def recipe_memory(framework: Framework, fp8: bool) -> tuple[Framework, float | None]:
-    """The stack's memory and the bytes each linear layer keeps of its input, for the run's number format: under
-    an fp8 recipe its fp8 weights (``under_fp8``) and its kept linear-input bytes; else as it is, and None (the
-    16-bit activations'). What memory and step both take."""
+#: Bytes per element of an NVFP4 tensor as Transformer Engine stores it: a 4-bit E2M1 value and one 1-byte E4M3
+#: scale per block of 16 (NVFP4_BLOCK_SCALING_SIZE; the scale tensor is round_up(M / 16) per row of K,
+#: transformer_engine/pytorch/tensor/nvfp4_tensor.py @ d0067d0da), the per-tensor fp32 amax aside: 0.5 + 1/16.
+NVFP4_ELEMENT_BYTES = 0.5 + 1 / 16
+
+
+def recipe_memory(framework: Framework, dtype: str) -> tuple[Framework, float | None]:
+    """The stack's memory and the bytes each linear layer keeps of its input, for the run's number format
+    (``dtype``: a hardware peak's name): under an fp8 recipe its fp8 weights (``under_fp8``) and its kept
+    linear-input bytes; under fp4 (NVFP4), where the stack keeps the quantized copy under fp8, the same copy in
+    NVFP4 (Transformer Engine's Linear saves whatever quantized input it made for the forward GEMM, column-wise
+    only, for any recipe: ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``,
+    transformer_engine/pytorch/module/linear.py @ d0067d0da), its weights as --precision holds them (Megatron-Core
+    keeps 16-bit parameters under fp4); else as it is, and None (the 16-bit activations'). What memory and step
+    both take."""
     rules = framework.rules
-    if not fp8:
-        return framework, None
-    kept = rules.fp8_linear_input_bytes if rules is not None and rules.fp8_linear_input_bytes else None
-    return under_fp8(framework), kept
+    keeps = rules is not None and bool(rules.fp8_linear_input_bytes)
+    if dtype == "fp8":
+        return under_fp8(framework), rules.fp8_linear_input_bytes if keeps and rules is not None else None
+    if dtype == "fp4" and keeps and rules is not None:
+        from napkin import sources
+
+        return replace(framework, rules=replace(rules, fp8_source=sources.NVFP4_LINEAR_INPUT)), NVFP4_ELEMENT_BYTES
+    return framework, None
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,7 @@ class LayerModel:
             flash_attention=self.flash,
             stack=st,
             adapters=adapters,
-            fp8=self.fp8 and hw.dtype == "fp8",
+            dtype=hw.dtype if self.fp8 else "bf16",
         )
 
     def gemm(

@@ -44,11 +44,11 @@ class StepMemory:
         flash_attention: bool,
         stack: StackKnobs,
         adapters: Adapters | None,
-        fp8: bool = False,
+        dtype: str = "bf16",
     ) -> None:
         self.model, self.seq, self.batch = model, seq, global_batch
-        #: the stack's memory and, under an fp8 recipe, its bytes per kept linear-layer input (None: 16-bit)
-        self.framework, self.linear_input_bytes = recipe_memory(stack.framework(), fp8)
+        #: the stack's memory and, under an fp8 or fp4 recipe, its bytes per kept linear-layer input (None: 16-bit)
+        self.framework, self.linear_input_bytes = recipe_memory(stack.framework(), dtype)
         self.flash, self.stack, self.adapters = flash_attention, stack, adapters
         self.params = float(model.params())
         self.rules = self.framework.rules
