@@ -528,6 +528,22 @@ def test_hsdp_shards_in_a_node_and_all_reduces_the_shards_across_nodes() -> None
         api.step(model="llama3-8b", gpus=16, global_batch=32, sharding="hsdp")
 
 
+def test_hsdp_shards_within_the_clusters_scale_up_domain_in_memory_as_in_time() -> None:
+    """On a GB200 NVL72 the scale-up domain is 72 GPUs: HSDP over 144 shards each replica's states over 72 ranks,
+    in the step's memory as in its time, so it holds what FSDP holds on one NVL72; on DGX H100 (8 a domain) HSDP
+    over 16 holds what FSDP holds on 8. ``napkin memory``, which has no cluster, shards within 8."""
+    common = {"model": "llama3-70b", "seq": 8192, "stack": "torchtitan", "micro_batch": 1}
+    for cluster, domain in (("gb200-nvl72", 72), ("dgx-h100", 8)):
+        hybrid = api.step(**common, cluster=cluster, gpus=2 * domain, global_batch=2 * domain, sharding="hsdp")
+        full = api.step(**common, cluster=cluster, gpus=domain, global_batch=domain, sharding="fsdp")
+        assert hybrid.per_gpu_bytes == pytest.approx(full.per_gpu_bytes, rel=1e-12), cluster
+    alone = {**common, "hardware": "gb200"}
+    hybrid_alone = api.memory(**alone, gpus=144, global_batch=144, sharding="hsdp")
+    assert hybrid_alone.per_gpu_bytes == pytest.approx(
+        api.memory(**alone, gpus=8, global_batch=8, sharding="fsdp").per_gpu_bytes, rel=1e-12
+    )
+
+
 def test_grand_teton_h100s_run_at_the_peak_their_500w_limit_allows() -> None:
     """torchtitan's calibration device: H100 SXMs held to 500 W, whose peak the benchmark puts "between SXM and
     NVL" (llama3_h100_202412_torchtitan.md footnote 2). napkin's power-limited clock (P ∝ f³) gives 884.6 TFLOP/s

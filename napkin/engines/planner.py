@@ -17,6 +17,7 @@ from pydantic import Field
 from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.layout import split_problem
 from napkin.engines.divisors import divisors, powers_of_two
+from napkin.engines.memory.states import ranks_near
 from napkin.engines.step import (
     BREAKDOWN,
     Knobs,
@@ -28,7 +29,6 @@ from napkin.engines.step import (
     offered_with_pipeline,
     own_name,
 )
-from napkin.engines.step.knobs import ranks_near
 from napkin.engines.step.machine import FULL_SHARD
 from napkin.errors import UsageError
 from napkin.results.result import TableResult

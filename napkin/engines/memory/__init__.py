@@ -18,7 +18,8 @@ model that fits. Pure functions, no I/O; each formula cites napkin.sources.
 from typing import TYPE_CHECKING, Final
 
 from napkin.engines.memory.cached import all_to_all_bytes, cached_layer_bytes
-from napkin.engines.memory.result import USABLE_BAND, MemoryResult, StageRow, capacity, memory, parse_reserve
+from napkin.engines.memory.per_gpu import memory
+from napkin.engines.memory.result import USABLE_BAND, MemoryResult, StageRow, capacity, parse_reserve
 from napkin.engines.memory.stages import (
     MIRRORED,
     OFFLOADED,

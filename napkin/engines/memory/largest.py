@@ -13,7 +13,8 @@ from napkin import sources
 from napkin.domain.choices import Dtype, Optimizer, Precision, Sharding
 from napkin.domain.layout import Layout
 from napkin.domain.model import Model
-from napkin.engines.memory.result import capacity, memory
+from napkin.engines.memory.per_gpu import memory
+from napkin.engines.memory.result import capacity
 from napkin.engines.memory.stages import ActivationInputs, framework_bytes, stage_memory
 from napkin.engines.memory.states import (
     GATHERED,

@@ -22,9 +22,11 @@ from napkin.engines.memory.cached import all_to_all_bytes, cached_layer_bytes
 from napkin.engines.memory.states import (
     COMPONENTS,
     GATHERED,
+    GPUS_PER_NODE,
     BytesPerParam,
     activation_element_bytes,
     bytes_per_param,
+    expert_shard_ranks,
     per_gpu_bytes_per_param,
     shard_ranks,
     stack_bytes_per_param,
@@ -229,18 +231,18 @@ def stage_states(
     layout: Layout,
     bpp: BytesPerParam,
     rules: MemoryRules | None = None,
+    domain: int = GPUS_PER_NODE,
 ) -> StageStates:
     """The model states of one rank holding ``layers`` layers of ``model`` (``params`` of them in all) under
     ``layout`` (resolved): the rank holding the first stage also holds the input embedding and the one holding the
     last the final norm and the output layer (a copy of the tied embedding when p > 1, as Megatron-LM keeps);
     routed-expert weights divide by t·EP and shard over DP·CP/EP, the rest over DP·CP. Under DualPipe each stage's
     master weights and optimizer states shard over both ranks holding it. ``bpp`` with the stack's own gradient
-    and moment bytes (``stack_bytes_per_param``)."""
+    and moment bytes (``stack_bytes_per_param``); HSDP shards within one scale-up ``domain``."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     bpp = stack_bytes_per_param(bpp, rules)
-    dp = shard_ranks(layout)
-    dense_pp = per_gpu_bytes_per_param(bpp, layout.sharding, dp)
-    expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, max(1, dp // layout.expert_parallel))
+    dense_pp = per_gpu_bytes_per_param(bpp, layout.sharding, shard_ranks(layout, domain))
+    expert_pp = per_gpu_bytes_per_param(bpp, layout.sharding, expert_shard_ranks(layout, domain))
     stages = held_stages(stage, p, rules)
     if len(stages) > 1:  # DualPipe: a stage's optimizer states shard over both ranks that hold it
         dense_pp = {c: v / 2 if c in MIRRORED else v for c, v in dense_pp.items()}
@@ -301,6 +303,7 @@ def stage_memory(
     element_bytes: float | None = None,
     ends_only: bool = False,
     rules: MemoryRules | None = None,
+    domain: int = GPUS_PER_NODE,
 ) -> list[StageMemory]:
     """Per-GPU bytes of every pipeline rank (``layout`` resolved), or with ``ends_only`` of those that can be the
     most loaded (``stage_indices``). Plain floats: fast enough for a planner.
@@ -312,7 +315,9 @@ def stage_memory(
     """
     t, p = layout.tensor_parallel, layout.pipeline_parallel
     if activations is None:
-        dense_pp = per_gpu_bytes_per_param(stack_bytes_per_param(bpp, rules), layout.sharding, shard_ranks(layout))
+        dense_pp = per_gpu_bytes_per_param(
+            stack_bytes_per_param(bpp, rules), layout.sharding, shard_ranks(layout, domain)
+        )
         moved = OFFLOADED[layout.offload]
         local = params / (t * p)
         states = {c: b * local for c, b in dense_pp.items()}
@@ -329,7 +334,7 @@ def stage_memory(
     stages = []
     for i in stage_indices(m.layers, p, ends_only, rules):
         layers = rank_layers(m.layers, p, i, rules)
-        own = stage_states(i, layers, m, params, layout, bpp, rules)
+        own = stage_states(i, layers, m, params, layout, bpp, rules, domain)
         held = stage_in_flight(i, layout, micro, rules)
         k = layout.activation_offload_layers
         act = stage_activations(i, p, layers, held, parts, rules, experts=own.expert_params > 0, offloaded=k)

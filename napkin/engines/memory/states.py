@@ -204,7 +204,8 @@ def state_elements(optimizer: Optimizer, shape: tuple[int, ...]) -> int:
 
 # --------------------------------------------------------------------------------------- sharding
 
-#: GPUs per node assumed (HSDP's shard group, host memory of offloaded states): a DGX/HGX node has 8.
+#: GPUs per node assumed where no cluster says otherwise (HSDP's shard group in ``napkin memory``, host memory of
+#: offloaded states): a DGX/HGX node has 8. ``step`` and ``plan`` take their cluster's scale-up domain.
 GPUS_PER_NODE = 8
 
 #: Which components each sharding strategy partitions over the data-parallel group (ZeRO §5).
@@ -221,13 +222,30 @@ SHARDED: dict[Sharding, frozenset[str]] = {
 GATHERED: frozenset[Sharding] = frozenset({Sharding.zero3, Sharding.fsdp, Sharding.hsdp})
 
 
-def shard_ranks(layout: Layout) -> int:
-    """The ranks a GPU's model states are sharded over: the whole data-parallel group (DP × CP), or for HSDP the
-    group's ranks within one node (GPUS_PER_NODE, its TP ranks apart: Megatron's tp-cp-dp order), the shards
-    replicated across nodes (PyTorch HYBRID_SHARD, torchtitan data_parallel_replicate_degree)."""
+def ranks_near(group: int, domain: int, stride: int) -> int:
+    """Ranks of a group ``stride`` apart that share one scale-up domain (Megatron's tp-cp-dp-pp order): all of
+    them when the group's span fits in a domain (a TPU slice is one domain of thousands of chips)."""
+    if group * stride <= domain:
+        return group
+    return math.gcd(group, max(1, domain // stride))
+
+
+def shard_ranks(layout: Layout, domain: int = GPUS_PER_NODE) -> int:
+    """The ranks a GPU's dense model states are sharded over: the whole data-parallel group (DP × CP), or for HSDP
+    the group's ranks within one scale-up ``domain`` (its TP ranks apart: Megatron's tp-cp-dp order), the shards
+    replicated across domains (PyTorch HYBRID_SHARD, torchtitan data_parallel_replicate_degree)."""
     group = layout.dp * layout.context_parallel
     if layout.sharding is Sharding.hsdp:
-        return math.gcd(group, max(1, GPUS_PER_NODE // layout.tensor_parallel))
+        return ranks_near(group, domain, layout.tensor_parallel)
+    return group
+
+
+def expert_shard_ranks(layout: Layout, domain: int = GPUS_PER_NODE) -> int:
+    """The ranks a GPU's routed-expert states are sharded over: the DP × CP / EP ranks that hold the same experts
+    (Megatron's expert data parallelism), or for HSDP those of them within one scale-up ``domain`` (t·EP apart)."""
+    group = max(1, layout.dp * layout.context_parallel // layout.expert_parallel)
+    if layout.sharding is Sharding.hsdp:
+        return ranks_near(group, domain, layout.tensor_parallel * layout.expert_parallel)
     return group
 
 
@@ -248,7 +266,7 @@ def sharding_formula(sharding: Sharding) -> str:
         Sharding.zero2: "P·Ψ + (G + M + S)·Ψ/N_d",
         Sharding.zero3: "(P + G + M + S)·Ψ/N_d",
         Sharding.fsdp: "(P + G + M + S)·Ψ/N_d",
-        Sharding.hsdp: "(P + G + M + S)·Ψ/N_d, N_d = the group's ranks in a node",
+        Sharding.hsdp: "(P + G + M + S)·Ψ/N_d, N_d = the group's ranks in one scale-up domain",
     }[sharding]
 
 

@@ -4,7 +4,6 @@ share."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
@@ -29,14 +28,6 @@ def exposed_seconds(comm: float, window: float, slowdown: float) -> float:
     """Seconds a collective of ``comm`` seconds adds when it overlaps ``window`` seconds of compute: what the
     compute cannot cover, plus the compute it slows while they share the GPU."""
     return max(0.0, comm - window) + slowdown * min(comm, window)
-
-
-def ranks_near(group: int, domain: int, stride: int) -> int:
-    """Ranks of a group ``stride`` apart that share one scale-up domain (Megatron's tp-cp-dp-pp order): all of
-    them when the group's span fits in a domain (a TPU slice is one domain of thousands of chips)."""
-    if group * stride <= domain:
-        return group
-    return math.gcd(group, max(1, domain // stride))
 
 
 def collectives_per_layer(recompute: Recompute) -> int:

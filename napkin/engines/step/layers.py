@@ -143,6 +143,7 @@ class LayerModel:
             stack=st,
             adapters=adapters,
             dtype=hw.dtype if self.fp8 else "bf16",
+            domain=hw.fabric.domain_size,
         )
 
     def gemm(

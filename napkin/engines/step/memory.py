@@ -10,6 +10,7 @@ from napkin.domain.layout import Layout
 from napkin.domain.model import Model
 from napkin.domain.workload import Workload
 from napkin.engines.memory import (
+    GPUS_PER_NODE,
     ActivationInputs,
     ActivationParts,
     activation_element_bytes,
@@ -45,11 +46,13 @@ class StepMemory:
         stack: StackKnobs,
         adapters: Adapters | None,
         dtype: str = "bf16",
+        domain: int = GPUS_PER_NODE,
     ) -> None:
         self.model, self.seq, self.batch = model, seq, global_batch
         #: the stack's memory and, under an fp8 or fp4 recipe, its bytes per kept linear-layer input (None: 16-bit)
         self.framework, self.linear_input_bytes = recipe_memory(stack.framework(), dtype)
         self.flash, self.stack, self.adapters = flash_attention, stack, adapters
+        self.domain = domain  # the scale-up domain HSDP shards within
         self.params = float(model.params())
         self.rules = self.framework.rules
         self.bpp = stack_bytes_per_param(bytes_per_param(optimizer, precision), self.rules)
@@ -124,7 +127,7 @@ class StepMemory:
         out = []
         for i in stage_indices(layers, p, ends_only=True, rules=self.rules):
             n = rank_layers(layers, p, i, self.rules)
-            own = stage_states(i, n, self.model, self.params, layout, self.bpp, self.rules)
+            own = stage_states(i, n, self.model, self.params, layout, self.bpp, self.rules, self.domain)
             buffers = gather_buffers(n, own.dense_params, self.bpp, layout, self.framework, own.end_params)
             out.append((sum(own.states.values()), buffers, own.expert_params > 0))
         return tuple(out)

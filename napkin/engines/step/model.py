@@ -13,6 +13,7 @@ from napkin.domain.layout import stage_size
 from napkin.engines.memory import (
     SHARDED,
 )
+from napkin.engines.memory.states import ranks_near
 from napkin.engines.step.knobs import (
     Knobs,
     Pace,
@@ -22,7 +23,6 @@ from napkin.engines.step.knobs import (
     collectives_per_layer,
     exposed_seconds,
     pipeline_bubble,
-    ranks_near,
 )
 from napkin.engines.step.layers import LayerModel
 from napkin.engines.step.machine import (

@@ -357,6 +357,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
             activations=sm.activation_inputs(k),
             reserve_bytes=sm.reserve,
             framework=sm.memory.framework,  # the stack's, under fp8 with its fp8 weights
+            domain=sm.hw.fabric.domain_size,
         )
     tokens = sm.batch * sm.seq
     fpt, hfpt = sm.model_flops_per_token(), sm.hardware_flops_per_token(k.recompute)

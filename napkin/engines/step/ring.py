@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from napkin.domain.choices import Recompute
-from napkin.engines.step.knobs import Knobs, ranks_near
+from napkin.engines.memory.states import ranks_near
+from napkin.engines.step.knobs import Knobs
 from napkin.engines.step.machine import ACT_BYTES
 
 if TYPE_CHECKING:
