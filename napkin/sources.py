@@ -88,6 +88,13 @@ MOE_DISPATCH: Final = (
     "Megatron-LM megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: permute, A2A(EP), "
     "AG(TP), experts, RS(TP), A2A(EP), unpermute"
 )
+MOE_HOST: Final = (
+    "host launches per local expert: Transformer Engine GroupedLinear loops over its experts in Python and C++ "
+    "(pytorch/module/grouped_linear.py @ 5671fd36: a weight workspace, a main_grad hook and a wgrad per expert; "
+    "one cuBLAS GEMM per expert, common/gemm/cublaslt_gemm.cu), one Parameter and DDP backward hook per expert "
+    "weight (Megatron-LM megatron/core/distributed/distributed_data_parallel.py @ b0cc2706); Megatron-LM's MoE "
+    "guide: 'CPU Overhead Bottleneck' (megatron/core/transformer/moe/README.md @ d98e8a64)"
+)
 MOE_ROUTING: Final = "expected distinct experts hit by b tokens each routed to k of E, uniform routing (assumption)"
 NCCL_TESTS_BUSBW: Final = (
     "NVIDIA/nccl-tests doc/PERFORMANCE.md: algbw = S/t; busbw = algbw × 2(n−1)/n (all-reduce), "

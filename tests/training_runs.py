@@ -211,6 +211,13 @@ SOURCES: Final = (
     "qwen3_workload_base_configs.py @ v0.3.1, from 'Update Qwen3 30B H100 Base Configs with HybridEP', f29a269f8 on "
     "r0.3.0 after v0.3.0; the 26.02.01 rows were added in cfeddcd94, a day after v0.3.1), and its 9,058 tokens/s "
     "is what the 26.04-26.06 EP 16 rows of the same recipe measure (8,826-8,960)",
+    "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d (DGX-H100, 25.09, "
+    "'Qwen3_30B_a3B (tokendrop)'), run at its recipe, which added that table (485f1c015): "
+    "scripts/performance/configs/qwen3/qwen3_30b_a3b_llm_pretrain.yaml (H100, 16 GPUs: TP 1, PP 2, VP 12, EP 8, "
+    "fp8_cs MBS 2, cuda_graphs false; the table says VP 24) and run_script.py (apply_moe_token_drop: capacity "
+    "factor 1.0, padded to capacity, alltoall dispatcher; no DeepEP, no all-to-all overlap). Padded to capacity "
+    "each expert computes the tokens balanced routing gives it, as napkin counts; the shapes are static and the "
+    "dispatcher does not wait for token counts",
 )
 
 #: One run a line: id, stack, shape, machine, GPUs, sequence, global batch, micro-batch, TP, PP, CP, v, sharding,
@@ -506,6 +513,7 @@ mb-26.04.01-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 128
 mb-26.04-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5810 validation 14 8
 mb-26.02.01-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5984 validation 14 8
 mb-26.02-gpt-oss-120b-g64 megatron-core-moe gpt-oss-120b dgx-h100 64 4096 1280 1 1 4 1 1 zero1 none bf16 5993 validation 14 8
+mb-25.09-qwen3-30b-a3b-tokendrop-g16 megatron-core-moe qwen3-30b-a3b dgx-h100 16 4096 512 2 1 2 1 12 zero1 none fp8 10494 calibration 18 8
 mb-25.09-deepseek-v3-g1024 megatron-core-moe-a2a-overlap deepseek-v3 dgx-h100 1024 4096 8192 1 2 8 1 4 zero1 none fp8 1297 validation 15 64
 """
 
@@ -626,6 +634,7 @@ FITS: Final[dict[str, tuple[tuple[str, ...], str | None]]] = {
     "torchtitan": (("matmul_efficiency", "fp8_overhead"), None),
     "torchtitan-eager": (("elementwise_traffic",), "torchtitan"),
     "megatron-core": (("fp8_overhead",), None),
+    "megatron-core-moe": (("moe_host_per_expert",), None),
     "llm-foundry": (("matmul_efficiency", "attention_efficiency", "compute_slowdown"), None),
     "deepspeed": (("matmul_efficiency", "scale_out", "compute_slowdown"), None),
 }

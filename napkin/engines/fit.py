@@ -27,6 +27,7 @@ FREE: Final[dict[str, tuple[str, float, float, str]]] = {
     "scale_up": ("scale_up", 0.1, 1.0, "collectives.scale_up"),
     "fp8_overhead": ("fp8_overhead", 0.0, 1.0, "fp8.overhead"),
     "step_overhead": ("step_overhead", 0.0, 30.0, "step_overhead"),
+    "moe_host_per_expert": ("moe_host", 0.0, 0.01, "moe_host_per_expert"),
 }
 
 Predict = Callable[[StackKnobs], float]

@@ -112,6 +112,15 @@ class Training(Record):
         description="MoE: the local experts' GEMMs run this many at a time (one GEMM per expert on that many "
         "streams); absent: one batched call of them all",
     )
+    moe_host_per_expert: float | None = Field(
+        default=None,
+        ge=0,
+        le=0.1,
+        allow_inf_nan=False,
+        description="MoE: host seconds per local expert in each MoE layer and micro-batch, forward and backward "
+        "(the framework's launches, one expert after another); a layer takes the longer of that and its GPU work. "
+        "Absent: not counted",
+    )
     sources: dict[str, str] = Field(description="a source for every value: field path (or section) → citation")
 
     def offers(self) -> Offers:
@@ -243,6 +252,7 @@ class Stack(Profile):
             fixed_bytes=t.memory.fixed,
             step_overhead=t.step_overhead,
             grouped_streams=t.grouped_gemm_streams,
+            moe_host=t.moe_host_per_expert or 0.0,
             memory_source="; ".join(
                 dict.fromkeys(t.source_of(f"memory.{k}") or "" for k in ("fixed", "fragmentation"))
             ),

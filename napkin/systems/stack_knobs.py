@@ -117,6 +117,7 @@ class StackKnobs:
     fixed_bytes: float = 0.0
     step_overhead: float = 0.0
     grouped_streams: int | None = None  # MoE expert GEMMs at once; None: one batched call of the local experts
+    moe_host: float = 0.0  # host seconds per local expert per MoE layer and micro-batch (fwd + bwd); 0: not counted
     memory_source: str = ""
     own_memory: bool = False  # a stack profile's: FSDP/ZeRO-3 gather buffers counted
     selective_keeps: float = 1.0

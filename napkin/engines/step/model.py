@@ -14,13 +14,13 @@ from napkin.engines.memory import (
     SHARDED,
 )
 from napkin.engines.memory.states import ranks_near
+from napkin.engines.step.host import all_to_all, moe_host_excess
 from napkin.engines.step.knobs import (
     Knobs,
     Pace,
     ShapeCosts,
     SplitCosts,
     Terms,
-    collectives_per_layer,
     exposed_seconds,
     pipeline_bubble,
 )
@@ -148,10 +148,12 @@ class StepModel(LayerModel):
         tokens = b * self.seq / c
         passes, matmuls, frozen, scores = self.shape_costs(k)
         fwd_layer, extra_layer, _, tp_layer, logits = passes
-        per_layer = 3 * fwd_layer + extra_layer + tp_layer + frozen
+        total_layers = self.model.layers
+        # host-bound MoE layers (napkin.engines.step.host): each waits max(0, H − G) for the host's launches
+        host = moe_host_excess(self, k, m) * self.moe_layers / total_layers
+        per_layer = 3 * fwd_layer + extra_layer + tp_layer + frozen + host
         heavy, n_layers, last_stage = self.pace(k, per_layer, logits)
         logits = logits if last_stage else 0.0
-        total_layers = self.model.layers
         n_dense, n_moe = n_layers * self.dense_layers / total_layers, n_layers * self.moe_layers / total_layers
         layers_mb = n_layers * (3 * fwd_layer + extra_layer + frozen)
         split = self.split_costs(k)
@@ -180,7 +182,7 @@ class StepModel(LayerModel):
             p2p_mb = 2 * v * hop
         # sends overlap the other chunks' compute only under the interleaved schedule (Megatron-LM's
         # overlap_p2p_comm; 1F1B batches them in line: sources.P2P_OVERLAP)
-        other = m * p2p_mb * (1.0 - (self.stack.p2p_overlap if v > 1 else 0.0))
+        other = m * p2p_mb * (1.0 - (self.stack.p2p_overlap if v > 1 else 0.0)) + m * n_layers * host
         bubble = pipeline_bubble(p, v, heavy * per_layer + accumulate_mb + p2p_mb)
         # expert parallel: dispatch + combine, forward and backward (+ recompute). Each TP rank dispatches its 1/t
         # of the tokens (sequence parallelism splits them) over EP, then all-gathers what it received over TP for
@@ -188,11 +190,7 @@ class StepModel(LayerModel):
         # (exposed) unless the stack overlaps it; the share it overlaps hides under the other micro-batch's
         # compute (Megatron-Core --overlap-moe-expert-parallel-comm, DualPipe), at most the stage's layers' compute
         if e > 1 and self.moe_layers:
-            routed = tokens * self.model.top_k * self.d * ACT_BYTES
-            per = self.collective("all-to-all", routed / (t if k.sequence_parallel else 1), e, ranks_near(e, dom, t))
-            if t > 1 and k.sequence_parallel:
-                per += self.collective("all-gather", routed, t, min(t, dom))
-            a2a = collectives_per_layer(k.recompute) * per * n_moe
+            a2a = all_to_all(self, k) * n_moe
             # only under another micro-batch: with m of them the first has none beside it, with one, none hides
             hidden = self.stack.a2a_overlap * a2a * (m - 1) / m
             other += m * (a2a - hidden + exposed_seconds(hidden, layers_mb, slow))
@@ -231,6 +229,17 @@ class StepModel(LayerModel):
         total = compute + tp + bubble + dp + optimizer + other
         memory = self.memory_bytes(k) if per_gpu_bytes is None else per_gpu_bytes
         return Terms(total, compute, tp, bubble, dp, optimizer, other, memory)
+
+    def host_wait(self, k: Knobs) -> float:
+        """Seconds of a step its MoE layers wait for the host beyond their GPU work, in its micro-batches (what
+        ``evaluate`` adds to ``other``; the bubble grows with it)."""
+        m = self.batch // (k.micro_batch * k.data_parallel)
+        host = moe_host_excess(self, k, m) * self.moe_layers / self.model.layers
+        if not host:
+            return 0.0
+        passes, _, frozen, _ = self.shape_costs(k)
+        per_layer = 3 * passes.forward + passes.recompute + passes.tensor_parallel + frozen + host
+        return m * self.pace(k, per_layer, passes.logits).layers * host
 
     def fsdp_exposed(
         self, groups: list[tuple[float, int, int]], layers: float, forward: float, backward: float, frozen: float = 0.0

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, computed_field
-
-if TYPE_CHECKING:
-    pass
 
 from napkin import sources
 from napkin.domain.layout import MAX_LISTED_STAGES, Layout, stage_layers, uneven_note
@@ -16,6 +13,7 @@ from napkin.engines.memory import (
     capacity,
     memory,
 )
+from napkin.engines.step.host import host_explained
 from napkin.engines.step.knobs import BREAKDOWN, Knobs, Terms
 from napkin.engines.step.machine import (
     FLASH_BACKWARD,
@@ -75,6 +73,7 @@ class StepResult(Result):
     lora_targets: list[str] | None = None
     trainable_params: int | None = Field(default=None, description="adapter parameters (lora/qlora)")
     activation_offload_seconds: float = Field(default=0.0, description="of other: waits for offloaded activations")
+    moe_host_seconds: float = Field(default=0.0, description="of other: MoE layers waiting for the host's launches")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -302,6 +301,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             + (f"; {sources.P2P_OVERLAP}" if sm.stack.p2p_overlap else ""),
         ),
         *offload_explained(sm, k, m),
+        *host_explained(sm, k, m, sm.host_wait(k)),
         step("step time", "sum of the terms", "", format_duration(terms.step_seconds), "napkin step model"),
     ]
 
@@ -414,6 +414,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         lora_targets=list(sm.adapters.targets) if sm.adapters else None,
         trainable_params=int(sm.trainable) if sm.adapters else None,
         activation_offload_seconds=offload_step_seconds(sm, k),
+        moe_host_seconds=sm.host_wait(k),
         notes=[
             n
             for n in (
