@@ -397,14 +397,16 @@ def test_the_shipped_stacks_hold_the_values_fitted_to_their_calibration_runs(nam
             assert getattr(shipped, attr) == pytest.approx(value, rel=0.01, abs=0.002), value_name
 
 
-def test_the_moe_stacks_take_megatron_core_s_fp8_cost_and_fit_nothing_to_moe_runs() -> None:
+def test_the_moe_stacks_take_megatron_core_s_fp8_cost_and_fit_only_the_host_s_time() -> None:
     """The Megatron-Core MoE stacks run the same Transformer Engine FP8 recipe: its cost is the one fitted to
-    megatron-core's (dense) calibration runs; no MoE run calibrates anything."""
+    megatron-core's (dense) calibration runs. The one MoE calibration run (a token-drop run no validation run
+    repeats) fits only the host's time per local expert (tests/test_moe_host.py); the a2a-overlap stack fits nothing."""
     value = fitted("megatron-core")["fp8_overhead"]
     for name in ("megatron-core-moe", "megatron-core-moe-a2a-overlap"):
         assert stack(name).profile.knobs("h100-sxm").fp8_overhead == pytest.approx(value, rel=0.01, abs=0.002)
-        assert name not in FITS
-        assert {c.role for c in cases() if c.stack == name} == {"validation"}
+    assert FITS["megatron-core-moe"] == (("moe_host_per_expert",), None)
+    assert "megatron-core-moe-a2a-overlap" not in FITS
+    assert {c.role for c in cases() if c.stack == "megatron-core-moe-a2a-overlap"} == {"validation"}
 
 
 def test_the_readme_shows_the_per_stack_error_table() -> None:
@@ -419,11 +421,10 @@ def test_validation_errors_stay_where_the_readme_says() -> None:
             val.setdefault(case.stack, []).append(abs(error(case)))
     dense = [e for name, errors in val.items() if "moe" not in name for e in errors]
     assert sum(dense) / len(dense) <= 0.08 and max(dense) <= 0.60
-    # MoE (Megatron-Bridge DGX-H100): where the expert all-to-all crosses nodes (Qwen3-30B-A3B EP 16, Qwen3-235B-A22B
-    # EP 32, DeepSeek-V3 EP 64) within 12 %; GPT-OSS 120B and Qwen3-30B-A3B at EP 8 in one node are predicted
-    # 72-226 % fast, which the all-to-all does not explain (README: the GPU-side causes checked
-    # at the release commits come to at most about 1 ms of GPT-OSS's 7.4-8.0 ms per layer; the dropless dispatcher's host time
-    # is left, unsized by any published profile)
+    # MoE (Megatron-Bridge DGX-H100), the host's launches counted (tests/test_moe_host.py): every run within 12 %,
+    # in one node (EP 8) and across nodes (Qwen3-30B-A3B EP 16, Qwen3-235B-A22B EP 32, DeepSeek-V3 EP 64)
+    moe = [abs(error(c)) for c in cases() if "moe" in c.stack and c.role == "validation"]
+    assert len(moe) == 15 and max(moe) <= 0.12
     crossing = [
         abs(error(c))
         for c in cases()
@@ -431,7 +432,7 @@ def test_validation_errors_stay_where_the_readme_says() -> None:
     ]
     assert len(crossing) == 10 and max(crossing) <= 0.12
     every = [e for errors in val.values() for e in errors]
-    assert sum(every) / len(every) <= 0.10 and max(every) <= 2.6
+    assert sum(every) / len(every) <= 0.07 and max(every) <= 0.45
     assert sum(val["llm-foundry"]) / len(val["llm-foundry"]) <= 0.07
     assert sum(val["deepspeed"]) / len(val["deepspeed"]) <= 0.10
     assert set(val) | {"torchtitan-eager"} == set(STACK_ORDER)
@@ -455,7 +456,7 @@ def test_runs_that_ran_fit() -> None:
     misfits = {c.id for c in cases() if c.model.memory_bytes(c.knobs) > c.model.hw.capacity}
     assert misfits == set()  # Nemotron-4 340B and Narayanan's 529.6B fit in what an H100 and an A100 report
     text = " ".join(README.read_text(encoding="utf-8").split())
-    assert "Memory: all 297 runs fit by napkin's count" in text and len(cases()) == 297
+    assert "Memory: all 298 runs fit by napkin's count" in text and len(cases()) == 298
 
 
 def test_each_stack_s_validated_region_is_what_its_runs_cover() -> None:
@@ -487,15 +488,21 @@ def test_a_layout_outside_the_validated_region_says_so() -> None:
 
 
 def test_an_moe_layout_says_where_its_validation_does_not_hold() -> None:
-    """The Megatron-Bridge MoE runs agree where expert parallelism spans nodes and miss by 1.7-3.2x inside one
-    (tests/training_runs.py): an in-node EP layout says so; a dense-only stack says it has no MoE run."""
+    """The Megatron-Bridge MoE runs agree in one node and across nodes once the host's launches count
+    (tests/training_runs.py): an in-node EP layout is inside the MoE stack's region; a region validated across
+    nodes only says so of an in-node layout; a dense-only stack says it has no MoE run."""
     moe = {"model": "mixtral-8x7b", "seq": 4096, "global_batch": 256, "cluster": "dgx-h100", "dtype": "fp8"}
     in_node = api.step(gpus=64, expert_parallel=8, stack="megatron-core-moe", **moe)
-    across = api.step(gpus=64, expert_parallel=8, tensor_parallel=2, stack="megatron-core-moe", **moe)
     dense_stack = api.step(gpus=64, expert_parallel=8, tensor_parallel=2, stack="megatron-core", **moe)
-    assert in_node.validated is False and any("experts within one node" in n for n in in_node.notes)
-    assert across.validated and not any("experts within one node" in n for n in across.notes)
+    assert in_node.validated and not any("experts within one node" in n for n in in_node.notes)
     assert any("a mixture-of-experts model (validated: dense)" in n for n in dense_stack.notes)
+    from napkin.domain.choices import Sharding
+
+    region = stack("megatron-core-moe").profile.trains().validated.model_copy(update={"experts": "across-nodes"})
+    assert region.outside(64, 4096, Sharding.zero1, True, "fp8", "in-node") == [
+        "experts within one node (validated: expert parallelism across nodes)"
+    ]
+    assert region.outside(64, 4096, Sharding.zero1, True, "fp8", "across-nodes") == []
 
 
 def test_hsdp_shards_in_a_node_and_all_reduces_the_shards_across_nodes() -> None:

@@ -24,10 +24,12 @@ Sources (every row names its own):
   (``tests.megatron_runs``: the 174.6B rows calibrate, the 529.6B rows validate);
 * Megatron-Core: NVIDIA's NeMo 24.07 performance summary and Megatron-Bridge H100 rows, validation only (the
   megatron-core profile fits nothing).
-* Megatron-Core MoE: every DGX-H100 MoE pre-training row of the Megatron-Bridge performance summary archive
-  (Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS 120B, DeepSeek-V3), validation only, each with the stack of its
+* Megatron-Core MoE: every dropless DGX-H100 MoE pre-training row of the Megatron-Bridge performance summary
+  archive (Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS 120B, DeepSeek-V3), validation only, each with the stack of its
   recipe: ``megatron-core-moe`` (the expert all-to-all in line) where the recipe leaves ``moe_a2a_overlap`` off,
-  ``megatron-core-moe-a2a-overlap`` where it turns it on. Nothing is fitted to them.
+  ``megatron-core-moe-a2a-overlap`` where it turns it on. Nothing is fitted to them. One calibration run, which
+  no validation run repeats: 25.09's Qwen3-30B-A3B token-drop row (EP 8, micro-batch 2, capacity-padded), to
+  which the host's seconds per local expert (``moe_host_per_expert``, every Megatron-Core stack) are fitted.
 
 Print the README table with ``python -m tests.training_runs``.
 """

