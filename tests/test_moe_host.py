@@ -22,7 +22,9 @@ from tests.training_runs import cases, error, fitted
 
 QWEN3_CONFIG = Path(__file__).parent / "data" / "hf_configs" / "qwen3-30b-a3b.json"
 #: Qwen3-30B-A3B's widths (Qwen/Qwen3-30B-A3B config.json), 4 layers: 128 experts of 768, top 8
-SMALL_EXPERTS = Model(layers=4, hidden=2048, heads=32, kv_heads=4, ffn=6144, vocab=151_936, experts=128, top_k=8, moe_ffn=768)
+SMALL_EXPERTS = Model(
+    layers=4, hidden=2048, heads=32, kv_heads=4, ffn=6144, vocab=151_936, experts=128, top_k=8, moe_ffn=768
+)
 
 
 def _model(model: Model, stack_name: str = "megatron-core-moe", **knobs: float) -> StepModel:
@@ -76,9 +78,7 @@ def test_the_in_node_expert_parallel_runs_agree_with_it() -> None:
     EP 8 (26.02, FP8, DeepEP, VP 12) 5,113: within 7 % (without the host 72-77 % and 226 % fast). The EP 16, 32
     and 64 runs' GPU work exceeds their host time: unchanged."""
     in_node = {
-        c.id: error(c)
-        for c in cases()
-        if c.role == "validation" and c.knobs.expert_parallel == 8 and "moe" in c.stack
+        c.id: error(c) for c in cases() if c.role == "validation" and c.knobs.expert_parallel == 8 and "moe" in c.stack
     }
     assert len(in_node) == 5 and max(abs(e) for e in in_node.values()) <= 0.07
     for c in cases():

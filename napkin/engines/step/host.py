@@ -64,16 +64,6 @@ def moe_host_excess(sm: LayerModel, k: Knobs, microbatches: int) -> float:
     return max(0.0, host - moe_layer_gpu(sm, k, microbatches)) if host else 0.0
 
 
-def host_step_seconds(sm: LayerModel, k: Knobs) -> float:
-    """A step's waits for the host in its micro-batches: m × the pacing stage's MoE layers × max(0, H − G)
-    (``StepModel.evaluate`` counts them in ``other``; the pipeline bubble grows by the same per-layer wait)."""
-    if not moe_host(sm, k):
-        return 0.0
-    microbatches = sm.batch // (k.micro_batch * k.data_parallel)
-    layers = sm.stage_sizes(k.pipeline_parallel)[1] * sm.moe_layers / sm.model.layers
-    return microbatches * layers * moe_host_excess(sm, k, microbatches)
-
-
 def host_explained(sm: LayerModel, k: Knobs, microbatches: int, seconds: float) -> list[Step]:
     """The step's host-bound MoE line for --explain (none for a dense model)."""
     if not sm.moe_layers:
