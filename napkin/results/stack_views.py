@@ -158,6 +158,7 @@ STEP_SECTIONS: Final = (
     "fp8",
     "memory",
     "step_overhead",
+    "moe_host_per_expert",
     "context_parallel",
 )
 
