@@ -73,9 +73,10 @@ def recipe_memory(framework: Framework, dtype: str) -> tuple[Framework, float | 
     linear-input bytes; under fp4 (NVFP4), where the stack keeps the quantized copy under fp8, the same copy in
     NVFP4 (Transformer Engine's Linear saves whatever quantized input it made for the forward GEMM, column-wise
     only, for any recipe: ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``,
-    transformer_engine/pytorch/module/linear.py @ d0067d0da), its weights as --precision holds them (Megatron-Core
-    keeps 16-bit parameters under fp4); else as it is, and None (the 16-bit activations'). What memory and step
-    both take."""
+    transformer_engine/pytorch/module/linear.py @ d0067d0da), its weights as --precision holds them (an upper
+    bound: Megatron-Bridge's NVFP4 recipe gathers NVFP4 parameters, ``fp4_param_gather``, whose bytes napkin does
+    not count; src/megatron/bridge/training/mixed_precision.py @ 067f987d); else as it is, and None (the 16-bit
+    activations'). What memory and step both take."""
     rules = framework.rules
     keeps = rules is not None and bool(rules.fp8_linear_input_bytes)
     if dtype == "fp8":
