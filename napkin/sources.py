@@ -117,7 +117,8 @@ CALCULON_NETWORK: Final = (
     "and per-collective traffic factors; a node's NICs shared by its devices"
 )
 MAMF: Final = (
-    "stas00/ml-engineering compute/accelerator/README.md, Maximum Achievable Matmul FLOPS table (BF16, mamf-finder.py)"
+    "stas00/ml-engineering compute/accelerator/README.md, Maximum Achievable Matmul FLOPS table (BF16, mamf-finder.py; "
+    "B200 SXM and GB200 SXM rows @ 744d01e1)"
 )
 TILE_QUANTIZATION: Final = "NVIDIA Deep Learning Performance Guide, Matrix Multiplication Background: tile quantization"
 MATMUL_SIZE: Final = (

@@ -443,6 +443,18 @@ def test_a_saved_matmul_measurement_replaces_the_published_rate() -> None:
     assert hw.rate == 700e12 and "measured" in hw.rate_source
 
 
+def test_blackwell_runs_at_its_published_mamf() -> None:
+    """stas00/ml-engineering's MAMF table @ 744d01e1: B200 SXM 1745.0, GB200 SXM 1822.0 TFLOP/s bf16 (4 % apart,
+    where the datasheets' 2.25 and 2.5 PFLOP/s are 11 % apart)."""
+    rates = {}
+    for name in ("hgx-b200", "gb200-nvl72"):
+        cluster = find(name).cluster
+        hw = machine(cluster, resolve(cluster.device).profile)
+        assert "B200 SXM and GB200 SXM rows" in hw.rate_source
+        rates[cluster.device] = hw.rate
+    assert rates == {"b200": 1745.0e12, "gb200": 1822.0e12}
+
+
 def test_plan_layouts_all_fit_by_the_memory_engine_and_are_ranked() -> None:
     result = api.plan(model="llama3-70b", gpus=512, global_batch_tokens="4M", cluster="dgx-h100", top=5)
     assert result.considered > 1000 and 0 < result.fitting <= result.considered

@@ -18,7 +18,11 @@ from napkin.systems.cluster import Cluster, Fabric
 from napkin.systems.profiles import HardwareProfile
 
 #: Maximum Achievable Matmul FLOPS (bf16, dense), measured by mamf-finder.py (stas00/ml-engineering,
-#: compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table", BF16 v2 table).
+#: compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table", BF16 v2 table; mean of
+#: 100 iterations after 50 warm-ups at the best shape found). The Blackwell rows, as the table has them @ 744d01e1:
+#: "NVIDIA B200 SXM" 1745.0 (1792x16128x3072, torch 2.7.1+cu128; added in 176443c3, 2025-07-07) and
+#: "NVIDIA GB200 SXM" 1822.0 (4096x9728x2048, torch 2.10.0.dev20250916+cu130; added in 68cd2e59, 2025-09-17),
+#: neither row stating a power limit. The GB200 measures 4 % over the B200, not the datasheets' 11 %.
 MAMF_BF16: Final[dict[str, float]] = {
     "a100-sxm-80gb": 271.2e12,
     "a100-sxm-40gb": 271.2e12,
@@ -26,6 +30,8 @@ MAMF_BF16: Final[dict[str, float]] = {
     "h100-sxm": 794.5e12,
     "mi300x": 668.4e12,
     "mi325x": 784.9e12,
+    "b200": 1745.0e12,
+    "gb200": 1822.0e12,
 }
 #: Devices without a measurement: the H100 SXM's MAMF efficiency (794.5 / 989 ≈ 0.80), same source.
 DEFAULT_MATMUL_EFFICIENCY: Final = 0.80
