@@ -304,6 +304,10 @@ RUN = {"model": "llama3.1-8b", "cluster": "dgx-h100", "gpus": 8, "global_batch":
         ([{**RUN, "step_seconds": 2.5}, {**RUN, "step_seconds": 2.4}], {"fit": ["speed"]}, "fit:"),
         ([{**RUN, "step_seconds": 2.5}, {**RUN, "step_seconds": 2.4}], {"colour": "red"}, "colour:"),
         ([{**RUN, "step_seconds": 2.5}, {**RUN, "stack": "deepspeed", "step_seconds": 2.4}], {}, "runs[1].stack:"),
+        ([{**RUN, "step_seconds": 2.5}, {**RUN, "step_seconds": 2.4}], {"stack": "nope"}, "stack: unknown stack"),
+        ([{**RUN, "step_seconds": 2.5}, {**RUN, "frobnicate": 1, "step_seconds": 2.4}], {}, "runs[1].frobnicate:"),
+        # 1e30 tokens/s: MFU far above 1 at the H100's dense peak, a typo no fit can explain
+        ([{**RUN, "step_seconds": 2.5}, {**RUN, "tokens_per_second": 1e30}], {}, "runs[1].tokens_per_second:"),
     ],
 )
 def test_calibrate_bad_input_is_one_line_naming_the_field(
@@ -312,6 +316,22 @@ def test_calibrate_bad_input_is_one_line_naming_the_field(
     r = napkin("calibrate", str(_runs_file(tmp_path, runs, **top)))
     assert r.exit_code == 2, r.stdout
     assert r.stderr.startswith(f"napkin: error: {field}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_calibrate_names_the_file_when_it_has_no_runs(napkin: Run, tmp_path: Path) -> None:
+    path = tmp_path / "runs.yaml"
+    path.write_text("stack: torchtitan\nname: mine\n", encoding="utf-8")
+    r = napkin("calibrate", str(path))
+    assert r.exit_code == 2 and r.stderr.startswith(f"napkin: error: runs: missing in {path}: a list of measured runs")
+
+
+def test_a_fitted_value_keeps_four_significant_digits_in_the_written_stack() -> None:
+    """A small value (seconds per local expert) is written as fitted, not rounded to four decimals (0.001)."""
+    from napkin.api.calibration import stack_text
+
+    base = stack("megatron-core-moe").profile
+    text = stack_text(base, {"moe_host_per_expert": 0.000964321}, "mine", "test")
+    assert STACKS.parse(text, "mine.yaml").trains().moe_host_per_expert == 0.0009643
 
 
 def test_calibrate_reads_a_measurement_yaml_leaves_as_text(napkin: Run, tmp_path: Path, isolated: Path) -> None:
@@ -374,11 +394,19 @@ def test_calibrate_names_a_flag_only_for_what_the_command_line_gave(napkin: Run,
 
 
 def test_calibrate_that_cannot_fit_says_why_and_writes_nothing(napkin: Run, tmp_path: Path, isolated: Path) -> None:
-    # measured ten times faster than the device can go: the matmul efficiency hits its bound of 1
-    runs = [{**RUN, "step_seconds": 0.1}, {**RUN, "gpus": 16, "global_batch": 32, "step_seconds": 0.1}]
+    # measured at MFU 0.95: possible (under the dense peak) but faster than every matmul at the device's peak
+    # leaves room for, so the matmul efficiency hits its bound of 1
+    at = api.step(**RUN, stack="torchtitan")
+    fast = at.step_seconds * at.mfu / 0.95
+    runs = [{**RUN, "step_seconds": fast}, {**RUN, "gpus": 16, "global_batch": 32, "step_seconds": fast}]
     r = napkin("calibrate", str(_runs_file(tmp_path, runs)))
     assert r.exit_code == 1 and "cannot fit: matmul_efficiency reached its upper bound" in r.stderr
     assert not (isolated / "stacks" / "mine.yaml").exists()
+    # ten times faster than the dense peak allows is no measurement a fit should try: one line naming it, exit 2
+    runs = [{**RUN, "step_seconds": fast / 10}, {**RUN, "gpus": 16, "global_batch": 32, "step_seconds": fast}]
+    r = napkin("calibrate", str(_runs_file(tmp_path, runs)))
+    assert r.exit_code == 2 and r.stderr.startswith("napkin: error: runs[0].step_seconds: ")
+    assert "would be MFU 9." in r.stderr and "(more than the dense peak)" in r.stderr
 
 
 # ------------------------------------------------------------------------------------------ validation

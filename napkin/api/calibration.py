@@ -28,6 +28,7 @@ out). Bad input is a ``UsageError`` naming the field (``runs[2].step_seconds``).
 from __future__ import annotations
 
 import math
+import re
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -35,21 +36,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import yaml
 from pydantic import Field
 
-from napkin import units
+from napkin.api.calibration_inputs import MEASURES, bad, check_possible, layout_of, measured, read_runs
 from napkin.domain.base import Record
 from napkin.engines import fit as engine
-from napkin.errors import NapkinError, ProfileError, UsageError
-from napkin.io.files import read_text, write_atomic
+from napkin.errors import NapkinError, UsageError
+from napkin.io.files import write_atomic
 from napkin.results.result import Result
 from napkin.systems.stack import STACKS, Stack
 from napkin.units import format_duration
 
 if TYPE_CHECKING:
-    from napkin.domain.layout import Layout
-
-MEASURES = ("step_seconds", "tokens_per_second", "tokens_per_second_per_gpu")
-#: two measurements of one run that disagree by more than this are inconsistent
-CONSISTENT = 0.01
+    pass
 
 
 class RunFit(Record):
@@ -122,10 +119,12 @@ class CalibrationResult(Result):
         return rows
 
     def caption(self) -> str:
-        return (
-            f"use it with --stack {self.stack}; error = predicted / measured tokens per second − 1; 'left out': "
-            "each run predicted by values fitted to the other runs"
+        left_out = (
+            "; 'left out': each run predicted by values fitted to the other runs"
+            if self.leave_one_out_mean_abs_error is not None
+            else ""
         )
+        return f"use it with --stack {self.stack}; error = predicted / measured tokens per second − 1{left_out}"
 
     def to_json(self, explain: bool = False) -> Any:
         data = super().to_json(explain)
@@ -139,79 +138,6 @@ class CalibrationResult(Result):
             for r in self.runs
         ]
         return data
-
-
-def _bad(message: str) -> UsageError:
-    """An error in the runs file: the input at fault is ``runs_file``, and the message names the place in it as
-    the file spells it (``runs[2].step_seconds``), which the command line shows as it is."""
-    return UsageError(message, field="runs_file")
-
-
-class _Spec(Record):
-    """The runs file's top level."""
-
-    model_config = {"extra": "forbid"}  # noqa: RUF012
-    stack: str | None = None
-    name: str | None = None
-    fit: list[str] | None = None
-    runs: list[dict[str, Any]]
-
-
-def read_runs(path: str | Path) -> tuple[_Spec, str]:
-    """The runs file, parsed (YAML, no anchors) and checked at the top level; errors name the field."""
-    from pydantic import ValidationError
-
-    from napkin.io.yamlio import parse
-
-    try:
-        text = read_text(Path(path).expanduser())
-    except NapkinError as exc:
-        raise UsageError(f"runs_file: {exc}", field="runs_file") from None
-    try:
-        data, _ = parse(text, str(path))
-    except ProfileError as exc:
-        raise UsageError(f"runs_file: {exc}", field="runs_file") from None
-    if not isinstance(data, dict):
-        raise UsageError(
-            f"runs_file: {path} must be a YAML mapping with 'runs:' (and 'stack', 'name', 'fit')", field="runs_file"
-        )
-    try:
-        return _Spec.model_validate(data), str(path)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        message = error["msg"] if error["type"] != "extra_forbidden" else "unknown field; use stack, name, fit, runs"
-        raise _bad(f"{where}: {message}") from None
-
-
-def _measured(run: dict[str, Any], i: int, tokens: float, gpus: int) -> float:
-    """Seconds per step from what the run gives; two that disagree are inconsistent."""
-    given = {k: run[k] for k in MEASURES if k in run}
-    if not given:
-        raise _bad(f"runs[{i}]: give step_seconds, tokens_per_second or tokens_per_second_per_gpu")
-    seconds = []
-    for key, written in given.items():
-        field = f"runs[{i}].{key}"
-        if isinstance(written, bool) or not isinstance(written, int | float | str):
-            raise _bad(f"{field}: {written!r} must be a positive finite number")
-        try:  # as the command line reads it: YAML 1.1 leaves 6.5e3 (no dot) as text
-            value = (units.parse_duration if key == "step_seconds" else units.parse_count)(written, field)
-        except UsageError as exc:
-            raise _bad(str(exc)) from None
-        per_step = {
-            "step_seconds": value,
-            "tokens_per_second": tokens / value,
-            "tokens_per_second_per_gpu": tokens / (value * gpus),
-        }[key]
-        seconds.append((key, per_step))
-    first = seconds[0]
-    for key, value in seconds[1:]:
-        if abs(value / first[1] - 1) > CONSISTENT:
-            raise _bad(
-                f"runs[{i}].{key}: gives {value:.4g} s per step but {first[0]} gives {first[1]:.4g} s "
-                f"({tokens:,.0f} tokens per step); they disagree"
-            )
-    return first[1]
 
 
 def calibrate(
@@ -256,31 +182,43 @@ def calibrate(
             also=("force",),
         )
     if len(spec.runs) <= len(names):
-        raise _bad(
+        raise bad(
             f"runs: {len(spec.runs)} run(s) for {len(names)} value(s) to fit; give more runs than values "
             "(a fit to as many runs as values has no residual to check it by)"
         )
-    base = get_stack(stack or spec.stack)
+    try:
+        base = get_stack(stack or spec.stack)
+    except UsageError as exc:
+        if stack is not None or spec.stack is None:
+            raise
+        raise bad(f"stack: {str(exc).removeprefix(f'{exc.field}: ')}") from None
     observations, setups = [], []
     notes: list[str] = list(base.origin_notes)
     for i, raw in enumerate(spec.runs):
         if not isinstance(raw, dict):
-            raise _bad(f"runs[{i}]: each run is a mapping of napkin step's keywords")
+            raise bad(f"runs[{i}]: each run is a mapping of napkin step's keywords")
         options = {k: v for k, v in raw.items() if k not in (*MEASURES, "name")}
         for reserved in ("stack", "stack_file"):
             if reserved in options:
-                raise _bad(f"runs[{i}].{reserved}: every run uses the file's stack")
+                raise bad(f"runs[{i}].{reserved}: every run uses the file's stack")
         if isinstance(options.get("layout"), dict):
-            options["layout"] = _layout(options["layout"], f"runs[{i}].layout", notes)
+            options["layout"] = layout_of(options["layout"], f"runs[{i}].layout", notes)
         try:
             sm, knobs, chosen, _ = step_setup(**options, stack=base)
         except UsageError as exc:
             where = f"runs[{i}].{exc.field}" if exc.field else f"runs[{i}]"
-            raise _bad(f"{where}: {str(exc).removeprefix(f'{exc.field}: ')}") from None
+            raise bad(f"{where}: {str(exc).removeprefix(f'{exc.field}: ')}") from None
         except TypeError as exc:
-            raise _bad(f"runs[{i}]: {exc}") from None
+            unknown = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
+            if unknown is None:
+                raise bad(f"runs[{i}]: {exc}") from None
+            raise bad(
+                f"runs[{i}].{unknown.group(1)}: unknown field; a run takes napkin step's keywords (model, gpus, "
+                "layout, global_batch, ...), a name, and step_seconds, tokens_per_second or tokens_per_second_per_gpu"
+            ) from None
         notes.extend(n for n in chosen.notes if n not in notes)  # a replaced built-in, a config's assumptions
-        seconds = _measured(raw, i, sm.batch * sm.seq, knobs.layout().gpus)
+        seconds = measured(raw, i, sm.batch * sm.seq, knobs.layout().gpus)
+        check_possible(raw, i, sm, knobs, seconds)
         label_i = str(raw.get("name", f"run {i + 1}"))
         observations.append(engine.Observation(label_i, _predictor(sm, knobs), seconds))
         setups.append(sm)
@@ -318,26 +256,6 @@ def calibrate(
         leave_one_out_mean_abs_error=sum(loo_errors) / len(loo_errors) if loo_errors else None,
         notes=notes,
     )
-
-
-def _layout(given: dict[str, Any], where: str, notes: list[str]) -> Layout:
-    """A run's ``layout:`` mapping (a ``Layout``'s fields, as ``napkin step --json`` writes them) as a ``Layout``;
-    a field by its old name is read with a note naming the new one, and refused when the new one is there too."""
-    from pydantic import ValidationError
-
-    from napkin.domain.layout import Layout, renamed
-
-    try:
-        fields, said = renamed(given)
-        layout = Layout.model_validate(fields)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join([where, *(str(p) for p in error["loc"])])
-        raise _bad(f"{field}: {error['msg'].removeprefix('Value error, ')}") from None
-    except ValueError as exc:
-        raise _bad(f"{where}.{exc}") from None
-    notes.extend(f"{where}: {note}" for note in said)
-    return layout
 
 
 def _predictor(sm: Any, knobs: Any) -> engine.Predict:
@@ -391,7 +309,7 @@ def stack_text(base: Stack, fitted: dict[str, float], name: str, where: str) -> 
             *parents, leaf = path.split(".")
             for part in parents:
                 section = section[part]
-            section[leaf] = round(value, 4)
+            section[leaf] = float(f"{value:.4g}")  # four significant digits: 0.000964 stays 0.000964
         training["sources"][path] = f"fitted by napkin calibrate to {where}"
     header = (
         f"# yaml-language-server: $schema=schema.json\n# Written by 'napkin calibrate' from the stack "
