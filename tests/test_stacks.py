@@ -466,6 +466,15 @@ def test_validation_errors_stay_where_the_readme_says() -> None:
     assert set(val) | {"torchtitan-eager"} == set(STACK_ORDER)
 
 
+def test_no_shipped_stack_source_breaks_a_path_at_a_line_fold() -> None:
+    """A folded YAML source (>-) joins its lines with a space: a path broken after a slash would read
+    'megatron/core/ transformer_config.py' in stack show and --explain."""
+    for path in sorted((ROOT / "stacks").glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        broken = [n + 1 for n, line in enumerate(text.splitlines()) if re.search(r"\w/$", line) and "url:" not in line]
+        assert broken == [], f"{path.name}: lines {broken} end inside a path"
+
+
 def test_every_calibration_and_validation_run_names_its_source() -> None:
     assert all(c.source and c.role in ("calibration", "validation") for c in cases())
     assert {c.stack for c in cases()} == set(STACK_ORDER)
@@ -572,8 +581,14 @@ def test_hsdp_shards_within_the_clusters_scale_up_domain_in_memory_as_in_time() 
         hybrid = api.step(**common, cluster=cluster, gpus=2 * domain, global_batch=2 * domain, sharding="hsdp")
         full = api.step(**common, cluster=cluster, gpus=domain, global_batch=domain, sharding="fsdp")
         assert hybrid.per_gpu_bytes == pytest.approx(full.per_gpu_bytes, rel=1e-12), cluster
+        # HSDP's per-layer gathers stay in the domain: no "ZeRO-3 across nodes" caveat, which FSDP over two gets
+        zero3_caveat = "ZeRO-3 (FSDP) across nodes"
+        assert not any(zero3_caveat in n for n in hybrid.notes), cluster
+        across = api.step(**common, cluster=cluster, gpus=2 * domain, global_batch=2 * domain, sharding="fsdp")
+        assert any(zero3_caveat in n for n in across.notes), cluster
     alone = {**common, "hardware": "gb200"}
     hybrid_alone = api.memory(**alone, gpus=144, global_batch=144, sharding="hsdp")
+    assert any(n.startswith("hsdp: the model states shard over the 8 data-parallel ranks") for n in hybrid_alone.notes)
     assert hybrid_alone.per_gpu_bytes == pytest.approx(
         api.memory(**alone, gpus=8, global_batch=8, sharding="fsdp").per_gpu_bytes, rel=1e-12
     )

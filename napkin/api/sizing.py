@@ -210,10 +210,23 @@ def _sizing(
                 "linear_input_bytes": kept,  # under fp8, the stack's bytes per kept linear input
             }
         )
+    fp4_note = (
+        [
+            "fp4 (NVFP4): the linear layers' kept inputs at 0.5625 B (4 bits and an E4M3 scale per 16); the weights "
+            "at --precision's bytes, an upper bound where the stack gathers NVFP4 parameters (Megatron-Bridge's "
+            "fp4_param_gather)"
+            if kept
+            else f"fp4: the {software.name} stack states nothing of what its fp4 recipe keeps; activations and "
+            "weights counted at 16 bits"
+        ]
+        if number is Dtype.fp4
+        else []
+    )
     if solve_for_n:  # max_model: the same inputs, solved for N
         from napkin.engines.memory import max_model as solve
 
         solved = solve(got.gpus, profile, **common).model_copy(update={"stack": software.name, "dtype": number})
+        solved.notes.extend(fp4_note)
         own = offers.sharding[0]
         if "sharding" not in lay.model_fields_set and solved.gpus > 1 and solved.sharding is not own:
             solved.notes.append(  # say what memory needs to agree with this answer
@@ -225,6 +238,7 @@ def _sizing(
     result = engine(got.params, profile, gpus=got.gpus, **common).model_copy(
         update={"stack": software.name, "dtype": number}
     )
+    result.notes.extend(fp4_note)
     return said(described(result, got.chosen, got.seq, got.seq_source), profile, software)
 
 

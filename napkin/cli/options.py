@@ -185,8 +185,9 @@ LAYOUT: Group = [
         "sharding",
         Sharding | None,
         None,
-        help="none (DDP) | zero1 | zero2 | zero3 | fsdp (= zero3) | hsdp (FSDP in a node, replicated across "
-        "nodes); default the stack's (--stack); max-model: zero3 where the stack offers it.",
+        help="none (DDP) | zero1 | zero2 | zero3 | fsdp (= zero3) | hsdp (FSDP within a scale-up domain, 8 GPUs "
+        "of a DGX or the cluster's, replicated across domains); default the stack's (--stack); max-model: zero3 "
+        "where the stack offers it.",
     ),
     _opt(
         "recompute",

@@ -72,7 +72,7 @@ class Sharding(StrEnum):
     zero2 = "zero2"  # + gradients
     zero3 = "zero3"  # + parameters
     fsdp = "fsdp"  # PyTorch FSDP FULL_SHARD ≈ ZeRO-3
-    hsdp = "hsdp"  # FSDP within a node (HYBRID_SHARD), the shards replicated across nodes
+    hsdp = "hsdp"  # FSDP within a scale-up domain (HYBRID_SHARD), the shards replicated across domains
 
 
 class Offload(StrEnum):

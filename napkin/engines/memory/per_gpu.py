@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from napkin import sources
-from napkin.domain.choices import Optimizer, Precision
+from napkin.domain.choices import Optimizer, Precision, Sharding
 from napkin.domain.layout import MAX_LISTED_STAGES, Layout, uneven_note
 from napkin.engines.memory.result import MemoryResult, StageRow, capacity, stage_name
 from napkin.engines.memory.stages import (
@@ -271,6 +271,20 @@ def memory(
                 "and the last; no other stage holds more"
             ]
             if layout.pipeline_parallel > MAX_LISTED_STAGES
+            else []
+        )
+        + (
+            [
+                f"hsdp: the model states shard over the {shard_ranks(layout, domain):,} data-parallel ranks within "
+                f"a scale-up domain of {domain:,} GPUs"
+                + (
+                    " (a DGX node; napkin step and plan take the cluster's, 72 on an NVL72)"
+                    if domain == GPUS_PER_NODE
+                    else ""
+                )
+                + ", replicated across domains"
+            ]
+            if sharding is Sharding.hsdp
             else []
         ),
     )

@@ -45,7 +45,8 @@ from napkin.engines.step.checks import check_knobs, offered_sharding, offered_wi
 from napkin.engines.step.knobs import BREAKDOWN, Knobs, LayerPasses, LayerTimes, Pace, Terms, pipeline_bubble
 from napkin.engines.step.machine import Machine, machine
 from napkin.engines.step.model import StepModel
-from napkin.engines.step.result import StepResult, build_result, outside_validation
+from napkin.engines.step.region import outside_validation
+from napkin.engines.step.result import StepResult, build_result
 
 __all__ = [
     "BREAKDOWN",

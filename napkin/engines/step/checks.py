@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 from napkin.domain.choices import Sharding
 from napkin.domain.layout import Layout
 from napkin.domain.workload import Workload

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import Field, computed_field
 
@@ -20,12 +20,11 @@ from napkin.engines.step.machine import (
     FLASH_BACKWARD_FLOPS,
     FLASH_FORWARD,
     MEMORY_EFFICIENCY,
-    SHARDED_PARAMS,
     SIZE_EFFICIENCY,
-    Machine,
 )
 from napkin.engines.step.model import StepModel
 from napkin.engines.step.offload import offload_explained, offload_step_seconds
+from napkin.engines.step.region import gathers_across_nodes, outside_validation
 from napkin.engines.step.ring import ring_note
 from napkin.results.explain import Step, step
 from napkin.results.result import Result
@@ -307,24 +306,6 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     ]
 
 
-def outside_validation(sm: StepModel, k: Knobs) -> list[str]:
-    """What of a layout the stack's published validation runs do not cover (empty without a stack profile)."""
-    if sm.validated is None:
-        return []
-    experts: Literal["dense", "in-node", "across-nodes"] = "dense"
-    if sm.model.is_moe:  # Megatron order: TP innermost, then EP over the data-parallel ranks; EP 1: every expert local
-        inside = k.expert_parallel == 1 or k.tensor_parallel * k.expert_parallel <= sm.hw.fabric.domain_size
-        experts = "in-node" if inside else "across-nodes"
-    return sm.validated.outside(
-        k.layout().gpus, sm.seq, k.sharding, _spans_nodes(k, sm.hw), sm.hw.dtype, experts, k.context_parallel
-    )
-
-
-def _spans_nodes(k: Knobs, hw: Machine) -> bool:
-    """Whether the data-parallel group leaves the scale-up domain (Megatron order: TP, CP, then DP)."""
-    return k.data_parallel > 1 and k.tensor_parallel * k.context_parallel * k.data_parallel > hw.fabric.domain_size
-
-
 def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None) -> StepResult:
     """A ``StepResult`` for one layout; memory from ``napkin.engines.memory.memory`` itself."""
     terms = terms or sm.evaluate(k)
@@ -419,9 +400,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
         notes=[
             n
             for n in (
-                sources.ZERO3_MEASURED
-                if k.sharding in SHARDED_PARAMS and _spans_nodes(k, sm.hw) and sm.stack.scale_out == 1.0
-                else None,
+                sources.ZERO3_MEASURED if gathers_across_nodes(k, sm.hw) and sm.stack.scale_out == 1.0 else None,
                 uneven_note(sm.model.layers, k.pipeline_parallel),
                 f"outside the {sm.stack.name} stack's validated region: {'; '.join(outside)}" if outside else None,
             )

@@ -1,0 +1,36 @@
+"""Where a layout stands against its stack's published runs: what of it they do not cover (``outside_validation``,
+the stack's ``validated`` region) and whether its sharded parameters are gathered across nodes, the regime where
+NCCL's full bandwidth is optimistic (``gathers_across_nodes``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from napkin.domain.choices import Sharding
+from napkin.engines.step.knobs import Knobs
+from napkin.engines.step.machine import SHARDED_PARAMS, Machine
+from napkin.engines.step.model import StepModel
+
+
+def outside_validation(sm: StepModel, k: Knobs) -> list[str]:
+    """What of a layout the stack's published validation runs do not cover (empty without a stack profile)."""
+    if sm.validated is None:
+        return []
+    experts: Literal["dense", "in-node", "across-nodes"] = "dense"
+    if sm.model.is_moe:  # Megatron order: TP innermost, then EP over the data-parallel ranks; EP 1: every expert local
+        inside = k.expert_parallel == 1 or k.tensor_parallel * k.expert_parallel <= sm.hw.fabric.domain_size
+        experts = "in-node" if inside else "across-nodes"
+    return sm.validated.outside(
+        k.layout().gpus, sm.seq, k.sharding, _spans_nodes(k, sm.hw), sm.hw.dtype, experts, k.context_parallel
+    )
+
+
+def _spans_nodes(k: Knobs, hw: Machine) -> bool:
+    """Whether the data-parallel group leaves the scale-up domain (Megatron order: TP, CP, then DP)."""
+    return k.data_parallel > 1 and k.tensor_parallel * k.context_parallel * k.data_parallel > hw.fabric.domain_size
+
+
+def gathers_across_nodes(k: Knobs, hw: Machine) -> bool:
+    """Whether the per-layer gathers of sharded parameters (ZeRO-3, FSDP) leave the scale-up domain; HSDP's stay
+    in it (its shard group is the data-parallel ranks within one domain: ``ranks_near``)."""
+    return k.sharding in SHARDED_PARAMS and k.sharding is not Sharding.hsdp and _spans_nodes(k, hw)
