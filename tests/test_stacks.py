@@ -258,6 +258,21 @@ def test_train_time_with_a_predicted_mfu_names_its_stack(napkin: Run) -> None:
     args = ("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "64", "--cluster", "dgx-h100")
     data = json.loads(napkin(*args, "--mfu", "predicted", "--stack", "torchtitan", "--json").stdout)
     assert data["stack"] == "torchtitan" and data["layout"]["sharding"] in ("fsdp", "hsdp")  # FSDP2, as torchtitan runs
+    # a layout past the stack's validated region says so, as step and plan do of it
+    far = napkin(
+        "train-time",
+        "--model",
+        "llama3-8b",
+        "--tokens",
+        "1T",
+        "--gpus",
+        "4096",
+        "--cluster",
+        "dgx-h100",
+        "--mfu",
+        "predicted",
+    )
+    assert far.exit_code == 0 and "outside the megatron-core stack's validated region: 4,096 GPUs" in far.stderr
 
 
 # ------------------------------------------------------------------------------------------ calibrate

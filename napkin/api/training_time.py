@@ -174,6 +174,10 @@ def train_time(
     if best is not None:
         result.layout, result.micro_batch, result.global_batch = best.layout, best.micro_batch, best.global_batch
         result.cluster, result.stack = best.cluster, best.stack
+        if best.outside_validation:  # as step and plan say of the same layout
+            result.notes.append(
+                f"outside the {best.stack} stack's validated region: {'; '.join(best.outside_validation)}"
+            )
     return result
 
 
@@ -226,7 +230,7 @@ def _predicted(
         raise UsageError(
             "mfu: predicted needs model (or model_config) and gpus: the planner picks a layout for them",
             field="mfu",
-            also=("model", "gpus"),
+            also=("model", "model_config", "gpus"),
         )
     if global_batch is None and global_batch_tokens is None:
         global_batch_tokens = "4M"
