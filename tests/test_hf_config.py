@@ -37,6 +37,7 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "qwen1.5-moe-a2.7b": (14.3e9, 0.05e9, "Qwen/Qwen1.5-MoE-A2.7B model card: 14.3B in total, 2.7B activated"),
     "qwen3-8b": (8.2e9, 0.05e9, "Qwen/Qwen3-8B model card: 8.2B"),
     "qwen3-30b-a3b": (30.5e9, 0.05e9, "Qwen/Qwen3-30B-A3B model card: 30.5B"),
+    "qwen3-235b-a22b": (235e9, 0.5e9, "Qwen/Qwen3-235B-A22B model card: 235B in total"),
     "gemma-2b": (524_550_144 - 128 * 2048 + 1_981_884_416, 0, "Gemma Team 2024, arXiv:2403.08295 Table 2"),
     "gemma-7b": (786_825_216 - 128 * 3072 + 7_751_248_896, 0, "Gemma Team 2024 Table 2"),
     "gemma-2-2b": (590_118_912 - 128 * 2304 + 2_024_517_888, 0, "Gemma Team 2024b, arXiv:2408.00118 Table 2"),
