@@ -24,7 +24,12 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "gpt-oss-20b": (20.91e9, 3.61e9, "gpt-oss model card Table 1"),
 }
 #: the last digit each source writes: 0.1B and 1B (Qwen's cards), 0.01B (OpenAI's Table 1)
-DIGIT: dict[str, float] = {"qwen3-30b-a3b": 0.1e9, "qwen3-235b-a22b": 1e9, "gpt-oss-120b": 0.01e9, "gpt-oss-20b": 0.01e9}
+DIGIT: dict[str, float] = {
+    "qwen3-30b-a3b": 0.1e9,
+    "qwen3-235b-a22b": 1e9,
+    "gpt-oss-120b": 0.01e9,
+    "gpt-oss-20b": 0.01e9,
+}
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
