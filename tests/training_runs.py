@@ -40,7 +40,7 @@ import bisect
 import functools
 from typing import Final, NamedTuple
 
-from napkin.domain.choices import Precision, QkNorm, Recompute, Sharding
+from napkin.domain.choices import Precision, Recompute, Sharding
 from napkin.domain.model import Model
 from napkin.engines import fit
 from napkin.engines.step import Knobs, StepModel, machine
@@ -78,25 +78,6 @@ def _llama(layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab:
     )
 
 
-def _qwen3_moe(layers: int, hidden: int, heads: int, ffn: int, expert: int) -> Model:
-    return Model(
-        layers=layers,
-        hidden=hidden,
-        heads=heads,
-        kv_heads=4,
-        head_dim=128,
-        ffn=ffn,
-        moe_ffn=expert,
-        experts=128,
-        top_k=8,
-        vocab=151936,
-        mlp="swiglu",
-        norm="rmsnorm",
-        tied_embeddings=False,
-        qk_norm=QkNorm.head,
-    )
-
-
 #: The models of the runs, as their sources give them.
 SHAPES: Final[dict[str, Model]] = {
     "mpt-125m": _mpt(12, 768, 12),
@@ -127,32 +108,12 @@ SHAPES: Final[dict[str, Model]] = {
     # BLOOM: Megatron-DeepSpeed GPT with biases, ALiBi, an embedding LayerNorm (not counted), vocabulary 250880
     "bloom-176b": Model(layers=70, hidden=14336, heads=112, vocab=250880, biases=True),
     "bloom-181b-candidate": Model(layers=72, hidden=14336, heads=64, vocab=250880, biases=True),
-    # Qwen3 MoE (Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B config.json): every layer MoE, 128 experts, top 8,
-    # GQA with 4 KV heads of 128, per-head QK norm, vocabulary 151936, untied embeddings
-    "qwen3-30b-a3b": _qwen3_moe(48, 2048, 32, 6144, 768),
-    "qwen3-235b-a22b": _qwen3_moe(94, 4096, 64, 12288, 1536),
-    # gpt-oss-120b (openai/gpt-oss-120b config.json): 36 layers of 2880, 64 heads of 64, 8 KV heads, 128 experts
-    # of 2880 with biases, top 4, a router bias, attention sinks, a 128-token window on every other layer
-    "gpt-oss-120b": Model(
-        layers=36,
-        hidden=2880,
-        heads=64,
-        kv_heads=8,
-        head_dim=64,
-        ffn=2880,
-        experts=128,
-        top_k=4,
-        vocab=201088,
-        mlp="swiglu",
-        norm="rmsnorm",
-        tied_embeddings=False,
-        attention_bias=True,
-        mlp_bias=True,
-        router_bias=True,
-        sinks=True,
-        sliding_window=128,
-        local_layers=18,
-    ),
+    # Qwen3 MoE and gpt-oss-120b: the presets, their config.json files (tests/test_presets_hf.py): every layer MoE,
+    # 128 experts top 8, 4 KV heads of 128, per-head QK norm; gpt-oss 128 experts top 4 with biases, a router bias,
+    # attention sinks, a 128-token window on every other layer
+    "qwen3-30b-a3b": get_preset("qwen3-30b-a3b").model,
+    "qwen3-235b-a22b": get_preset("qwen3-235b-a22b").model,
+    "gpt-oss-120b": get_preset("gpt-oss-120b").model,
     "deepseek-v3": get_preset("deepseek-v3").model,
 }
 
