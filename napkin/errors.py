@@ -47,5 +47,12 @@ class ProfileError(NapkinError):
         self.fields = (field,) if field else ()
 
 
+class ProfileFileError(ProfileError):
+    """A profile file the user named (``--hardware-file``, ``--stack-file``, ``--cluster-file``) that is invalid: bad
+    input like any other (exit code 2), the message led by the input it came from; ``problems`` as the file's."""
+
+    exit_code = 2
+
+
 class MissingDependencyError(NapkinError):
     """An optional dependency (torch, for ``napkin bench`` and ``napkin verify``) is not installed."""

@@ -398,7 +398,14 @@ CASES: list[tuple[str, str, Setup, list[str], int, str]] = [
         "",
     ),
     ("text", "escape-in-list-of-a-valid-file", put("\x1b[2Jok.yaml", profile("okname")), ["hardware", "list"], 0, ""),
-    ("text", "not-a-profile-file", nothing, [*TRAIN, "--hardware-file", "/etc/passwd"], 1, "must be a YAML mapping"),
+    (
+        "text",
+        "not-a-profile-file",
+        nothing,
+        [*TRAIN, "--hardware-file", "/etc/passwd"],
+        2,
+        "--hardware-file: /etc/passwd:1: a hardware profile must be a YAML mapping",
+    ),
     (
         "text",
         "key-lines-not-echoed",

@@ -303,15 +303,9 @@ def load_catalog() -> ClusterCatalog:
 
 
 def load_file(path: str | Path) -> LoadedCluster:
-    """One explicit cluster file (``--cluster-file``, ``cluster validate PATH``): a regular file of bounded size."""
-    from napkin.io.files import read_text
-
-    file = Path(path).expanduser()
-    try:
-        text = read_text(file)
-    except NapkinError as exc:
-        raise UsageError(f"cluster_file: {exc}", field="cluster_file") from None
-    return LoadedCluster(parse_cluster(text, str(file)), "file", str(file), text)
+    """One explicit cluster file (``--cluster-file``): a regular file of bounded size; anything wrong with it is
+    bad input naming ``cluster_file`` (``profiles.file_of``)."""
+    return LoadedCluster.of(profiles.file_of(CLUSTERS, path, "cluster_file"))
 
 
 def find(name: str) -> LoadedCluster:

@@ -13,7 +13,7 @@ from typing import Any, Final, Generic, Literal, Protocol, Self, TypeVar
 
 import yaml
 
-from napkin.errors import NapkinError, ProfileError, UsageError
+from napkin.errors import NapkinError, ProfileError, ProfileFileError, UsageError
 from napkin.io.files import bundled, config_dir, env_dirs, read_text
 from napkin.io.yamlio import normalize, parse
 
@@ -286,13 +286,19 @@ def catalog_of(kind: Kind[P], search: Iterable[tuple[Origin, Traversable]] | Non
 
 
 def file_of(kind: Kind[P], path: str | Path, what: str) -> Loaded[P]:
-    """Read one explicit profile file of ``kind`` (``--hardware-file``, ``--stack-file``)."""
+    """Read one explicit profile file of ``kind`` (``--hardware-file``, ``--stack-file``, ``--cluster-file``).
+
+    A file the user named is an input: one that cannot be read (``UsageError``) or is no valid profile (bad YAML, no
+    ``name``, not a mapping, a field out of range: ``ProfileFileError``) is bad input (exit 2) naming ``what``."""
     file = Path(path).expanduser()
     try:
         text = read_text(file)
     except NapkinError as exc:
         raise UsageError(f"{what}: {exc}", field=_input(what)) from None
-    return Loaded(kind.parse(text, str(file)), "file", str(file), text)
+    try:
+        return Loaded(kind.parse(text, str(file)), "file", str(file), text)
+    except ProfileError as exc:
+        raise ProfileFileError(f"{what}: {exc}", exc.problems, field=_input(what)) from None
 
 
 def find_in(
