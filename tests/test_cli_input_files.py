@@ -130,3 +130,20 @@ def test_validate_still_lists_each_problem_of_a_file(napkin: Run, tmp_path: Path
         "napkin: error: 1 problem(s)",
     ]
 
+
+SERVE_PLAN = [
+    "serve-plan",
+    *("--model", "llama3.1-8b", "--rate", "2/s", "--prompt", "1000", "--output", "100", "--ttft-p90", "2s"),
+]
+
+
+def test_an_unknown_name_in_price_is_blamed_on_price(napkin: Run) -> None:
+    r = napkin(*SERVE_PLAN, "--price", "zz=6")
+    assert r.exit_code == 2, r.stderr
+    [line] = r.stderr.splitlines()
+    assert line.startswith("napkin: error: --price: unknown hardware 'zz'; known: "), line
+    r = napkin(*SERVE_PLAN, "--price", "=6")
+    assert r.stderr.splitlines() == [
+        "napkin: error: --price: '' is not a profile name; give one such as h100 (see 'napkin hardware list')"
+    ]
+    assert r.exit_code == 2

@@ -32,6 +32,8 @@ from napkin.api.inputs import Number
 
 def _prices(value: str | None) -> dict[str, float]:
     """``"h100=3.5,b200=6"`` → {profile name: USD per GPU-hour}."""
+    from napkin.systems.profiles import resolve
+
     if not value:
         return {}
     out: dict[str, float] = {}
@@ -39,7 +41,7 @@ def _prices(value: str | None) -> dict[str, float]:
         name, sep, usd = part.partition("=")
         if not sep:
             raise UsageError(f"price: {part.strip()!r} is not NAME=USD (e.g. h100=3.5,b200=6)", field="price")
-        profile = get_hardware(name.strip())
+        profile = resolve(name.strip(), what="price").profile  # an unknown name is --price's, not --hardware's
         amount = parse(units.parse_number, usd.strip(), "price")
         if amount <= 0:
             raise UsageError(f"price: {part.strip()!r} must be a positive USD per GPU-hour", field="price")
