@@ -359,6 +359,20 @@ def format_whole(value: float) -> str:
     return f"{value:,.0f}" if abs(value) < 1e15 else format_sci(value)
 
 
+def format_number(value: float, digits: int = 4) -> str:
+    """A plain quantity a reader reads (a rate in req/s, a count that need not be whole): ``digits`` significant
+    figures, every digit of its whole part kept, with thousands separators, and no exponent for ordinary
+    magnitudes (``1e6`` → ``"1,000,000"``, ``21469.0`` → ``"21,469"``, ``12.34`` → ``"12.34"``, ``0.5`` → ``"0.5"``);
+    scientific notation only from 10^15 on (``format_whole``) and below 10^-4 (``"1.23e-5"``)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if not 1e-4 <= abs(value) < 1e15:
+        return format_sci(value, digits)
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def format_sci(value: float, digits: int = 3) -> str:
     """``6.3e24`` → ``"6.30e24"`` (no plus sign, ``digits`` significant figures)."""
     mantissa, _, exponent = f"{value:.{digits - 1}e}".partition("e")

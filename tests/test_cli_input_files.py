@@ -4,6 +4,7 @@ line on stderr led by the option it came from, exit 2, never a traceback (--hard
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,18 @@ def test_an_unknown_name_in_price_is_blamed_on_price(napkin: Run) -> None:
         "napkin: error: --price: '' is not a profile name; give one such as h100 (see 'napkin hardware list')"
     ]
     assert r.exit_code == 2
+
+
+def test_serve_plan_writes_rates_and_replicas_with_separators(napkin: Run) -> None:
+    """A million requests/s was '1e+06 req/s' and its replicas '21469 replicas'."""
+    r = napkin(
+        "serve-plan",
+        *("--model", "llama3.1-8b", "--rate", "1e6/s", "--prompt", "1000", "--output", "100", "--ttft-p90", "2s"),
+        *("--hardware", "h100", "--top", "1"),
+    )
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "Serve plan: llama3.1-8b at 1,000,000 req/s"
+    assert any(line.split() == ["requests", "1,000,000/s,", "prompt", "1,000,", "output", "100"] for line in lines)
+    [config] = [line for line in lines if line.lstrip().startswith("#1 ")]
+    assert re.search(r"#1 +\d{1,3}(,\d{3})+ replicas × \d+ h100-sxm ", config), config

@@ -165,3 +165,30 @@ def test_rate_round_trip(value: float) -> None:
 @given(st.floats(min_value=1e-300, max_value=1e300, allow_nan=False), st.integers(min_value=2, max_value=6))
 def test_sci_round_trip(value: float, digits: int) -> None:
     assert math.isclose(float(units.format_sci(value, digits)), value, rel_tol=0.5 * 10 ** (1 - digits))
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (1e6, "1,000,000"),  # '{:,.4g}' wrote 1e+06
+        (21469.0, "21,469"),  # and 2.147e+04
+        (9999.7, "10,000"),
+        (12.34, "12.34"),
+        (20.0, "20"),
+        (0.5, "0.5"),
+        (0.1 + 0.2, "0.3"),
+        (-2.5, "-2.5"),
+        (0.0, "0"),
+        (3e15, "3.000e15"),
+        (1e-5, "1.000e-5"),
+    ],
+)
+def test_format_number_writes_ordinary_magnitudes_whole_with_separators(value: float, text: str) -> None:
+    assert units.format_number(value) == text
+
+
+@given(st.floats(min_value=1e-4, max_value=1e15 * 0.999))
+def test_format_number_never_writes_an_exponent_for_ordinary_magnitudes(value: float) -> None:
+    text = units.format_number(value)
+    assert "e" not in text
+    assert float(text.replace(",", "")) == pytest.approx(value, rel=1e-3)

@@ -18,7 +18,7 @@ from napkin.engines.step_cost import StepCost
 from napkin.engines.traffic import Outcome, Scheduler, arrivals, simulate
 from napkin.engines.traffic_result import Lengths, Slo, TrafficResult, outcome_summary, percentile
 from napkin.results.explain import step
-from napkin.units import format_count
+from napkin.units import format_count, format_number
 
 
 @dataclass(frozen=True)
@@ -219,7 +219,7 @@ def traffic_result(
                 "N clients split evenly over the schedulers; all send at once, then each sends its next request "
                 "when its last reply has come back (its last token + the stack's per-request overhead)",
                 f"N = {workload.concurrency:,} over {parts:,} scheduler(s), {workload.requests:,} requests each",
-                f"{served:,.4g} req/s served",
+                f"{format_number(served)} req/s served",
                 "genai-perf --concurrency; vllm bench serve --max-concurrency",
             )
         )
@@ -264,8 +264,8 @@ def traffic_result(
         )
     if saturated:
         warnings.append(
-            f"the offered {workload.rate:,.3g} req/s is more than the deployment serves: the queue grows for "
-            "the whole run, so latencies depend on how many requests are simulated"
+            f"the offered {format_number(workload.rate, 3)} req/s is more than the deployment serves: the queue "
+            "grows for the whole run, so latencies depend on how many requests are simulated"
         )
     return TrafficResult(
         model=name,

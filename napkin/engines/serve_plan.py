@@ -25,7 +25,7 @@ from napkin.engines.replica import Replica
 from napkin.engines.traffic_result import Slo
 from napkin.results.explain import step
 from napkin.results.result import Result
-from napkin.units import format_duration
+from napkin.units import format_duration, format_number, format_whole
 
 
 @dataclass(frozen=True)
@@ -82,11 +82,11 @@ class ServePlanResult(Result):
     )
 
     def heading(self) -> str:
-        return f"Serve plan: {self.model} at {self.rate:,.4g} req/s"
+        return f"Serve plan: {self.model} at {format_number(self.rate)} req/s"
 
     def rows(self) -> list[tuple[str, str]]:
         rows = [
-            ("requests", f"{self.rate:,.4g}/s, prompt {self.prompt}, output {self.output}"),
+            ("requests", f"{format_number(self.rate)}/s, prompt {self.prompt}, output {self.output}"),
             ("SLO", self.slo),
             ("searched", f"{self.considered:,} fitting configs, {self.evaluated:,} simulated"),
         ]
@@ -111,7 +111,7 @@ class ServePlanResult(Result):
 def _config(d: Deployment) -> str:
     per = d.gpus // d.replicas  # GPUs of one replica
     return (
-        f"{d.replicas} replica{'' if d.replicas == 1 else 's'} × {per} {d.hardware} ({d.layout_text}), "
+        f"{format_whole(d.replicas)} replica{'' if d.replicas == 1 else 's'} × {per} {d.hardware} ({d.layout_text}), "
         f"{d.weights} weights, {d.kv_dtype} KV: ${d.usd_per_hour:,.2f}/h, ${d.usd_per_million_tokens:,.3f}/1M"
     )
 
@@ -177,7 +177,7 @@ def plan(
         step(
             "replicas",
             "⌈rate / largest rate one replica sustains within the SLO⌉ (bisection on the scheduler model)",
-            f"rate {workload.rate:,.4g}/s",
+            f"rate {format_number(workload.rate)}/s",
             "per config",
             "napkin.engines.load.max_rate",
         ),

@@ -12,7 +12,7 @@ from napkin.domain.base import Record
 from napkin.domain.layout import ServingLayout
 from napkin.engines.traffic import Outcome
 from napkin.results.result import Result
-from napkin.units import format_duration, format_durations
+from napkin.units import format_duration, format_durations, format_number
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -167,12 +167,12 @@ class TrafficResult(Result):
 
         rows = [
             (
-                ("offered", f"{self.rate:,.4g} req/s (Poisson, seed {self.seed}, {self.requests:,} requests)")
+                ("offered", f"{format_number(self.rate)} req/s (Poisson, seed {self.seed}, {self.requests:,} requests)")
                 if self.concurrency is None
                 else (
                     "clients",
-                    f"{self.concurrency:,} in a closed loop ({self.requests:,} requests): {self.rate:,.4g} req/s "
-                    "served",
+                    f"{self.concurrency:,} in a closed loop ({self.requests:,} requests): "
+                    f"{format_number(self.rate)} req/s served",
                 )
             ),
             ("lengths", f"prompt {self.prompt}, output {self.output}"),
@@ -184,7 +184,7 @@ class TrafficResult(Result):
             ),
             (
                 "throughput",
-                f"{self.requests_per_second:,.3g} req/s, {self.output_tokens_per_second:,.0f} output "
+                f"{format_number(self.requests_per_second, 3)} req/s, {self.output_tokens_per_second:,.0f} output "
                 f"tok/s ({self.output_tokens_per_second_per_gpu:,.0f} per GPU)",
             ),
             ("TTFT", ps(self.ttft_seconds)),
@@ -200,7 +200,7 @@ class TrafficResult(Result):
             )
             rows.append(("SLO", f"{self.slo}: {verdict}"))
         if self.max_rate is not None:
-            rows.append(("largest rate meeting SLO", f"{self.max_rate:,.3g} req/s"))
+            rows.append(("largest rate meeting SLO", f"{format_number(self.max_rate, 3)} req/s"))
         if self.max_concurrency is not None:
             rows.append(("most clients meeting SLO", f"{self.max_concurrency:,}"))
         if self.usd_per_million_tokens is not None and self.price_per_hour is not None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from napkin.errors import UsageError
 from napkin.io.files import write_atomic
+from napkin.units import format_number
 
 if TYPE_CHECKING:
     from napkin.engines.planner import PlanResult
@@ -91,7 +92,7 @@ def serve_plan_svg(result: ServePlanResult) -> str:
             )
         ax.set_xlabel("USD per 1M output tokens (at the target rate)")
         ax.set_ylabel("TPOT at the SLO percentile (ms)")
-        ax.set_title(f"{result.model} at {result.rate:,.4g} req/s: {len(points)} deployments meet the SLO")
+        ax.set_title(f"{result.model} at {format_number(result.rate)} req/s: {len(points)} deployments meet the SLO")
         ax.legend(fontsize=7, loc="upper right")
         return _svg(fig)
     finally:
