@@ -163,3 +163,31 @@ def test_serve_plan_writes_rates_and_replicas_with_separators(napkin: Run) -> No
     assert any(line.split() == ["requests", "1,000,000/s,", "prompt", "1,000,", "output", "100"] for line in lines)
     [config] = [line for line in lines if line.lstrip().startswith("#1 ")]
     assert re.search(r"#1 +\d{1,3}(,\d{3})+ replicas × \d+ h100-sxm ", config), config
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["hardware", "show", "zz"], "NAME: unknown hardware 'zz'; "),
+        (["cluster", "show", "zz"], "NAME: unknown cluster 'zz'; "),  # was 'cluster:', no input of 'cluster show'
+        (["stack", "show", "zz"], "NAME: unknown stack 'zz'; "),
+        (["cluster", "new", "mine", "--from", "zz"], "--from: unknown cluster 'zz'; "),  # was 'cluster:' too
+        (["hardware", "new", "mine", "--from", "zz"], "--from: unknown hardware 'zz'; "),
+        (["comm", "all-reduce", "--bytes", "1GB", "--cluster", "zz"], "--cluster: unknown cluster 'zz'; "),
+    ],
+)
+def test_an_unknown_profile_name_is_blamed_on_the_argument_the_user_typed(
+    napkin: Run, argv: list[str], expected: str
+) -> None:
+    r = napkin(*argv)
+    assert r.exit_code == 2, r.stderr
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"napkin: error: {expected}"), line
+
+
+def test_an_empty_cluster_name_is_blamed_on_the_argument(napkin: Run) -> None:
+    r = napkin("cluster", "show", "")
+    assert r.exit_code == 2
+    assert r.stderr.splitlines() == [
+        "napkin: error: NAME: '' is not a profile name; give one such as dgx-h100 (see 'napkin cluster list')"
+    ]

@@ -84,7 +84,7 @@ def cluster_sheet(name: str) -> ClusterSheet:
     from napkin.results.cluster_views import ClusterSheet
     from napkin.systems.cluster import find
 
-    loaded = find(name)
+    loaded = find(name, what="name")  # the command's argument, as hardware_sheet and stack_sheet name theirs
     return said(ClusterSheet(loaded=loaded), loaded.cluster)
 
 

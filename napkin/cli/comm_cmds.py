@@ -207,7 +207,7 @@ def cluster_new(
                 f"NAME: {name!r} is the built-in cluster {builtin}'s name; your cluster would replace it in every "
                 "command. Pick another name, or pass --force to replace it (every command then says so)"
             )
-        loaded = find(source)
+        loaded = find(source, what="source")
         text = copy_text(loaded, name, date.today().isoformat())
         target = user_cluster_dir() / f"{name}.yaml"
         parse_cluster(text, str(target))
@@ -228,7 +228,7 @@ def cluster_edit(
     from napkin.systems import profiles
     from napkin.systems.cluster import CLUSTERS, schema
 
-    edit_profile(CLUSTERS, name, discard, False, lambda n: profiles.find_in(CLUSTERS, n), schema)
+    edit_profile(CLUSTERS, name, discard, False, lambda n: profiles.find_in(CLUSTERS, n, what="name"), schema)
 
 
 @cluster_app.command("schema")

@@ -308,10 +308,11 @@ def load_file(path: str | Path) -> LoadedCluster:
     return LoadedCluster.of(profiles.file_of(CLUSTERS, path, "cluster_file"))
 
 
-def find(name: str) -> LoadedCluster:
+def find(name: str, what: str = "cluster") -> LoadedCluster:
     """The cluster that answers to ``name``, by the catalog's rules (``profiles.find_in``); a replaced built-in is
-    said with the result."""
-    return LoadedCluster.of(profiles.find_in(CLUSTERS, name))
+    said with the result. ``what`` names the input the name came from in error messages (``cluster``, a command's
+    ``name`` argument, ``source`` for ``--from``)."""
+    return LoadedCluster.of(profiles.find_in(CLUSTERS, name, what=what))
 
 
 def is_builtin_name(name: str) -> str | None:
