@@ -172,6 +172,9 @@ def test_flops_and_optimal_and_models(napkin: Run) -> None:
     assert data["fitted"]["tokens_per_param"] == pytest.approx(18.4, abs=0.05)
     from_gpus = json.loads(napkin("optimal", "--gpus", "1024", "--days", "30", "--json").stdout)
     assert from_gpus["compute"] == pytest.approx(1024 * 989.5e12 * 0.5 * 30 * 86400)
+    for ignored in (("--hardware", "zz"), ("--mfu", "0.4")):  # nothing a user wrote is silently dropped
+        r = napkin("optimal", "--compute", "5.76e23", *ignored)
+        assert r.exit_code == 2 and r.stderr.startswith(f"napkin: error: {ignored[0]}: turns --gpus and ")
     assert "llama3-8b" in napkin("models").stdout
     assert any(m["name"] == "mixtral-8x7b" for m in json.loads(napkin("models", "--json").stdout))
 

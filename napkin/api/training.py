@@ -166,13 +166,14 @@ def optimal(
     gpus: Number | None = None,
     days: Number | None = None,
     hours: Number | None = None,
-    mfu: Number = 0.5,
+    mfu: Number | None = None,
     hardware: str | HardwareProfile | None = None,
     hardware_file: str | Path | None = None,
     dtype: str | Dtype = Dtype.bf16,
     fit: str | Fit = Fit.epoch,
 ) -> OptimalResult:
-    """Compute-optimal N* and D* for a budget (Chinchilla): the 20:1 rule and the fitted loss law."""
+    """Compute-optimal N* and D* for a budget (Chinchilla): the 20:1 rule and the fitted loss law. The budget is
+    ``compute``, or ``gpus`` of ``hardware`` for ``days``/``hours`` at ``mfu`` (default 0.5)."""
     from napkin.engines.compute import compute_budget
     from napkin.engines.scaling import optimal as engine
 
@@ -181,6 +182,15 @@ def optimal(
         if gpus is not None or seconds is not None:
             raise UsageError(
                 "give compute, or gpus with days/hours, not both", field="compute", also=("gpus", "days", "hours")
+            )
+        unused = [
+            k for k, v in (("mfu", mfu), ("hardware", hardware), ("hardware_file", hardware_file)) if v is not None
+        ]
+        if unused:
+            raise UsageError(
+                f"{unused[0]}: turns gpus and days/hours into a budget; with compute given it would be ignored",
+                field=unused[0],
+                also=("compute", "gpus", "days", "hours"),
             )
         return engine(parse(units.parse_flops, compute, "compute"), choice(Fit, fit, "fit"))
     if gpus is None or seconds is None:
@@ -193,7 +203,7 @@ def optimal(
     budget, budget_step = compute_budget(
         parse(units.parse_int, gpus, "gpus"),
         profile.peak(choice(Dtype, dtype, "dtype")),
-        parse(units.parse_fraction, mfu, "mfu"),
+        parse(units.parse_fraction, 0.5 if mfu is None else mfu, "mfu"),
         seconds,
     )
     return said(engine(budget, choice(Fit, fit, "fit"), [budget_step]), profile)

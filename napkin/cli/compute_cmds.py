@@ -141,7 +141,7 @@ def flops_train(**options: Any) -> None:
     [_text("compute", "Training compute budget in FLOPs.", "FLOPS", "--compute", "-C")],
     GPUS,
     DURATION,
-    [_text("mfu", "MFU used to turn GPUs × time into FLOPs.", "FRACTION", default="0.5")],
+    [_text("mfu", "MFU used to turn GPUs × time into FLOPs (default 0.5).", "FRACTION")],
     HARDWARE,
     DTYPE,
     FIT,
