@@ -27,6 +27,29 @@ HAS_TORCH = all(importlib.util.find_spec(name) is not None for name in ("torch",
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs the optional 'bench' extra (torch and numpy)")
 
 
+def _cgroup_cpus() -> int | None:
+    """The CPUs a cgroup CPU quota allows this process (v2 ``cpu.max``, v1 ``cfs_quota_us``), or None."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        return None if quota == "max" else max(1, int(quota) // int(period))
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
+        period_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+        return None if quota_us <= 0 else max(1, quota_us // period_us)
+    except (OSError, ValueError):
+        return None
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): one worker per CPU this process may run on (its affinity and any cgroup
+    quota, not the host's core count, which a container can exceed many times over), at most 8."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    return max(1, min(cores, quota or cores, 8))
+
+
 def builtin(name: str) -> profiles.HardwareProfile:
     """A built-in profile, whatever the environment says (tests' module-level constants use this: they are
     read before the isolation fixture runs, so a user's NAPKIN_HARDWARE_PATH must not reach them)."""
