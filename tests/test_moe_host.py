@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from napkin.domain.choices import Sharding
+from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.model import Model
 from napkin.engines.step import Knobs, StepModel, machine
 from napkin.engines.step.host import moe_host, moe_layer_gpu
@@ -51,6 +51,10 @@ def test_a_layer_waits_for_the_host_only_beyond_its_gpu_work() -> None:
     # all 128 experts local (EP 1): 16x the launches of EP 16 (8 local), whatever the tokens
     ep16 = moe_host(high, Knobs(data_parallel=16, expert_parallel=16))
     assert moe_host(high, Knobs(data_parallel=8, micro_batch=4)) == pytest.approx(16 * ep16)
+    # full recomputation launches the forward again: a host-bound layer is not made free by recomputing
+    full = Knobs(data_parallel=8, expert_parallel=8, sharding=Sharding.zero1, recompute=Recompute.full)
+    assert moe_host(high, full) == pytest.approx(4 / 3 * moe_host(high, k))
+    assert high.evaluate(full).step_seconds > high.evaluate(k).step_seconds
 
 
 def test_a_dense_model_never_waits_for_the_host() -> None:
@@ -64,7 +68,6 @@ def test_the_megatron_core_stacks_share_the_value_fitted_to_their_one_calibratio
     """0.944 ms per local expert, from Megatron-Bridge 25.09's Qwen3-30B-A3B token-drop run (10,494 tokens/s per
     GPU, EP 8, MBS 2): a run of its own, which no validation run repeats; every Megatron-Core stack states it."""
     value = fitted("megatron-core-moe")["moe_host_per_expert"]
-    assert value == pytest.approx(0.944e-3, rel=0.01)
     for name in ("megatron-core", "megatron-core-moe", "megatron-core-moe-a2a-overlap"):
         assert stack(name).profile.knobs("h100-sxm").moe_host == pytest.approx(value, rel=0.01)
     calibration = [c for c in cases() if "moe" in c.stack and c.role == "calibration"]
@@ -95,3 +98,41 @@ def test_step_explains_the_host_wait_and_reports_it(napkin: Run) -> None:
     assert "host-bound MoE layers" in text and "h = 944 µs, local experts 16" in text and "5671fd36" in text
     dense = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--explain").stdout
     assert "host-bound" not in dense
+
+
+def test_the_validated_region_ends_where_the_runs_did() -> None:
+    """The runs that set and check the host term held 4 to 16 local experts each, on DGX H100s: DeepSeek-V3 with
+    all 256 experts on each GPU (EP 1), or a Blackwell run (whose recipes capture CUDA graphs over attention and
+    routing: Megatron-Bridge perf_recipes/qwen/b200/qwen3_moe.py @ 067f987d), is predicted and said to be outside."""
+    from napkin import api
+
+    inside = api.step(
+        model="qwen3-30b-a3b",
+        gpus=16,
+        cluster="dgx-h100",
+        dtype="fp8",
+        expert_parallel=8,
+        global_batch=512,
+        stack="megatron-core-moe",
+    )
+    assert inside.outside_validation == []
+    many = api.step(
+        model="qwen3-30b-a3b",
+        gpus=16,
+        cluster="dgx-h100",
+        dtype="fp8",
+        expert_parallel=4,
+        global_batch=512,
+        stack="megatron-core-moe",
+    )
+    assert "32 local experts (validated up to 16)" in many.outside_validation
+    blackwell = api.step(
+        model="qwen3-30b-a3b",
+        gpus=8,
+        cluster="hgx-b200",
+        dtype="fp8",
+        expert_parallel=8,
+        global_batch=512,
+        stack="megatron-core-moe",
+    )
+    assert "b200 (validated: h100-sxm)" in blackwell.outside_validation

@@ -31,7 +31,7 @@ import math
 import re
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import yaml
 from pydantic import Field
@@ -44,9 +44,6 @@ from napkin.io.files import write_atomic
 from napkin.results.result import Result
 from napkin.systems.stack import STACKS, Stack
 from napkin.units import format_duration
-
-if TYPE_CHECKING:
-    pass
 
 
 class RunFit(Record):

@@ -46,7 +46,7 @@ TERM_NAMES: Final = {
     "bubble": "pipeline bubble",
     "data_parallel": "DP comm",
     "optimizer": "optimizer",
-    "other": "p2p/EP/CP comm",
+    "other": "p2p/EP/CP comm, MoE host waits",
 }
 
 

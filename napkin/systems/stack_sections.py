@@ -202,6 +202,16 @@ class Validated(Record):
         description="the largest context-parallel degree whose validation runs agree (0: not stated); the larger "
         "ones are validation runs too, and miss: README",
     )
+    local_experts: int = Field(
+        default=0,
+        ge=0,
+        le=1 << 20,
+        description="MoE: the most routed experts one GPU held in a validation run (0: not stated)",
+    )
+    devices: list[str] = Field(
+        default_factory=list,
+        description="the hardware profiles the validation runs ran on (empty: not stated)",
+    )
 
     def outside(
         self,
@@ -212,14 +222,21 @@ class Validated(Record):
         dtype: str,
         experts: Literal["dense", "in-node", "across-nodes"] = "dense",
         context_parallel: int = 1,
+        local_experts: int = 0,
+        device: str = "",
     ) -> list[str]:
         """What of a layout its validation does not cover (empty: inside). ``experts``: a dense model, or an MoE
-        whose expert-parallel group stays inside one node or spans nodes."""
+        whose expert-parallel group stays inside one node or spans nodes, ``local_experts`` of them on a GPU;
+        ``device``: the hardware profile's name."""
         out = []
         if experts != "dense" and self.experts == "none":
             out.append("a mixture-of-experts model (validated: dense)")
         elif experts == "in-node" and self.experts == "across-nodes":
             out.append("experts within one node (validated: expert parallelism across nodes)")
+        if experts != "dense" and self.local_experts and local_experts > self.local_experts:
+            out.append(f"{local_experts:,} local experts (validated up to {self.local_experts:,})")
+        if device and self.devices and device not in self.devices:
+            out.append(f"{device} (validated: {', '.join(self.devices)})")
         if gpus > self.gpus:
             out.append(f"{gpus:,} GPUs (validated up to {self.gpus:,})")
         if seq > self.seq:

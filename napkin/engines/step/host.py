@@ -52,10 +52,13 @@ def moe_layer_gpu(sm: LayerModel, k: Knobs, microbatches: int) -> float:
 
 def moe_host(sm: LayerModel, k: Knobs) -> float:
     """H: the host's time for one MoE layer and micro-batch, forward and backward: the stack's seconds per local
-    expert × the local experts (0 where the stack states none)."""
+    expert × the local experts (0 where the stack states none); under full recomputation the forward's launches
+    run twice, 4/3 of them, as G counts four forwards' worth where three were (Narayanan et al. 2021 eq. 3; the
+    GEMMs a local expert launches: 2 forward, 4 backward)."""
     if not sm.moe_layers or not sm.stack.moe_host:
         return 0.0
-    return sm.stack.moe_host * sm.model.experts / k.expert_parallel
+    again = 4 / 3 if k.recompute is Recompute.full else 1.0
+    return sm.stack.moe_host * sm.model.experts / k.expert_parallel * again
 
 
 def moe_host_excess(sm: LayerModel, k: Knobs, microbatches: int) -> float:
@@ -82,8 +85,8 @@ def host_explained(sm: LayerModel, k: Knobs, microbatches: int, seconds: float) 
     return [
         step(
             "host-bound MoE layers (in other; the bubble grows too)",
-            "per MoE layer and micro-batch max(0, H − G), H = h × local experts, G = the layer's GPU work (3 forwards "
-            "+ recompute, TP, exposed all-to-all)",
+            "per MoE layer and micro-batch max(0, H − G), H = h × local experts (× 4/3 under full recomputation), "
+            "G = the layer's GPU work (3 forwards + recompute, TP, exposed all-to-all)",
             f"h = {format_duration(sm.stack.moe_host)}, local experts {sm.model.experts / k.expert_parallel:g}: "
             f"H = {format_duration(host)}, G = {format_duration(gpu)}, m = {microbatches}",
             format_duration(seconds),

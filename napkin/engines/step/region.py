@@ -20,8 +20,17 @@ def outside_validation(sm: StepModel, k: Knobs) -> list[str]:
     if sm.model.is_moe:  # Megatron order: TP innermost, then EP over the data-parallel ranks; EP 1: every expert local
         inside = k.expert_parallel == 1 or k.tensor_parallel * k.expert_parallel <= sm.hw.fabric.domain_size
         experts = "in-node" if inside else "across-nodes"
+    local = sm.model.experts // k.expert_parallel if sm.model.is_moe else 0
     return sm.validated.outside(
-        k.layout().gpus, sm.seq, k.sharding, _spans_nodes(k, sm.hw), sm.hw.dtype, experts, k.context_parallel
+        k.layout().gpus,
+        sm.seq,
+        k.sharding,
+        _spans_nodes(k, sm.hw),
+        sm.hw.dtype,
+        experts,
+        k.context_parallel,
+        local,
+        sm.hw.name,
     )
 
 
