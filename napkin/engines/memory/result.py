@@ -108,6 +108,7 @@ class MemoryResult(ModelResult):
         parts = [(k.replace("_", " "), v) for k, v in self.breakdown.items() if v > 0]
         out: list[Any] = [render.bar(parts, self.memory_bytes)]
         if len(self.stages) > 1:
+            out.append("")  # a blank line between the bar's legend and the table's title
             out.append(
                 render.grid(
                     "Per pipeline stage (bytes per GPU)",
