@@ -163,7 +163,7 @@ class TrafficResult(Result):
 
     def rows(self) -> list[tuple[str, str]]:
         def ps(values: dict[str, float]) -> str:
-            return " / ".join(format_durations(list(values.values()))) + f" ({' / '.join(values)})"
+            return " / ".join(format_durations(list(values.values()))) + f" ({'/'.join(values)})"  # one word
 
         rows = [
             (
@@ -180,7 +180,7 @@ class TrafficResult(Result):
             (
                 "engine",
                 f"{self.replicas} replica(s); KV {self.kv_capacity_tokens:,} tokens, "
-                f"max_num_seqs {self.max_num_seqs}, budget {self.token_budget:,}",
+                f"{self.max_num_seqs:,} sequences at most (max_num_seqs), a budget of {self.token_budget:,} tokens",
             ),
             (
                 "throughput",
