@@ -106,33 +106,10 @@ def test_the_validated_region_ends_where_the_runs_did() -> None:
     routing: Megatron-Bridge perf_recipes/qwen/b200/qwen3_moe.py @ 067f987d), is predicted and said to be outside."""
     from napkin import api
 
-    inside = api.step(
-        model="qwen3-30b-a3b",
-        gpus=16,
-        cluster="dgx-h100",
-        dtype="fp8",
-        expert_parallel=8,
-        global_batch=512,
-        stack="megatron-core-moe",
-    )
+    qwen3 = {"model": "qwen3-30b-a3b", "dtype": "fp8", "global_batch": 512, "stack": "megatron-core-moe"}
+    inside = api.step(**qwen3, gpus=16, cluster="dgx-h100", expert_parallel=8)
     assert inside.outside_validation == []
-    many = api.step(
-        model="qwen3-30b-a3b",
-        gpus=16,
-        cluster="dgx-h100",
-        dtype="fp8",
-        expert_parallel=4,
-        global_batch=512,
-        stack="megatron-core-moe",
-    )
+    many = api.step(**qwen3, gpus=16, cluster="dgx-h100", expert_parallel=4)
     assert "32 local experts (validated up to 16)" in many.outside_validation
-    blackwell = api.step(
-        model="qwen3-30b-a3b",
-        gpus=8,
-        cluster="hgx-b200",
-        dtype="fp8",
-        expert_parallel=8,
-        global_batch=512,
-        stack="megatron-core-moe",
-    )
+    blackwell = api.step(**qwen3, gpus=8, cluster="hgx-b200", expert_parallel=8)
     assert "b200 (validated: h100-sxm)" in blackwell.outside_validation
