@@ -123,7 +123,7 @@ def _sizing(
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
     from napkin.engines.step.checks import check_offered, offered_with_pipeline
-    from napkin.systems.stack import recipe_memory
+    from napkin.systems.stack import fp4_memory_note, recipe_memory
 
     number = choice(Dtype, dtype, "dtype")
     recipe = number in (Dtype.fp8, Dtype.fp4)  # a low-precision training recipe (fp8, NVFP4)
@@ -210,18 +210,7 @@ def _sizing(
                 "linear_input_bytes": kept,  # under fp8, the stack's bytes per kept linear input
             }
         )
-    fp4_note = (
-        [
-            "fp4 (NVFP4): the linear layers' kept inputs at 0.5625 B (4 bits and an E4M3 scale per 16); the weights "
-            "at --precision's bytes, an upper bound where the stack gathers NVFP4 parameters (Megatron-Bridge's "
-            "fp4_param_gather)"
-            if kept
-            else f"fp4: the {software.name} stack states nothing of what its fp4 recipe keeps; activations and "
-            "weights counted at 16 bits"
-        ]
-        if number is Dtype.fp4
-        else []
-    )
+    fp4_note = [fp4_memory_note(kept, software.name)] if number is Dtype.fp4 else []
     if solve_for_n:  # max_model: the same inputs, solved for N
         from napkin.engines.memory import max_model as solve
 

@@ -32,7 +32,14 @@ from napkin.errors import ProfileError, UsageError
 from napkin.io.yamlio import normalize
 from napkin.systems.profiles import Kind, Loaded, Profile, Slug, Source, file_of, find_in, parse_as
 from napkin.systems.serving_stack import ServingStack
-from napkin.systems.stack_knobs import LOSS_BYTES_PER_LOGIT, Framework, MemoryRules, StackKnobs, recipe_memory
+from napkin.systems.stack_knobs import (
+    LOSS_BYTES_PER_LOGIT,
+    Framework,
+    MemoryRules,
+    StackKnobs,
+    fp4_memory_note,
+    recipe_memory,
+)
 from napkin.systems.stack_sections import (
     STRICT,
     Attention,
@@ -370,6 +377,7 @@ __all__ = [
     "StackKnobs",
     "Training",
     "Validated",
+    "fp4_memory_note",
     "parse_stack",
     "recipe_memory",
     "resolve",

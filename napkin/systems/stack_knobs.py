@@ -67,6 +67,20 @@ def under_fp8(framework: Framework) -> Framework:
 NVFP4_ELEMENT_BYTES = 0.5 + 1 / 16
 
 
+def fp4_memory_note(kept: float | None, stack: str) -> str:
+    """What memory under fp4 counts, for a result's notes (``kept``: ``recipe_memory``'s linear-input bytes)."""
+    if kept:
+        return (
+            "fp4 (NVFP4): the linear layers' kept inputs at 0.5625 B (4 bits and an E4M3 scale per 16); the weights "
+            "at --precision's bytes, an upper bound where the stack gathers NVFP4 parameters (Megatron-Bridge's "
+            "fp4_param_gather)"
+        )
+    return (
+        f"fp4: the {stack} stack states nothing of what its fp4 recipe keeps; activations and weights counted at 16 "
+        "bits"
+    )
+
+
 def recipe_memory(framework: Framework, dtype: str) -> tuple[Framework, float | None]:
     """The stack's memory and the bytes each linear layer keeps of its input, for the run's number format
     (``dtype``: a hardware peak's name): under an fp8 recipe its fp8 weights (``under_fp8``) and its kept

@@ -28,6 +28,7 @@ from napkin.engines.step.region import gathers_across_nodes, outside_validation
 from napkin.engines.step.ring import ring_note
 from napkin.results.explain import Step, step
 from napkin.results.result import Result
+from napkin.systems.stack import fp4_memory_note
 from napkin.units import format_bandwidth, format_bytes, format_duration, format_percent, format_rate
 
 
@@ -403,6 +404,7 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
                 sources.ZERO3_MEASURED if gathers_across_nodes(k, sm.hw) and sm.stack.scale_out == 1.0 else None,
                 uneven_note(sm.model.layers, k.pipeline_parallel),
                 f"outside the {sm.stack.name} stack's validated region: {'; '.join(outside)}" if outside else None,
+                fp4_memory_note(sm.memory.linear_input_bytes, sm.stack.name) if sm.hw.dtype == "fp4" else None,
             )
             if n
         ],
