@@ -277,7 +277,7 @@ class Stack(Profile):
                 dualpipe=t.pipeline.schedules[0] is Schedule.dualpipe,
                 cached=t.memory.cached,
                 fp8_linear_input_bytes=t.memory.fp8_linear_input_bytes or 0.0,
-                fp8_source=t.source_of("memory.fp8_linear_input_bytes") or "",
+                kept_input_source=t.source_of("memory.fp8_linear_input_bytes") or "",
                 fp8_weight_bytes=(t.memory.fp8_weight_bytes_devices or {}).get(
                     hardware, t.memory.fp8_weight_bytes or 0.0
                 ),

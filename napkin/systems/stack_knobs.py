@@ -43,7 +43,7 @@ class MemoryRules:
     loss_parallel_logit_bytes: float = 0.0  # 0: logit_bytes
     output_input_gathered: bool = False
     fp8_linear_input_bytes: float = 0.0  # 0: linear inputs kept at the activations' 16-bit bytes under fp8
-    fp8_source: str = ""
+    kept_input_source: str = ""  # the citation of the kept linear-input bytes (fp8's, or NVFP4's: recipe_memory)
     fp8_weight_bytes: float = 0.0  # under fp8, bytes per transformer-layer weight on this device (0: --precision's)
     fp8_weights_source: str = ""
     layer_param_bytes: float = 0.0  # bytes per transformer-layer parameter held (0: --precision's): ``under_fp8``
@@ -98,7 +98,8 @@ def recipe_memory(framework: Framework, dtype: str) -> tuple[Framework, float | 
     if dtype == "fp4" and keeps and rules is not None:
         from napkin import sources
 
-        return replace(framework, rules=replace(rules, fp8_source=sources.NVFP4_LINEAR_INPUT)), NVFP4_ELEMENT_BYTES
+        nvfp4 = replace(rules, kept_input_source=sources.NVFP4_LINEAR_INPUT)
+        return replace(framework, rules=nvfp4), NVFP4_ELEMENT_BYTES
     return framework, None
 
 

@@ -133,7 +133,7 @@ def memory(
                 format_bytes(per_layer),
                 fw.rules.cached_source
                 if fw.rules and fw.rules.cached
-                else activation_source(activations, fw.rules.fp8_source if fw.rules else ""),
+                else activation_source(activations, fw.rules.kept_input_source if fw.rules else ""),
             )
         )
         steps.append(

@@ -92,10 +92,10 @@ def activation_bytes_per_layer(x: ActivationInputs, cached: CachedActivations | 
     return got.total * kept, got.formula if kept == 1.0 else f"({got.formula}) × {kept:g} kept by selective recompute"
 
 
-def activation_source(x: ActivationInputs, fp8_source: str = "") -> str:
+def activation_source(x: ActivationInputs, kept_input_source: str = "") -> str:
     """The citations of the per-layer count; under an fp8 recipe, the stack's for its kept linear inputs (f)."""
     base = sources.FLASH + "; " + sources.KORTHIKANTI if x.flash_attention else sources.KORTHIKANTI
-    return base + (f"; f: {fp8_source}" if x.linear_input_bytes and fp8_source else "")
+    return base + (f"; f: {kept_input_source}" if x.linear_input_bytes and kept_input_source else "")
 
 
 # ------------------------------------------------------------------------------------ stages
