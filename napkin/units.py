@@ -320,8 +320,14 @@ def _significant(value: float, digits: int = 3) -> str:
         return "0"
     if abs(value) >= 1e6:
         return format_sci(value, digits)
+    return _fixed(value, digits)
+
+
+def _fixed(value: float, digits: int, grouping: str = "") -> str:
+    """``value`` (non-zero) to ``digits`` significant figures without an exponent, trailing zeros dropped;
+    ``grouping=","``: thousands separators."""
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    text = f"{value:.{decimals}f}"
+    text = f"{value:{grouping}.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
@@ -368,9 +374,7 @@ def format_number(value: float, digits: int = 4) -> str:
         return f"{value:g}"
     if not 1e-4 <= abs(value) < 1e15:
         return format_sci(value, digits)
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    text = f"{value:,.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    return _fixed(value, digits, ",")
 
 
 def format_sci(value: float, digits: int = 3) -> str:
