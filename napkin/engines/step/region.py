@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from napkin.domain.choices import Sharding
+from napkin.engines.memory.states import shard_ranks
 from napkin.engines.step.knobs import Knobs
 from napkin.engines.step.machine import SHARDED_PARAMS, Machine
 from napkin.engines.step.model import StepModel
@@ -40,6 +40,8 @@ def _spans_nodes(k: Knobs, hw: Machine) -> bool:
 
 
 def gathers_across_nodes(k: Knobs, hw: Machine) -> bool:
-    """Whether the per-layer gathers of sharded parameters (ZeRO-3, FSDP) leave the scale-up domain; HSDP's stay
-    in it (its shard group is the data-parallel ranks within one domain: ``ranks_near``)."""
-    return k.sharding in SHARDED_PARAMS and k.sharding is not Sharding.hsdp and _spans_nodes(k, hw)
+    """Whether the per-layer gathers of sharded parameters (ZeRO-3, FSDP, HSDP) leave the scale-up domain: their
+    shard group, its ranks TP apart, spans more than it. HSDP's shard group is the data-parallel ranks within one
+    domain (``shard_ranks``), so its gathers never do."""
+    domain = hw.fabric.domain_size
+    return k.sharding in SHARDED_PARAMS and k.tensor_parallel * shard_ranks(k.layout(), domain) > domain
