@@ -17,6 +17,7 @@ from napkin.engines.memory.states import ranks_near
 from napkin.engines.step.host import all_to_all, moe_host_excess
 from napkin.engines.step.knobs import (
     Knobs,
+    LayerPasses,
     Pace,
     ShapeCosts,
     SplitCosts,
@@ -149,10 +150,7 @@ class StepModel(LayerModel):
         passes, matmuls, frozen, scores = self.shape_costs(k)
         fwd_layer, extra_layer, _, tp_layer, logits = passes
         total_layers = self.model.layers
-        # host-bound MoE layers (napkin.engines.step.host): each waits max(0, H − G) for the host's launches
-        host = moe_host_excess(self, k, m) * self.moe_layers / total_layers
-        per_layer = 3 * fwd_layer + extra_layer + tp_layer + frozen + host
-        heavy, n_layers, last_stage = self.pace(k, per_layer, logits)
+        host, per_layer, (heavy, n_layers, last_stage) = self._paced(k, m, passes, frozen)
         logits = logits if last_stage else 0.0
         n_dense, n_moe = n_layers * self.dense_layers / total_layers, n_layers * self.moe_layers / total_layers
         layers_mb = n_layers * (3 * fwd_layer + extra_layer + frozen)
@@ -230,16 +228,21 @@ class StepModel(LayerModel):
         memory = self.memory_bytes(k) if per_gpu_bytes is None else per_gpu_bytes
         return Terms(total, compute, tp, bubble, dp, optimizer, other, memory)
 
+    def _paced(self, k: Knobs, m: int, passes: LayerPasses, frozen: float) -> tuple[float, float, Pace]:
+        """(a layer's wait for the host, averaged over the layers; a layer and micro-batch's time with it; the
+        stage that paces the pipeline) under ``k`` with ``m`` micro-batches and its ``shape_costs``. Host-bound MoE
+        layers (napkin.engines.step.host) each wait max(0, H − G) for the host's launches."""
+        host = moe_host_excess(self, k, m) * self.moe_layers / self.model.layers
+        per_layer = 3 * passes.forward + passes.recompute + passes.tensor_parallel + frozen + host
+        return host, per_layer, self.pace(k, per_layer, passes.logits)
+
     def host_wait(self, k: Knobs) -> float:
         """Seconds of a step its MoE layers wait for the host beyond their GPU work, in its micro-batches (what
         ``evaluate`` adds to ``other``; the bubble grows with it)."""
         m = self.batch // (k.micro_batch * k.data_parallel)
-        host = moe_host_excess(self, k, m) * self.moe_layers / self.model.layers
-        if not host:
-            return 0.0
         passes, _, frozen, _ = self.shape_costs(k)
-        per_layer = 3 * passes.forward + passes.recompute + passes.tensor_parallel + frozen + host
-        return m * self.pace(k, per_layer, passes.logits).layers * host
+        host, _, pace = self._paced(k, m, passes, frozen)
+        return m * pace.layers * host
 
     def fsdp_exposed(
         self, groups: list[tuple[float, int, int]], layers: float, forward: float, backward: float, frozen: float = 0.0
