@@ -104,8 +104,9 @@ def unique_runs(stacks: Iterable[str] | None = None) -> list[tuple[Case, list[st
     return list(seen.values())
 
 
-def rank_runs(stacks: Iterable[str] | None = None) -> tuple[list[Ranked], int]:
-    """(every unique validation run of ``stacks`` placed in its plan, the number of plans computed)."""
+def rank_runs(stacks: Iterable[str] | None = None, explore: bool = False) -> tuple[list[Ranked], int]:
+    """(every unique validation run of ``stacks`` placed in its plan, the number of plans computed); ``explore``:
+    in plans ranked by predicted step time alone (``napkin plan --explore``)."""
     from tests.training_runs import plan_of, plan_rank
 
     plans: dict[Hashable, Plan] = {}
@@ -113,7 +114,7 @@ def rank_runs(stacks: Iterable[str] | None = None) -> tuple[list[Ranked], int]:
     for case, repeats in unique_runs(stacks):
         key = plan_key(case)
         if key not in plans:
-            plans[key] = plan_of(case)
+            plans[key] = plan_of(case, explore)
         rank, fitting, ratio, best = plan_rank(case, plans[key])
         out.append(Ranked(case, repeats, rank, fitting, ratio, best))
     return out, len(plans)
@@ -164,15 +165,26 @@ def low_markdown(rows: list[Ranked]) -> str:
     return LOW_HEADER + "".join(low_row(r) + "\n" for r in low)
 
 
-def block_markdown(rows: list[Ranked], plans: int, total: str = "all validation runs") -> str:
-    """The README's block: how many runs and plans, the per-stack table, and the runs outside the top 10."""
+def block_markdown(
+    rows: list[Ranked], plans: int, total: str = "all validation runs", fastest: list[Ranked] | None = None
+) -> str:
+    """The README's block: how many runs and plans, the per-stack table, the runs outside the top 10, and
+    (``fastest``: the same runs in plans ranked by predicted step time alone) the per-stack table of those."""
     every = len(rows) + sum(len(r.repeats) for r in rows)
     low = sum(r.rank > LOW for r in rows)
+    speed = (
+        "\nThe same runs in plans ranked by predicted step time alone (`napkin plan --explore`), the layouts "
+        "outside the stacks' validated regions among the rest:\n\n" + summary_markdown(fastest, total)
+        if fastest is not None
+        else ""
+    )
     return (
-        f"{every} validation runs, {len(rows)} once repeats count once, in {plans} plans:\n\n"
+        f"{every} validation runs, {len(rows)} once repeats count once, in {plans} plans, each ranking the layouts "
+        "inside its stack's validated region first, as `napkin plan` does:\n\n"
         + summary_markdown(rows, total)
         + f"\nThe {low} outside napkin's top {LOW}:\n\n"
         + low_markdown(rows)
+        + speed
     )
 
 
@@ -203,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     wall, cpu = time.perf_counter(), time.process_time()
     rows, plans = rank_runs(args.stack)
-    table = block_markdown(rows, plans, "all runs shown" if args.stack else "all validation runs")
+    fastest = rank_runs(args.stack, explore=True)[0]
+    table = block_markdown(rows, plans, "all runs shown" if args.stack else "all validation runs", fastest)
     if args.update_readme:
         print("README.md: " + ("table updated" if update_readme(table) else "table already current"))
     elif args.markdown:

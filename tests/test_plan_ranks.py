@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from napkin.engines.step.region import outside_layout
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 README = EXAMPLES.parent / "README.md"
 CHECKED = ("torchtitan", "deepspeed")  # 9 runs, 9 plans: about a second
@@ -38,18 +40,25 @@ def _block() -> list[str]:
 def test_the_readme_rows_of_two_stacks_are_what_the_script_computes() -> None:
     script = _script()
     rows, plans = script.rank_runs(CHECKED)
+    fastest, _ = script.rank_runs(CHECKED, explore=True)
     block = _block()
+    speed = next(i for i, line in enumerate(block) if "--explore" in line)
     for name in CHECKED:
-        assert script.summary_row(name, [r for r in rows if r.case.stack == name]) in block, REGENERATE
+        assert script.summary_row(name, [r for r in rows if r.case.stack == name]) in block[:speed], REGENERATE
+        assert script.summary_row(name, [r for r in fastest if r.case.stack == name]) in block[speed:], REGENERATE
     # the runs of these stacks outside napkin's top 10, each with its #1: all of them, and no other
-    low = block[block.index(script.LOW_HEADER.splitlines()[0]) + 2 :]
+    low = block[block.index(script.LOW_HEADER.splitlines()[0]) + 2 : speed]
     shown = [line for line in low if line.split("|")[2].strip() in CHECKED]
     assert shown == [script.low_row(r) for r in rows if r.rank > script.LOW], REGENERATE
     assert plans == len(rows) == 9  # torchtitan's 5 validation runs and deepspeed's 4, none sharing a plan
-    for r in rows:  # a published layout napkin predicts faster than its #1 ranks first, and only such a one
+    for r in fastest:  # by step time alone, a published layout predicted faster than the #1 ranks first, only it
         assert 1 <= r.rank <= r.fitting + 1
         assert (r.ratio < 1) <= (r.rank == 1)
         assert (r.rank > 1) <= (r.ratio > 1)
+    for r, f in zip(rows, fastest, strict=True):  # validated first: the #1 is no faster; a validated layout no lower
+        assert r.case.id == f.case.id and r.ratio <= f.ratio * (1 + 1e-12)
+        if not outside_layout(r.case.model, r.case.knobs):
+            assert r.rank <= f.rank
 
 
 def test_the_readme_counts_every_validation_run_once() -> None:
@@ -62,8 +71,8 @@ def test_the_readme_counts_every_validation_run_once() -> None:
     assert sum(1 + len(repeats) for _, repeats in unique) == len(validation)
     block = _block()
     plans = len({script.plan_key(case) for case, _ in unique})
-    assert block[0] == (
-        f"{len(validation)} validation runs, {len(unique)} once repeats count once, in {plans} plans:"
+    assert block[0].startswith(
+        f"{len(validation)} validation runs, {len(unique)} once repeats count once, in {plans} plans, "
     ), REGENERATE
     assert "\n".join(block[1:3]) + "\n" == script.HEADER
     table = block[3 : block.index(next(line for line in block if line.startswith("The ")))]

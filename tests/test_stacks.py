@@ -516,8 +516,9 @@ def test_each_stack_s_validated_region_is_what_its_runs_cover() -> None:
     covered: dict[str, dict[str, object]] = {}
     for case in cases():
         k, sm = case.knobs, case.model
-        span = covered.setdefault(case.stack, {"gpus": 0, "seq": 0, "across": set(), "dtypes": set()})
+        span = covered.setdefault(case.stack, {"gpus": 0, "seq": 0, "b": 0, "across": set(), "dtypes": set()})
         span["gpus"] = max(int(span["gpus"]), k.layout().gpus)  # type: ignore[call-overload]
+        span["b"] = max(int(span["b"]), k.micro_batch)  # type: ignore[call-overload]
         span["seq"] = max(int(span["seq"]), sm.seq)  # type: ignore[call-overload]
         if (
             k.data_parallel * k.context_parallel > 1
@@ -527,7 +528,7 @@ def test_each_stack_s_validated_region_is_what_its_runs_cover() -> None:
         span["dtypes"].add(sm.hw.dtype)  # type: ignore[attr-defined]
     for name, span in covered.items():
         region = stack(name).profile.trains().validated
-        assert (region.gpus, region.seq) == (span["gpus"], span["seq"]), name
+        assert (region.gpus, region.seq, region.micro_batch) == (span["gpus"], span["seq"], span["b"]), name
         assert {str(s) for s in region.sharding_across_nodes} == span["across"], name
         assert set(region.dtypes) == span["dtypes"], name
 
@@ -581,8 +582,14 @@ def test_hsdp_shards_in_a_node_and_all_reduces_the_shards_across_nodes() -> None
     assert sum(mem_full.breakdown[c] for c in model_states) == pytest.approx(states / 256, rel=0.01)
     assert hybrid.per_gpu_bytes > full.per_gpu_bytes and not hybrid.fits
     assert hybrid.breakdown["optimizer"] > full.breakdown["optimizer"]  # 32 times the states to step
-    r = api.plan(model="llama3-8b", gpus=64, global_batch=128, cluster="dgx-h100", stack="torchtitan", top=50)
+    # no published run used HSDP: the plan searches it, and ranks it with the layouts outside the validated region
+    kw = {"model": "llama3-8b", "gpus": 64, "global_batch": 128, "cluster": "dgx-h100", "stack": "torchtitan"}
+    r = api.plan(**kw, top=50, explore=True)
     assert any(x.layout.sharding == "hsdp" for x in r.layouts)
+    ranked = api.plan(**kw, top=10_000)
+    hsdp = [i for i, x in enumerate(ranked.layouts) if x.layout.sharding == "hsdp"]
+    assert hsdp and all("hsdp across nodes" in ranked.layouts[i].outside_validation for i in hsdp)
+    assert all(x.validated for x in ranked.layouts[: hsdp[0]])
     with pytest.raises(UsageError, match=r"^sharding: the stack megatron-core offers"):
         api.step(model="llama3-8b", gpus=16, global_batch=32, sharding="hsdp")
 

@@ -895,7 +895,7 @@ def test_plan_names_shardings_as_its_stack_does_and_lists_no_hsdp_twin_on_one_no
     it is the same layout and is not listed beside it; across nodes it is a layout of its own."""
     one = api.plan(model="llama3-8b", gpus=8, global_batch_tokens="1M", stack="torchtitan", top=50)
     assert {r.layout.sharding for r in one.layouts} <= {Sharding.fsdp, Sharding.none}
-    many = api.plan(model="llama3-8b", gpus=64, global_batch_tokens="1M", stack="torchtitan", top=200)
+    many = api.plan(model="llama3-8b", gpus=64, global_batch_tokens="1M", stack="torchtitan", top=200, explore=True)
     assert Sharding.hsdp in {r.layout.sharding for r in many.layouts}
     assert Sharding.zero3 not in {r.layout.sharding for r in many.layouts}
 

@@ -616,6 +616,7 @@ def _setup(run: Run) -> tuple[StepModel, Knobs]:
         overlap_grad_reduce=False if run.id in NO_GRAD_REDUCE_OVERLAP else None,
         stack=stack_knobs.replace(loss_bytes=_loss_bytes(run, stack_knobs.loss_bytes)),
         offers=loaded.trains().offers(),
+        validated=loaded.trains().validated,  # as napkin plan ranks: the validated layouts first
     )
     data = run.gpus // (run.tp * run.pp * run.cp)
     sharding = Sharding(run.sharding) if data * run.cp > 1 else Sharding.none
@@ -640,9 +641,18 @@ def _zero3_runs() -> list[tuple[str, str, StepModel, Knobs, float]]:
     from tests.megatron_runs import TABLE_2_ZERO3, eq3_flops, gpt, selene
 
     out = []
-    knobs = stack("deepspeed").profile.knobs("a100-sxm-80gb")
+    deepspeed = stack("deepspeed").profile
+    knobs, trains = deepspeed.knobs("a100-sxm-80gb"), deepspeed.trains()
     for row in TABLE_2_ZERO3:
-        sm = StepModel(gpt(row.layers, row.hidden, row.heads), 2048, row.batch, selene(), stack=knobs)
+        sm = StepModel(
+            gpt(row.layers, row.hidden, row.heads),
+            2048,
+            row.batch,
+            selene(),
+            stack=knobs,
+            offers=trains.offers(),
+            validated=trains.validated,  # as napkin plan --stack deepspeed ranks
+        )
         k = Knobs(data_parallel=row.gpus, micro_batch=row.micro_batch, recompute=Recompute.full)
         role = "calibration" if row.billions < 200 else "validation"
         seconds = eq3_flops(row) / (row.gpus * row.teraflops * 1e12)
@@ -816,34 +826,43 @@ RANKED: Final = (
 
 
 class Plan(NamedTuple):
-    """napkin's plan for a run's model, GPUs, batch and stack: the predicted step seconds of every layout the
-    planner enumerates that fits, fastest first, and its #1 in the plan table's words."""
+    """napkin's plan for a run's model, GPUs, batch and stack: the sort key of every layout the planner enumerates
+    that fits, in the plan's order ((outside the stack's validated region by its own choices, predicted step
+    seconds): the validated layouts first, each group fastest first), and its #1 in the plan table's words."""
 
-    seconds: list[float]
+    keys: list[tuple[bool, float]]
     best: str
+    explore: bool = False  # ranked by predicted step time alone (napkin plan --explore)
 
 
-def plan_of(case: Case) -> Plan:
+def plan_of(case: Case, explore: bool = False) -> Plan:
     """The plan ``plan_rank`` places a case's published layout in (``napkin.engines.planner.ranked``)."""
     from napkin.engines.planner import ranked
+    from napkin.engines.step.region import outside_layout
 
-    scored = ranked(case.model, case.knobs.layout().gpus)[1]
+    sm = case.model
+    scored = ranked(sm, case.knobs.layout().gpus, explore=explore)[1]
     if not scored:
-        return Plan([], "none: no layout the planner enumerates fits")
+        return Plan([], "none: no layout the planner enumerates fits", explore)
     best = scored[0][1]
-    return Plan([t for t, _, _ in scored], f"{best.layout().describe(compact=True)} b{best.micro_batch}")
+    keys = [(not explore and bool(outside_layout(sm, k)), t) for t, k, _ in scored]
+    return Plan(keys, f"{best.layout().describe(compact=True)} b{best.micro_batch}", explore)
 
 
 def plan_rank(case: Case, plan: Plan | None = None) -> tuple[int, int, float, str]:
     """Where the published layout ranks among every layout napkin's planner enumerates for the run's model,
-    GPUs, batch and stack that fits: (rank, layouts that fit, predicted time of the published layout / of the
-    planner's #1, the #1). ``plan``: ``plan_of(case)`` when the caller has it (runs that share a plan)."""
+    GPUs, batch and stack that fits, in the plan's order: (rank, layouts that fit, predicted time of the published
+    layout / of the planner's #1, the #1). ``plan``: ``plan_of(case)`` when the caller has it (runs that share a
+    plan)."""
+    from napkin.engines.step.region import outside_layout
+
     plan = plan_of(case) if plan is None else plan
     published = case.model.evaluate(case.knobs).step_seconds
-    rank = 1 + bisect.bisect_left(plan.seconds, published * (1 - 1e-9))
-    if not plan.seconds:
+    key = (not plan.explore and bool(outside_layout(case.model, case.knobs)), published * (1 - 1e-9))
+    rank = 1 + bisect.bisect_left(plan.keys, key)
+    if not plan.keys:
         return rank, 0, 1.0, plan.best
-    return rank, len(plan.seconds), published / plan.seconds[0], plan.best
+    return rank, len(plan.keys), published / plan.keys[0][1], plan.best
 
 
 def rank_markdown() -> str:

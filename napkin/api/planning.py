@@ -241,8 +241,10 @@ def step(**options: Any) -> StepResult:
 @keywords(SHAPE_FIELDS)
 @step_keywords
 @option_keywords(AdapterOptions)
-def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
-    """Every valid layout that fits, ranked by predicted step time; the top ``top`` with memory and MFU. Only what
+def plan(*, gpus: Number, top: Number = 5, explore: bool = False, **options: Any) -> PlanResult:
+    """Every valid layout that fits, ranked by predicted step time, those whose own choices (sharding across
+    nodes, EP, CP, micro-batch) lie inside the region ``stack``'s published runs validate first (``explore``: all
+    by predicted step time alone); the top ``top`` with memory and MFU. Only what
     ``stack`` offers is searched (its sharding, pipeline schedules, TP/PP/CP/EP). ``finetune="lora"``/``"qlora"``
     (with the adapter options ``memory`` and ``step`` take): adapters on a frozen base, searched over data
     parallelism, micro-batch and recomputation, the layouts napkin models for them."""
@@ -253,7 +255,7 @@ def plan(*, gpus: Number, top: Number = 5, **options: Any) -> PlanResult:
     o = StepOptions.take(options)
     adapters = AdapterOptions.take(options).adapters(o.optimizer, o.precision, Precision.mixed)
     sm, chosen, batch_tokens = step_model(o, options, adapters=adapters, gpus=g)
-    result = engine(sm, g, chosen.name or "custom", n)
+    result = engine(sm, g, chosen.name or "custom", n, explore)
     result.seq_source = chosen.seq_source or "given"
     result.steps.insert(0, seq_step(sm.seq, chosen.seq_source))
     result.notes += [*chosen.notes, *_notes(sm, batch_tokens, g)]

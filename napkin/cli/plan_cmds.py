@@ -74,7 +74,14 @@ OVERLAP = [
         "Megatron-LM before 2022). Default: the stack's.",
     ),
 ]
-TOP = [_text("top", "How many layouts to show.", "INT", default="5")]
+TOP = [
+    _text("top", "How many layouts to show.", "INT", default="5"),
+    _flag(
+        "explore",
+        "Rank every layout by its predicted step time alone; by default the layouts inside the region the "
+        "stack's published runs validate (sharding across nodes, EP, CP, micro-batch) rank first.",
+    ),
+]
 PLOT = [
     _opt(
         "plot",

@@ -10,14 +10,14 @@ on plain floats (``StepModel.evaluate``); only the top N become ``StepResult`` o
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Final
-
-from pydantic import Field
+from collections.abc import Callable
+from typing import Final
 
 from napkin.domain.choices import Recompute, Sharding
 from napkin.domain.layout import split_problem
 from napkin.engines.divisors import divisors, powers_of_two
 from napkin.engines.memory.states import ranks_near
+from napkin.engines.plan_result import PlanResult
 from napkin.engines.step import (
     BREAKDOWN,
     Knobs,
@@ -30,10 +30,10 @@ from napkin.engines.step import (
     own_name,
 )
 from napkin.engines.step.machine import FULL_SHARD
+from napkin.engines.step.region import outside_layout, outside_question
 from napkin.errors import UsageError
-from napkin.results.result import TableResult
 from napkin.systems.stack import Offers
-from napkin.units import format_bytes_si, format_duration
+from napkin.units import format_bytes_si
 
 MICRO_BATCHES: Final = (1, 2, 4, 8, 16)
 RECOMPUTE: Final = (Recompute.none, Recompute.selective, Recompute.full)
@@ -126,106 +126,6 @@ def candidates(sm: StepModel, gpus: int) -> list[Knobs]:
     return out
 
 
-class PlanResult(TableResult):
-    """``napkin plan``: the fastest layouts that fit, with their step time, MFU and memory."""
-
-    title: ClassVar[str] = "Layouts"
-    headline: ClassVar[tuple[str, ...]] = ("best", "considered", "fitting")
-
-    model: str
-    cluster: str
-    stack: str = Field(default="none", description="the software stack whose layouts are searched")
-    gpus: int
-    global_batch: int
-    seq: int
-    seq_source: str = Field(default="given", description="where seq came from: given, or a preset's default")
-    considered: int = Field(description="valid layouts enumerated")
-    fitting: int = Field(description="of those, the ones that fit in memory")
-    finetune: str = Field(default="full", description="full training, or lora/qlora adapters on a frozen base")
-    lora_rank: int | None = Field(default=None, description="the adapters' rank r (lora/qlora)")
-
-    def renderables(self) -> list[Any]:
-        if self.layouts:
-            return super().renderables()
-        from rich.text import Text  # nothing to rank: the heading and why, no empty table
-
-        return [Text(self.heading(), style="italic"), Text(""), Text(self.caption())]
-
-    @property
-    def best(self) -> str | None:
-        """The winner in the plan table's words (``TP4 PP1 DP128 SP zero3 selective b1``), None if nothing fits."""
-        return (
-            f"{self.layouts[0].layout.describe(compact=True)} b{self.layouts[0].micro_batch}" if self.layouts else None
-        )
-
-    def exit_code(self) -> int:
-        return 0 if self.fitting else 1  # no layout fits: the answer is "none", and the warning says why
-
-    explanation: str
-    layouts: list[StepResult]
-    memory_limit: float = Field(default=0.0, description="capacity − reserve per GPU, bytes")
-    points: list[tuple[float, float]] = Field(
-        default_factory=list, exclude=True, description="(per-GPU bytes, step s) of every fitting layout, for --plot"
-    )
-
-    def heading(self) -> str:
-        method = {"lora": "LoRA", "qlora": "QLoRA"}.get(self.finetune, self.finetune)
-        tuned = f", {method} r {self.lora_rank}" if self.lora_rank is not None else ""
-        return f"Fastest layouts: {self.model}{tuned} on {self.gpus:,} GPU{'s' if self.gpus != 1 else ''}"
-
-    def header(self) -> list[str]:
-        return ["#", "layout", "b", "step", "MFU", "mem/GPU"]
-
-    def align(self) -> str:
-        return "rlrrrr"
-
-    def body(self) -> list[list[str]]:
-        return [
-            [
-                str(i),
-                r.layout.describe(compact=True) + ("" if r.validated else " *"),
-                str(r.micro_batch),
-                format_duration(r.step_seconds),
-                f"{r.mfu:.3f}",
-                format_bytes_si(r.per_gpu_bytes),
-            ]
-            for i, r in enumerate(self.layouts, 1)
-        ]
-
-    def caption(self) -> str:
-        if not self.considered:
-            return f"{self.cluster}, {self.global_batch:,} × {self.seq:,} tokens per step: no valid layout."
-        dtype = f" ({self.layouts[0].dtype}, {self.stack})" if self.layouts else f" ({self.stack})"
-        outside = (
-            " *: outside the region the stack's published runs validate ('napkin step' says what)."
-            if any(not r.validated for r in self.layouts)
-            else ""
-        )
-        seq = "" if self.seq_source == "given" else f" (the sequence: {self.seq_source})"
-        return (
-            f"{self.cluster}{dtype}, {self.global_batch:,} × {self.seq:,} tokens per step{seq}. {self.considered:,} "
-            f"layouts considered, {self.fitting:,} fit. {self.explanation}{outside}"
-        )
-
-    def to_json(self, explain: bool = False) -> Any:
-        return {
-            "model": self.model,
-            "cluster": self.cluster,
-            "stack": self.stack,
-            "gpus": self.gpus,
-            "global_batch": self.global_batch,
-            "seq": self.seq,
-            "considered": self.considered,
-            "fitting": self.fitting,
-            "finetune": self.finetune,
-            "lora_rank": self.lora_rank,
-            "explanation": self.explanation,
-            "layouts": [r.to_json(explain) for r in self.layouts],
-            "warnings": self.warnings,
-            **({"steps": [s.model_dump(mode="json") for s in self.steps]} if explain else {}),
-        }
-
-
 def _worst(terms: Terms) -> tuple[str, float]:
     named = terms.breakdown()
     name = max((n for n in named if n != "compute"), key=lambda n: named[n])
@@ -281,7 +181,9 @@ def _families(sm: StepModel, gpus: int, everything: list[Knobs]) -> list[tuple[s
     return [(label, ks) for label, ks in out if ks]
 
 
-def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms]) -> str:
+def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms], outside: list[str]) -> str:
+    """How a family's best layout ``other`` compares with the plan's #1; ``outside``: what of ``other``'s own
+    choices the stack's validation does not cover."""
     (best_knobs, best_terms), (other_knobs, other_terms) = best, other
     was, now = best_terms.breakdown(), other_terms.breakdown()
     name = max(BREAKDOWN, key=lambda n: now[n] - was[n])
@@ -289,7 +191,9 @@ def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms]) -> str:
     if name == "compute" and other_knobs.recompute is not best_knobs.recompute:
         why += f": {other_knobs.recompute} recompute, micro-batch {other_knobs.micro_batch}"
     change = other_terms.step_seconds / best_terms.step_seconds - 1
-    if change < -0.005:  # only a family the ranking leaves out (TP across nodes) can beat the winner
+    if change < -0.005 and outside:  # ranked below the validated layouts
+        return f"{-change:.0%} faster by this model, but outside the validated region"
+    if change < -0.005:  # otherwise only a family the ranking leaves out (TP across nodes) can beat the winner
         return f"{-change:.0%} faster by this model, but napkin keeps TP inside the scale-up domain"
     if change < 0.005:
         return "as fast"
@@ -307,11 +211,14 @@ def _leanest(k: Knobs) -> list[Knobs]:
 
 
 def ranked(
-    sm: StepModel, gpus: int, memory: dict[Knobs, float] | None = None
+    sm: StepModel, gpus: int, memory: dict[Knobs, float] | None = None, explore: bool = False
 ) -> tuple[list[Knobs], list[tuple[float, Knobs, Terms]]]:
-    """(every layout ``candidates`` enumerates, those that fit by ``memory_bytes`` as (step s, layout, terms),
-    fastest first): the ranking ``plan`` shows the top of. ``memory``: filled with the per-GPU bytes of the layouts
-    it sized (the leanest of each split are candidates too; ``plan``'s explanation reuses them)."""
+    """(every layout ``candidates`` enumerates, those that fit by ``memory_bytes`` as (step s, layout, terms)):
+    the ranking ``plan`` shows the top of. The layouts whose own choices lie inside the stack's validated region
+    (``outside_layout``) come first, fastest first, then the others, fastest first: a layout in a regime no
+    published run checks is predicted all the same, but not preferred on that prediction alone. ``explore``: all
+    of them fastest first. ``memory``: filled with the per-GPU bytes of the layouts it sized (the leanest of each
+    split are candidates too; ``plan``'s explanation reuses them)."""
     capacity = sm.hw.capacity - sm.reserve
     scored: list[tuple[float, Knobs, Terms]] = []
     all_knobs = candidates(sm, gpus)
@@ -328,15 +235,25 @@ def ranked(
             continue
         terms = sm.evaluate(k, per_gpu)
         scored.append((terms.step_seconds, k, terms))
-    scored.sort(key=lambda x: x[0])
+    order = _order(sm, explore)
+    scored.sort(key=lambda x: order(x[1], x[0]))
     return all_knobs, scored
 
 
-def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
-    """Rank every fitting layout by predicted step time; the top ``top`` as full results."""
+def _order(sm: StepModel, explore: bool) -> Callable[[Knobs, float], tuple[bool, float]]:
+    """The plan's sort key of a layout and its step time: inside the stack's validated region first (unless
+    ``explore``), then fastest."""
+    if explore or sm.validated is None:
+        return lambda k, seconds: (False, seconds)
+    return lambda k, seconds: (bool(outside_layout(sm, k)), seconds)
+
+
+def plan(sm: StepModel, gpus: int, name: str, top: int = 5, explore: bool = False) -> PlanResult:
+    """Rank every fitting layout, those inside the stack's validated region first (``ranked``; ``explore``: all by
+    predicted step time alone); the top ``top`` as full results."""
     capacity = sm.hw.capacity - sm.reserve
     memory: dict[Knobs, float] = {}  # _explain's families are mostly the candidates again
-    all_knobs, scored = ranked(sm, gpus, memory)
+    all_knobs, scored = ranked(sm, gpus, memory, explore)
     results = []
     for _, k, terms in scored:
         result = build_result(sm, k, name, terms)
@@ -344,7 +261,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
             results.append(result)
         if len(results) >= top:
             break
-    explanation = _explain(sm, gpus, all_knobs, scored, results, memory)
+    explanation = _explain(sm, gpus, all_knobs, scored, results, memory, explore)
     warnings = []
     if not all_knobs:
         domain = sm.hw.fabric.domain_size
@@ -364,6 +281,8 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5) -> PlanResult:
         seq=sm.seq,
         considered=len(all_knobs),
         fitting=len(scored),
+        ranking="fastest" if explore or sm.validated is None else "validated first",
+        question_outside=outside_question(sm, gpus),
         finetune=str(sm.adapters.finetune) if sm.adapters else "full",
         lora_rank=sm.adapters.rank if sm.adapters else None,
         explanation=explanation,
@@ -391,6 +310,7 @@ def _explain(
     scored: list[tuple[float, Knobs, Terms]],
     top: list[StepResult],
     memory: dict[Knobs, float],
+    explore: bool,
 ) -> str:
     if not top:
         return "Nothing fits." if everything else "No valid layout."
@@ -402,16 +322,29 @@ def _explain(
         else ("it has no overhead above 0.5 %")
     )
     lines = [f"#1 wins with MFU {top[0].mfu:.3f}; {overhead}."]
+    faster = next((x for x in scored if x[0] < scored[0][0] * 0.995), None)  # ranked below #1 for its region
+    if faster is not None:
+        seconds, k = faster[0], faster[1]
+        lines.append(
+            f"Layouts inside the stack's validated region rank first; the fastest outside it is predicted "
+            f"{scored[0][0] / seconds - 1:.0%} faster: {k.layout().describe(compact=True)} b{k.micro_batch}, "
+            f"outside in {'; '.join(outside_layout(sm, k))}. --explore ranks every layout by its step time."
+        )
     capacity = sm.hw.capacity - sm.reserve
     timed = {k: terms for _, k, terms in scored}  # the layouts the plan scored, as it scored them
+    order = _order(sm, explore)
     for label, family in _families(sm, gpus, everything):
         fitting = [k for k in family if _memory(sm, memory, k) <= capacity]
         if not fitting:
             least = min(_memory(sm, memory, k) for k in family)
             lines.append(f"{label}: doesn't fit (at least {format_bytes_si(least)} per GPU).")
             continue
-        rival = min(((k, timed.get(k) or sm.evaluate(k, memory[k])) for k in fitting), key=lambda x: x[1].step_seconds)
-        lines.append(f"{label}: {_versus(best, rival)}.")
+        rival = min(
+            ((k, timed.get(k) or sm.evaluate(k, memory[k])) for k in fitting),
+            key=lambda x: order(x[0], x[1].step_seconds),
+        )
+        outside = outside_layout(sm, rival[0]) if not explore else []
+        lines.append(f"{label}: {_versus(best, rival, outside)}.")
     return " ".join(lines)
 
 

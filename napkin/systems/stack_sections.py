@@ -212,6 +212,13 @@ class Validated(Record):
         default_factory=list,
         description="the hardware profiles the validation runs ran on (empty: not stated)",
     )
+    micro_batch: int = Field(
+        default=0,
+        ge=0,
+        le=1 << 20,
+        description="the largest micro-batch of a run the stack's values were fitted or checked on, where the "
+        "model's rule for larger ones has no run behind it (0: not stated)",
+    )
 
     def outside(
         self,
@@ -224,32 +231,55 @@ class Validated(Record):
         context_parallel: int = 1,
         local_experts: int = 0,
         device: str = "",
+        micro_batch: int = 1,
     ) -> list[str]:
         """What of a layout its validation does not cover (empty: inside). ``experts``: a dense model, or an MoE
         whose expert-parallel group stays inside one node or spans nodes, ``local_experts`` of them on a GPU;
         ``device``: the hardware profile's name."""
+        return self.outside_workload(gpus, seq, dtype, experts != "dense", device) + self.outside_layout(
+            sharding, across_nodes, experts, context_parallel, local_experts, micro_batch
+        )
+
+    def outside_workload(self, gpus: int, seq: int, dtype: str, moe: bool, device: str = "") -> list[str]:
+        """What the question itself (model, GPUs, sequence, format, device) takes outside the validation: the
+        same for every layout of one plan."""
         out = []
-        if experts != "dense" and self.experts == "none":
+        if moe and self.experts == "none":
             out.append("a mixture-of-experts model (validated: dense)")
-        elif experts == "in-node" and self.experts == "across-nodes":
-            out.append("experts within one node (validated: expert parallelism across nodes)")
-        if experts != "dense" and self.local_experts and local_experts > self.local_experts:
-            out.append(f"{local_experts:,} local experts (validated up to {self.local_experts:,})")
         if device and self.devices and device not in self.devices:
             out.append(f"{device} (validated: {', '.join(self.devices)})")
         if gpus > self.gpus:
             out.append(f"{gpus:,} GPUs (validated up to {self.gpus:,})")
         if seq > self.seq:
             out.append(f"sequence {seq:,} (validated up to {self.seq:,})")
-        if across_nodes and sharding not in self.sharding_across_nodes and sharding is not Sharding.none:
-            out.append(f"{sharding} across nodes")
         if dtype not in self.dtypes:
             out.append(f"{dtype} (validated: {', '.join(self.dtypes) or 'none'})")
+        return out
+
+    def outside_layout(
+        self,
+        sharding: Sharding,
+        across_nodes: bool,
+        experts: Literal["dense", "in-node", "across-nodes"] = "dense",
+        context_parallel: int = 1,
+        local_experts: int = 0,
+        micro_batch: int = 1,
+    ) -> list[str]:
+        """What the layout's own choices take outside the validation: what tells apart the layouts of one plan."""
+        out = []
+        if experts == "in-node" and self.experts == "across-nodes":
+            out.append("experts within one node (validated: expert parallelism across nodes)")
+        if experts != "dense" and self.local_experts and local_experts > self.local_experts:
+            out.append(f"{local_experts:,} local experts (validated up to {self.local_experts:,})")
+        if across_nodes and sharding not in self.sharding_across_nodes and sharding is not Sharding.none:
+            out.append(f"{sharding} across nodes")
         if self.context_parallel and context_parallel > self.context_parallel:
             out.append(
                 f"CP {context_parallel} (published runs agree up to CP {self.context_parallel}; "
                 "beyond it they ran slower than predicted)"
             )
+        if self.micro_batch and micro_batch > self.micro_batch:
+            out.append(f"micro-batch {micro_batch} (validated up to {self.micro_batch})")
         return out
 
 

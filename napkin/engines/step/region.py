@@ -14,6 +14,20 @@ from napkin.engines.step.model import StepModel
 
 def outside_validation(sm: StepModel, k: Knobs) -> list[str]:
     """What of a layout the stack's published validation runs do not cover (empty without a stack profile)."""
+    return outside_question(sm, k.layout().gpus) + outside_layout(sm, k)
+
+
+def outside_question(sm: StepModel, gpus: int) -> list[str]:
+    """What of the question itself (model, GPUs, sequence, number format, device) the stack's published runs do
+    not cover: the same for every layout of one plan (empty without a stack profile)."""
+    if sm.validated is None:
+        return []
+    return sm.validated.outside_workload(gpus, sm.seq, sm.hw.dtype, sm.model.is_moe, sm.hw.name)
+
+
+def outside_layout(sm: StepModel, k: Knobs) -> list[str]:
+    """What of a layout's own choices (sharding across nodes, EP, CP, micro-batch) its stack's published runs do
+    not cover: what tells apart the layouts of one plan (empty without a stack profile)."""
     if sm.validated is None:
         return []
     experts: Literal["dense", "in-node", "across-nodes"] = "dense"
@@ -21,16 +35,8 @@ def outside_validation(sm: StepModel, k: Knobs) -> list[str]:
         inside = k.expert_parallel == 1 or k.tensor_parallel * k.expert_parallel <= sm.hw.fabric.domain_size
         experts = "in-node" if inside else "across-nodes"
     local = sm.model.experts // k.expert_parallel if sm.model.is_moe else 0
-    return sm.validated.outside(
-        k.layout().gpus,
-        sm.seq,
-        k.sharding,
-        _spans_nodes(k, sm.hw),
-        sm.hw.dtype,
-        experts,
-        k.context_parallel,
-        local,
-        sm.hw.name,
+    return sm.validated.outside_layout(
+        k.sharding, _spans_nodes(k, sm.hw), experts, k.context_parallel, local, k.micro_batch
     )
 
 

@@ -1,0 +1,66 @@
+"""The planner ranks the layouts inside its stack's validated region first (issue 23: "a planner you can trust"):
+a layout in a regime no published run checks is predicted and shown, marked, but not preferred on that
+prediction alone; ``explore`` ranks every layout by its step time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from napkin import api
+from napkin.engines.plan_result import PlanResult
+from tests.conftest import Run
+
+#: Megatron-Bridge's Qwen3-30B-A3B recipe size: 16 H100s, 4M-token batches (tests/training_runs.py)
+QWEN = {"model": "qwen3-30b-a3b", "gpus": 16, "global_batch_tokens": "4M", "stack": "megatron-core-moe"}
+
+
+@pytest.fixture(scope="module")
+def plans() -> tuple[PlanResult, PlanResult]:
+    return api.plan(**QWEN, top=10_000), api.plan(**QWEN, top=10_000, explore=True)
+
+
+def _starred(plan: PlanResult) -> list[bool]:
+    return [bool(set(r.outside_validation) - set(plan.question_outside)) for r in plan.layouts]
+
+
+def test_validated_layouts_come_first_each_group_fastest_first(plans: tuple[PlanResult, PlanResult]) -> None:
+    first, _ = plans
+    starred = _starred(first)
+    assert starred == sorted(starred)  # every unmarked layout before every marked one
+    assert False in starred and True in starred
+    for group in (False, True):
+        times = [r.step_seconds for r, s in zip(first.layouts, starred, strict=True) if s is group]
+        assert times == sorted(times)
+    # the region's micro-batch bound: the calibration run's 2 (stacks/megatron-core-moe.yaml)
+    assert all(r.micro_batch <= 2 for r, s in zip(first.layouts, starred, strict=True) if not s)
+    assert first.ranking == "validated first" and first.question_outside == []
+
+
+def test_explore_ranks_by_time_alone_and_the_caption_names_what_it_gives_up(
+    plans: tuple[PlanResult, PlanResult],
+) -> None:
+    first, fastest = plans
+    times = [r.step_seconds for r in fastest.layouts]
+    assert times == sorted(times) and fastest.ranking == "fastest"
+    assert {(r.layout, r.micro_batch) for r in first.layouts} == {(r.layout, r.micro_batch) for r in fastest.layouts}
+    best = fastest.layouts[0]
+    assert best.step_seconds < first.layouts[0].step_seconds and _starred(fastest)[0]
+    gain = first.layouts[0].step_seconds / best.step_seconds - 1
+    said = f"the fastest outside it is predicted {gain:.0%} faster: {best.layout.describe(compact=True)} b"
+    assert said in first.explanation and "--explore" in first.explanation
+    assert "validated region" not in fastest.explanation
+
+
+def test_plan_cli_marks_only_layouts_whose_own_choices_are_outside(napkin: Run) -> None:
+    """bf16 is outside megatron-core's FP8 runs for every layout: said once on stderr, not starred on each row."""
+    r = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["ranking"] == "validated first" and data["question_outside"] == ["bf16 (validated: fp8)"]
+    assert "validated region: bf16 (validated: fp8)" in r.stderr
+    table = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--top", "3")
+    assert table.exit_code == 0 and " *" not in table.stdout.split("dgx-h100")[0]
+    explore = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--explore")
+    assert explore.exit_code == 0 and "zero2 *" in explore.stdout.split("dgx-h100")[0]
