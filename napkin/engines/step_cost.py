@@ -50,6 +50,7 @@ class StepCost:
     draft_token: float = 0.0
     host_seq: float = 0.0
     hidden: float = 0.0  # host work per step that overlaps the GPU's (SGLang 0.4's overlap scheduler)
+    prefill_fixed: float = 0.0  # more per step that carries prompt tokens (a TP group's eager steps)
 
     def draft(self, seqs: float) -> float:
         """Seconds of the draft's passes in a step where ``seqs`` sequences decode (0 without speculation)."""
@@ -77,6 +78,7 @@ class StepCost:
         tokens = decode + prefill
         gpu = (
             self.fixed
+            + (self.prefill_fixed if prefill > 0 else 0.0)
             + self.comm(tokens)
             + max(self.weights(tokens), self.gemms(decode, prefill))
             + self.attention * ctx
