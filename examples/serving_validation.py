@@ -251,7 +251,6 @@ GRID = {
     "iteration_seconds": [0.0, 0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.008],
     "tp_step_seconds": [0.0, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.008],
     "tp_prefill_seconds": [ms * 1e-3 for ms in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15)],
-    "tp_token_seconds": [us * 1e-6 for us in (0, 0.5, 1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20)],
     "request_seconds": [0.0, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05],
     "allreduce_seconds": [0.0, 5e-6, 1e-5, 1.5e-5, 2e-5, 2.5e-5, 3e-5, 3.5e-5, 4e-5, 5e-5],
     "collective_efficiency": [1.0, 0.7, 0.6, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15],
@@ -300,15 +299,36 @@ def fit(engine: str, keys: list[str], rounds: int = 2) -> ServingStack:
     return stack
 
 
+def fit_joint(engine: str, keys: list[str]) -> ServingStack:
+    """Every combination of the keys' GRID values (terms that trade off, such as a cost on every step and one on
+    prompt-carrying steps, where coordinate descent stops in the valley between them); prints the best."""
+    import itertools
+
+    base = get_serving(engine)
+    best, stack = loss(engine, base), base
+    for values in itertools.product(*(GRID[k] for k in keys)):
+        trial = base
+        for key, value in zip(keys, values, strict=True):
+            trial = _set(trial, key, value)
+        score = loss(engine, trial)
+        if score < best - 1e-9:
+            best, stack = score, trial
+    print(f"{'+'.join(keys)} jointly: loss {best:.4f}", file=sys.stderr)
+    return stack
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", action="store_true", help="print every row")
     parser.add_argument("--terms", action="store_true", help="with --rows: the model's terms of each row")
     parser.add_argument("--fit", metavar="ENGINE", help="refit ENGINE's achieved rates on its calibration rows")
     parser.add_argument("--keys", default=",".join(GRID), help="which rates to fit")
+    parser.add_argument("--rounds", type=int, default=2, help="coordinate-descent rounds over the keys")
+    parser.add_argument("--joint", action="store_true", help="search the keys' grid jointly, not one at a time")
     args = parser.parse_args()
     if args.fit:
-        stack = fit(args.fit, args.keys.split(","))
+        keys = args.keys.split(",")
+        stack = fit_joint(args.fit, keys) if args.joint else fit(args.fit, keys, args.rounds)
         print(
             yaml.safe_dump(
                 stack.model_dump(
@@ -319,7 +339,6 @@ def main() -> None:
                         "iteration_seconds",
                         "tp_step_seconds",
                         "tp_prefill_seconds",
-                        "tp_token_seconds",
                         "request_seconds",
                         "collective_efficiency",
                         "host_seconds_per_sequence",

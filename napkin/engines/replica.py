@@ -177,14 +177,13 @@ class Replica:
         if p > 1 and fabric is not None:
             handoff = (p - 1) * fabric.up_latency
         host = s.iteration_seconds + (s.tp_step_seconds if t > 1 else 0.0)
-        handed = s.tp_token_seconds if t > 1 else 0.0  # per token scheduled, once per step (not per stage)
         return StepCost(
             fixed=(0.0 if s.overlap_schedule else host) + handoff,
             hidden=host if s.overlap_schedule else 0.0,
             prefill_fixed=s.tp_prefill_seconds if t > 1 else 0.0,
             comm_fixed=stages * comm0,
-            comm_token=stages * comm1 + handed,
-            comm_pieces=tuple((upper, stages * a, stages * b + handed) for upper, a, b in pieces),
+            comm_token=stages * comm1,
+            comm_pieces=tuple((upper, stages * a, stages * b) for upper, a, b in pieces),
             dense=stages * dense / (bw * s.decode.bandwidth),
             experts_all=stages * experts / (bw * s.decode.bandwidth),
             experts=m.experts,

@@ -55,6 +55,7 @@ from napkin.engines.serving_terms import (
     host_steps,
     prefill_seconds,
     serve_warnings,
+    step_cost_text,
     weight_steps,
     window_share,
 )
@@ -149,7 +150,7 @@ def serve(
         device_bytes=cap,
     )
     cost = rep.step_cost()
-    fixed = f"step cost {format_duration(cost.fixed + cost.hidden)}" + " under the GPU's (overlap)" * (cost.hidden > 0)
+    fixed, prompt_fixed = step_cost_text(cost, s.tp_prefill_source)
 
     # --- memory -------------------------------------------------------------------------------
     w_total, w_gpu, steps = weight_steps(model, fmt, s.group_size, tensor)
@@ -229,7 +230,7 @@ def serve(
         step(
             "TTFT (prefill of one prompt)",
             "Σ chunks of the token budget: step cost + max(weights / (bw × β), FLOPs / (t × peak × η_prefill))",
-            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); " + fixed,
+            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); " + prompt_fixed,
             format_duration(ttft),
             f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )

@@ -159,6 +159,16 @@ def crossover_batch(step_time: Any, limit: int = 1 << 20) -> int | None:
     return high
 
 
+def step_cost_text(cost: Any, source: str) -> tuple[str, str]:
+    """The step cost as the explanation prints it: a decode step's, and a prompt-carrying step's, which in a TP group
+    costs ``cost.prefill_fixed`` more (launched eagerly on every rank, not replayed from a CUDA graph; ``source``)."""
+    fixed = f"step cost {format_duration(cost.fixed + cost.hidden)}" + " under the GPU's (overlap)" * (cost.hidden > 0)
+    if not cost.prefill_fixed:
+        return fixed, fixed
+    eager = f" + {format_duration(cost.prefill_fixed)} a step carrying prompt tokens (TP, eager launches; {source})"
+    return fixed, fixed + eager
+
+
 def host_steps(cost: Any, batch: int, decode: float, source: str) -> list[Step]:
     """The host's work per decode step, where the stack has it (TensorRT-LLM's PyTorch backend)."""
     if cost.host_seq <= 0:

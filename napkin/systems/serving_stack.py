@@ -124,15 +124,6 @@ class ServingStack(Record):
         "decode steps replay a CUDA graph, prefill-carrying steps launch every kernel eagerly on every rank and "
         "each all-reduce waits for the slowest rank's launches",
     )
-    tp_token_seconds: float = Field(
-        default=0.0,
-        ge=0,
-        lt=0.001,
-        allow_inf_nan=False,
-        description="cost of a TP group's (> 1 GPU) step beyond one GPU's per token the step schedules: the "
-        "step's inputs (new requests' prompt token ids, each token's positions and slots) serialised by the "
-        "scheduler and handed to every rank, so a step carrying a prompt chunk pays more than a decode step",
-    )
     allreduce_seconds: float = Field(
         default=0.0,
         ge=0,
