@@ -39,7 +39,7 @@ class Serving(Record):
     memory_source: str = Field(default="", description="where the stack's memory rule comes from")
     host_source: str = Field(default="", description="where the stack's host seconds per sequence come from")
     allreduce_source: str = Field(default="", description="where the stack's wait per TP all-reduce comes from")
-    tp_prefill_source: str = Field(default="", description="where the stack's cost of a prompt-carrying TP step comes from")
+    tp_prefill_source: str = Field(default="", description="the source of the cost of a TP prompt step")
     price_per_hour: float | None = None
 
     def resolved(self) -> ServingStack:

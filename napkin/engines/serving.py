@@ -150,7 +150,7 @@ def serve(
         device_bytes=cap,
     )
     cost = rep.step_cost()
-    fixed, prompt_fixed = step_cost_text(cost, s.tp_prefill_source)
+    fixed, eager = step_cost_text(cost, s.tp_prefill_source)
 
     # --- memory -------------------------------------------------------------------------------
     w_total, w_gpu, steps = weight_steps(model, fmt, s.group_size, tensor)
@@ -230,7 +230,7 @@ def serve(
         step(
             "TTFT (prefill of one prompt)",
             "Σ chunks of the token budget: step cost + max(weights / (bw × β), FLOPs / (t × peak × η_prefill))",
-            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); " + prompt_fixed,
+            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); " + eager,
             format_duration(ttft),
             f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
