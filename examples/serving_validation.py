@@ -3,6 +3,8 @@
     python examples/serving_validation.py            # the per-engine error table (README, "Serving validation")
     python examples/serving_validation.py --rows     # every row: measured, predicted, error
     python examples/serving_validation.py --fit vllm # refit a stack's achieved rates on its calibration rows
+    python examples/serving_validation.py --fit vllm --keys tp_step_seconds,tp_prefill_seconds --joint
+                                                     # every pair of two terms that trade off, not one at a time
 
 The rows (examples/serving_runs.yaml) are published measurements: engine performance tables at a commit, engine
 start-up logs, benchmark outputs. Each is ``calibration`` or ``validation``, split by source before any fit

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 class StepCost:
     """Seconds of one engine step on one GPU of a replica, as coefficients (all in seconds):
 
-    fixed + comm(T) + max(weights(T), GEMMs) + ctx · attention + pairs · prefill_pair, where
+    fixed (+ prefill_fixed where the step carries prompt tokens) + comm(T) + max(weights(T), GEMMs) + ctx · attention
+    + pairs · prefill_pair, where
 
     * T = decode + prefill tokens of the step; comm(T) = comm_fixed + comm_token · T (TP all-reduces), or, where
       ``comm_pieces`` are given, the first (below, fixed, per_token) piece with T < below: the custom all-reduce's
@@ -25,6 +26,8 @@ class StepCost:
       forward passes of the draft (a small model, or an MTP head) over the decoding sequences, each
       max(draft weights, seqs · draft FLOPs) (Leviathan et al. 2023, arXiv:2211.17192 §3.4: the step costs
       γ·c + 1 target steps, c the draft's cost ratio);
+    * ``prefill_fixed``: a TP group's step that carries prompt tokens runs without its CUDA graph, launched kernel by
+      kernel on every rank (TensorRT-LLM, vLLM), and costs this much more than a decode step;
     * ``host_seq``: host seconds per decoding sequence per step that run while the GPU computes (TensorRT-LLM's
       PyTorch backend, ``py_executor.py`` ``_executor_loop_overlap``: the next step is scheduled and launched and
       the previous step's requests updated while this one runs), so the step takes max(the above, hidden + seqs ·
