@@ -64,3 +64,13 @@ def test_plan_cli_marks_only_layouts_whose_own_choices_are_outside(napkin: Run) 
     assert table.exit_code == 0 and " *" not in table.stdout.split("dgx-h100")[0]
     explore = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--explore")
     assert explore.exit_code == 0 and "zero2 *" in explore.stdout.split("dgx-h100")[0]
+
+
+def test_a_family_the_plan_never_ranks_is_said_left_out_for_that_in_either_ranking() -> None:
+    """405B on 16,384 H100s: TP 16 across nodes is predicted faster than #1, but the plan never enumerates TP
+    across nodes; validated-first or not, the verdict names that rule, not the validated region (--explore would
+    not show it either)."""
+    kw = {"model": "llama3.1-405b", "gpus": 16384, "global_batch_tokens": "16M", "cluster": "dgx-h100", "top": 1}
+    for explore in (False, True):
+        said = api.plan(**kw, flash_attention=False, causal=False, explore=explore).explanation
+        assert "TP 16 across nodes:" in said and "napkin keeps TP inside the scale-up domain" in said, explore

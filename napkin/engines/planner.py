@@ -343,7 +343,8 @@ def _explain(
             ((k, timed.get(k) or sm.evaluate(k, memory[k])) for k in fitting),
             key=lambda x: order(x[0], x[1].step_seconds),
         )
-        outside = outside_layout(sm, rival[0]) if not explore else []
+        # a rival the plan did not rank (TP across nodes) is left out for that, whatever the region says
+        outside = outside_layout(sm, rival[0]) if not explore and rival[0] in timed else []
         lines.append(f"{label}: {_versus(best, rival, outside)}.")
     return " ".join(lines)
 
