@@ -5,6 +5,7 @@ prediction alone; ``explore`` ranks every layout by its step time."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -74,3 +75,13 @@ def test_a_family_the_plan_never_ranks_is_said_left_out_for_that_in_either_ranki
     for explore in (False, True):
         said = api.plan(**kw, flash_attention=False, causal=False, explore=explore).explanation
         assert "TP 16 across nodes:" in said and "napkin keeps TP inside the scale-up domain" in said, explore
+
+
+def test_one_layout_is_said_faster_by_one_figure(plans: tuple[PlanResult, PlanResult]) -> None:
+    """Qwen3-30B-A3B: the fastest layout outside the region is also ZeRO-3 alone's best; the caption and that
+    family's verdict give it one figure, #1's step over its step − 1 (they said 31 % and 23 %)."""
+    first, fastest = plans
+    best = fastest.layouts[0]
+    assert (best.layout.sharding, best.layout.tensor_parallel, best.layout.pipeline_parallel) == ("zero3", 1, 1)
+    said = re.findall(r"(\d+)% faster", first.explanation)
+    assert len(said) == 2 and said[0] == said[1] == f"{first.layouts[0].step_seconds / best.step_seconds - 1:.0%}"[:-1]
