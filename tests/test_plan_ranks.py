@@ -45,10 +45,6 @@ def test_the_readme_block_is_what_the_script_computes() -> None:
         REGENERATE
     )
     assert len(rows) == len(fastest)
-    for r in fastest:  # by step time alone, a published layout predicted faster than the #1 ranks first, only it
-        assert 1 <= r.rank <= r.fitting + 1
-        assert (r.ratio < 1) <= (r.rank == 1)
-        assert (r.rank > 1) <= (r.ratio > 1)
     for r, f in zip(rows, fastest, strict=True):  # validated first: the #1 is no faster; a validated layout no lower
         assert r.case.id == f.case.id and r.ratio <= f.ratio * (1 + 1e-12)
         if not outside_layout(r.case.model, r.case.knobs):

@@ -23,7 +23,8 @@ def plans() -> tuple[PlanResult, PlanResult]:
 
 
 def _starred(plan: PlanResult) -> list[bool]:
-    return [bool(set(r.outside_validation) - set(plan.question_outside)) for r in plan.layouts]
+    """Each layout's mark, as the JSON gives it: its own reasons, apart from the question's."""
+    return [bool(layout["outside_layout"]) for layout in plan.to_json()["layouts"]]
 
 
 def test_validated_layouts_come_first_each_group_fastest_first(plans: tuple[PlanResult, PlanResult]) -> None:
@@ -48,9 +49,9 @@ def test_explore_ranks_by_time_alone_and_the_caption_names_what_it_gives_up(
     assert {(r.layout, r.micro_batch) for r in first.layouts} == {(r.layout, r.micro_batch) for r in fastest.layouts}
     best = fastest.layouts[0]
     assert best.step_seconds < first.layouts[0].step_seconds and _starred(fastest)[0]
-    gain = first.layouts[0].step_seconds / best.step_seconds - 1
-    said = f"the fastest outside it is predicted {gain:.0%} faster: {best.layout.describe(compact=True)} b"
-    assert said in first.explanation and "--explore" in first.explanation
+    said = re.search(r"the fastest outside it is predicted (\d+)% faster: (.+?) b(\d+), outside in", first.explanation)
+    assert said is not None and "--explore" in first.explanation
+    assert said[2] == best.layout.describe(compact=True) and int(said[3]) == best.micro_batch and int(said[1]) > 0
     assert "validated region" not in fastest.explanation
 
 
@@ -85,3 +86,28 @@ def test_one_layout_is_said_faster_by_one_figure(plans: tuple[PlanResult, PlanRe
     assert (best.layout.sharding, best.layout.tensor_parallel, best.layout.pipeline_parallel) == ("zero3", 1, 1)
     said = re.findall(r"(\d+)% faster", first.explanation)
     assert len(said) == 2 and said[0] == said[1] == f"{first.layouts[0].step_seconds / best.step_seconds - 1:.0%}"[:-1]
+
+
+def test_adapters_and_a_stack_no_run_validates_are_said_outside_once() -> None:
+    """No published run of any stack trained adapters, and hai-llm states no validated region: the question is
+    outside whole, said once (question_outside), not on every row; hai-llm's plan ranks by step time."""
+    lora = api.plan(model="llama3-8b", gpus=16, global_batch=64, finetune="lora", dtype="fp8", top=20)
+    assert lora.question_outside == ["lora adapters (validated: full training)"]
+    marks = [layout["outside_layout"] for layout in lora.to_json()["layouts"]]  # the layouts' own reasons only
+    assert lora.ranking == "validated first" and all(m in ([], ["zero3 across nodes"]) for m in marks), marks
+    empty = api.plan(model="llama3-8b", gpus=16, global_batch=64, stack="hai-llm", top=50)
+    assert empty.question_outside == ["no published run validates this stack"] and empty.ranking == "fastest"
+    assert not any(_starred(empty)) and all(not r.validated for r in empty.layouts)
+    times = [r.step_seconds for r in empty.layouts]
+    assert times == sorted(times)
+
+
+def test_a_region_naming_zero3_covers_fsdp_which_is_zero3() -> None:
+    from napkin.domain.choices import Sharding
+    from napkin.systems.stack import resolve as stack
+
+    region = stack("torchtitan").profile.trains().validated
+    assert region.outside_layout(Sharding.fsdp, True) == []
+    renamed = region.model_copy(update={"sharding_across_nodes": [Sharding.zero3]})
+    assert renamed.outside_layout(Sharding.fsdp, True) == []
+    assert renamed.outside_layout(Sharding.zero2, True) == ["zero2 across nodes"]

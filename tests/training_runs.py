@@ -846,6 +846,7 @@ def plan_of(case: Case, explore: bool = False) -> Plan:
         return Plan([], "none: no layout the planner enumerates fits", explore)
     best = scored[0][1]
     keys = [(not explore and bool(outside_layout(sm, k)), t) for t, k, _ in scored]
+    assert keys == sorted(keys), "the planner's order is not this key's"  # plan_rank bisects it
     return Plan(keys, f"{best.layout().describe(compact=True)} b{best.micro_batch}", explore)
 
 

@@ -60,14 +60,16 @@ def train_time(
     **shape: Any,
 ) -> TrainTimeResult:
     """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
-    params/tokens/gpus/duration and the fourth is solved. ``mfu="predicted"`` takes the MFU of the fastest
-    layout ``plan`` finds for the model on ``gpus`` of ``cluster`` with ``stack`` (default megatron-core; global
-    batch default 4M tokens), and with it that layout's recomputation and the stack's causal mask (``causal``
-    overrides it; without a predicted MFU it defaults to every score counted). ``finetune="lora"``/``"qlora"``: a
-    frozen base with adapters (``lora_rank``, ``lora_targets``), C = (4N + 6T)·D: the base runs forward and
-    passes input gradients back, only the adapters get weight gradients. ``finetune`` None is pretraining (the
-    under-training warning applies); "qlora" recomputes fully unless ``recompute`` says otherwise (peft's
-    prepare_model_for_kbit_training turns gradient checkpointing on, as memory and step assume)."""
+    params/tokens/gpus/duration and the fourth is solved. ``mfu="predicted"`` takes the MFU of the #1 layout
+    ``plan`` finds (the fastest inside the stack's validated region, where one fits) for the model on ``gpus`` of
+    ``cluster`` with ``stack`` (default megatron-core; global batch default 4M tokens), and with it that layout's
+    recomputation and the stack's causal mask (``causal`` overrides it; without a predicted MFU it defaults to every
+    score counted). ``finetune="lora"``/``"qlora"``: a frozen base with adapters (``lora_rank``, ``lora_targets``),
+    C = (4N + 6T)·D: the base runs forward and passes input gradients back, only the adapters get weight gradients.
+    ``finetune`` None is pretraining (the under-training warning applies); "qlora" recomputes fully unless
+    ``recompute`` says otherwise (peft's prepare_model_for_kbit_training turns gradient checkpointing on, as memory
+    and step assume).
+    """
     from napkin.engines.compute import Money, Throughput, TrainQuery
     from napkin.engines.compute import train_time as engine
 
@@ -225,7 +227,8 @@ def _predicted(
     stack: str | Any | None,
     stack_file: str | Path | None,
 ) -> StepResult:
-    """The fastest fitting layout's result (``plan``), for ``train_time(mfu="predicted")``."""
+    """The result of ``plan``'s #1 (the fastest fitting layout, inside the stack's validated region where one
+    fits), for ``train_time(mfu="predicted")``."""
     if gpus is None or (model is None and model_config is None):
         raise UsageError(
             "mfu: predicted needs model (or model_config) and gpus: the planner picks a layout for them",

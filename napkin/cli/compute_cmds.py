@@ -34,7 +34,7 @@ flops_app = typer.Typer(help="FLOP counts: a matmul's roofline, or a training ru
 TRAIN = [
     _text(
         "mfu",
-        "Model FLOPs utilisation, a range LOW:HIGH (0.35:0.5), or 'predicted': the fastest layout's ('napkin plan').",
+        "Model FLOPs utilisation, a range LOW:HIGH (0.35:0.5), or 'predicted': that of the #1 of 'napkin plan'.",
         "FRACTION[:FRACTION]|predicted",
         default="0.5",
     ),

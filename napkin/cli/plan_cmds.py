@@ -142,7 +142,8 @@ def step_command(**options: Any) -> None:
 def plan_command(**options: Any) -> None:
     """The fastest parallel layouts that fit: TP/PP/CP/EP/DP, interleave, micro-batch, recompute, ZeRO.
 
-    Every valid layout is scored by the same model as 'napkin step'; the top ones are shown.
+    Every valid layout is scored by the same model as 'napkin step'; those inside the region the stack's
+    published runs validate rank first (--explore: all by step time), and the top ones are shown.
     """
     from napkin import api
     from napkin.results.plot import write_plan_svg

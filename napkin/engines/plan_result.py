@@ -1,5 +1,5 @@
-"""What ``napkin plan`` reports: the fastest layouts that fit, each a ``StepResult``, with what the plan considered,
-how it ranked them and why its #1 wins (the search is napkin.engines.planner)."""
+"""What ``napkin plan`` reports: the layouts that fit, the validated ones first, each a ``StepResult``, with what
+the plan considered, how it ranked them and why its #1 wins (the search is napkin.engines.planner)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from napkin.units import format_bytes_si, format_duration
 
 
 class PlanResult(TableResult):
-    """``napkin plan``: the fastest layouts that fit, with their step time, MFU and memory."""
+    """``napkin plan``: the fastest layouts that fit, those inside the stack's validated region first (``ranking``),
+    with their step time, MFU and memory."""
 
     title: ClassVar[str] = "Layouts"
     headline: ClassVar[tuple[str, ...]] = ("best", "considered", "fitting")
@@ -67,7 +68,8 @@ class PlanResult(TableResult):
     def heading(self) -> str:
         method = {"lora": "LoRA", "qlora": "QLoRA"}.get(self.finetune, self.finetune)
         tuned = f", {method} r {self.lora_rank}" if self.lora_rank is not None else ""
-        return f"Fastest layouts: {self.model}{tuned} on {self.gpus:,} GPU{'s' if self.gpus != 1 else ''}"
+        title = "Layouts, validated first" if self.ranking == "validated first" else "Fastest layouts"
+        return f"{title}: {self.model}{tuned} on {self.gpus:,} GPU{'s' if self.gpus != 1 else ''}"
 
     def header(self) -> list[str]:
         return ["#", "layout", "b", "step", "MFU", "mem/GPU"]
@@ -90,7 +92,7 @@ class PlanResult(TableResult):
 
     def _starred(self, r: StepResult) -> bool:
         """Whether ``r``'s own choices lie outside the validated region (not only the question)."""
-        return bool(set(r.outside_validation) - set(self.question_outside))
+        return any(x not in self.question_outside for x in r.outside_validation)
 
     def caption(self) -> str:
         if not self.considered:
@@ -122,7 +124,14 @@ class PlanResult(TableResult):
             "finetune": self.finetune,
             "lora_rank": self.lora_rank,
             "explanation": self.explanation,
-            "layouts": [r.to_json(explain) for r in self.layouts],
+            # each layout's own reasons apart from the question's: what its * in the table marks
+            "layouts": [
+                {
+                    **r.to_json(explain),
+                    "outside_layout": [x for x in r.outside_validation if x not in self.question_outside],
+                }
+                for r in self.layouts
+            ],
             "warnings": self.warnings,
             **({"steps": [s.model_dump(mode="json") for s in self.steps]} if explain else {}),
         }

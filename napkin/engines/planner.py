@@ -243,8 +243,8 @@ def ranked(
 
 def _order(sm: StepModel, explore: bool) -> Callable[[Knobs, float], tuple[bool, float]]:
     """The plan's sort key of a layout and its step time: inside the stack's validated region first (unless
-    ``explore``), then fastest."""
-    if explore or sm.validated is None:
+    ``explore``, or the stack has no region), then fastest."""
+    if explore or sm.validated is None or sm.validated.empty:
         return lambda k, seconds: (False, seconds)
     return lambda k, seconds: (bool(outside_layout(sm, k)), seconds)
 
@@ -282,7 +282,7 @@ def plan(sm: StepModel, gpus: int, name: str, top: int = 5, explore: bool = Fals
         seq=sm.seq,
         considered=len(all_knobs),
         fitting=len(scored),
-        ranking="fastest" if explore or sm.validated is None else "validated first",
+        ranking="fastest" if explore or sm.validated is None or sm.validated.empty else "validated first",
         question_outside=outside_question(sm, gpus),
         finetune=str(sm.adapters.finetune) if sm.adapters else "full",
         lora_rank=sm.adapters.rank if sm.adapters else None,

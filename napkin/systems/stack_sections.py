@@ -240,10 +240,21 @@ class Validated(Record):
             sharding, across_nodes, experts, context_parallel, local_experts, micro_batch
         )
 
-    def outside_workload(self, gpus: int, seq: int, dtype: str, moe: bool, device: str = "") -> list[str]:
-        """What the question itself (model, GPUs, sequence, format, device) takes outside the validation: the
-        same for every layout of one plan."""
+    @property
+    def empty(self) -> bool:
+        """No published run validates the stack (its region is stated as none: gpus 0)."""
+        return self.gpus == 0
+
+    def outside_workload(
+        self, gpus: int, seq: int, dtype: str, moe: bool, device: str = "", finetune: str = "full"
+    ) -> list[str]:
+        """What the question itself (model, GPUs, sequence, format, device, full training or adapters) takes
+        outside the validation: the same for every layout of one plan. An empty region says so once."""
+        if self.empty:
+            return ["no published run validates this stack"]
         out = []
+        if finetune != "full":
+            out.append(f"{finetune} adapters (validated: full training)")
         if moe and self.experts == "none":
             out.append("a mixture-of-experts model (validated: dense)")
         if device and self.devices and device not in self.devices:
@@ -265,13 +276,20 @@ class Validated(Record):
         local_experts: int = 0,
         micro_batch: int = 1,
     ) -> list[str]:
-        """What the layout's own choices take outside the validation: what tells apart the layouts of one plan."""
+        """What the layout's own choices take outside the validation: what tells apart the layouts of one plan
+        (nothing in an empty region, where the question is outside whole)."""
+        if self.empty:
+            return []
         out = []
         if experts == "in-node" and self.experts == "across-nodes":
             out.append("experts within one node (validated: expert parallelism across nodes)")
         if experts != "dense" and self.local_experts and local_experts > self.local_experts:
             out.append(f"{local_experts:,} local experts (validated up to {self.local_experts:,})")
-        if across_nodes and sharding not in self.sharding_across_nodes and sharding is not Sharding.none:
+        if (
+            across_nodes
+            and sharding is not Sharding.none
+            and not any(_same(sharding, z) for z in self.sharding_across_nodes)
+        ):
             out.append(f"{sharding} across nodes")
         if self.context_parallel and context_parallel > self.context_parallel:
             out.append(
@@ -281,6 +299,12 @@ class Validated(Record):
         if self.micro_batch and micro_batch > self.micro_batch:
             out.append(f"micro-batch {micro_batch} (validated up to {self.micro_batch})")
         return out
+
+
+def _same(a: Sharding, b: Sharding) -> bool:
+    """One strategy under either name: FSDP's FULL_SHARD is ZeRO-3 (a stack names it as its framework does)."""
+    full = {Sharding.zero3, Sharding.fsdp}
+    return a == b or {a, b} <= full
 
 
 class CachedActivations(Record):

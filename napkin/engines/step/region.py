@@ -22,7 +22,8 @@ def outside_question(sm: StepModel, gpus: int) -> list[str]:
     not cover: the same for every layout of one plan (empty without a stack profile)."""
     if sm.validated is None:
         return []
-    return sm.validated.outside_workload(gpus, sm.seq, sm.hw.dtype, sm.model.is_moe, sm.hw.name)
+    finetune = str(sm.adapters.finetune) if sm.adapters else "full"
+    return sm.validated.outside_workload(gpus, sm.seq, sm.hw.dtype, sm.model.is_moe, sm.hw.name, finetune)
 
 
 def outside_layout(sm: StepModel, k: Knobs) -> list[str]:
