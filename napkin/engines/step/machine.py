@@ -22,19 +22,35 @@ from napkin.systems.profiles import HardwareProfile
 #: 100 iterations after 50 warm-ups at the best shape found). The Blackwell rows, as the table has them @ 744d01e1:
 #: "NVIDIA B200 SXM" 1745.0 (1792x16128x3072, torch 2.7.1+cu128; added in 176443c3, 2025-07-07) and
 #: "NVIDIA GB200 SXM" 1822.0 (4096x9728x2048, torch 2.10.0.dev20250916+cu130; added in 68cd2e59, 2025-09-17),
-#: neither row stating a power limit. The GB200 measures 4 % over the B200, not the datasheets' 11 %.
+#: neither row stating a power limit. The GB200 measures 4 % over the B200, not the datasheets' 11 %. The H100
+#: SXM row's note: "H200 is the same"; MI355X 1565.0 (12288x8192x8192, torch 2.8.0+rocm7.0.2); Gaudi 3 1243.0
+#: (16384x4096x768, PT_HPU_LAZY_MODE=1).
 MAMF_BF16: Final[dict[str, float]] = {
     "a100-sxm-80gb": 271.2e12,
     "a100-sxm-40gb": 271.2e12,
     "a100-pcie-80gb": 252.9e12,
     "h100-sxm": 794.5e12,
+    "h200-sxm": 794.5e12,
     "mi300x": 668.4e12,
     "mi325x": 784.9e12,
+    "mi355x": 1565.0e12,
+    "gaudi3": 1243.0e12,
     "b200": 1745.0e12,
     "gb200": 1822.0e12,
 }
 #: Devices without a measurement: the H100 SXM's MAMF efficiency (794.5 / 989 ≈ 0.80), same source.
 DEFAULT_MATMUL_EFFICIENCY: Final = 0.80
+#: Other number formats reach the fraction of their own peak that the device's bf16 matmuls reach of theirs: the
+#: same table's FP8 rows (@ 744d01e1) measure B200 SXM 3432.5 of 4500 (76.3 %) and GB200 SXM 3615.6 of 5000
+#: (72.3 %) against 77.6 % and 72.9 % in BF16. Its H100 SXM FP8 row (1402.6, 70.9 % against 80.3 %) is timed with
+#: torch._scaled_mm's default split accumulation (mamf-finder.py @ 744d01e1 passes no use_fast_accum), which
+#: Hopper pays and Transformer Engine uses only in its backward GEMMs; megatron-core's fitted fp8 cost carries
+#: that on the H100 runs it is fitted to.
+SAME_FRACTION: Final = (
+    "the device's bf16 MAMF fraction of its bf16 peak, applied to this format's peak (stas00/ml-engineering "
+    "compute/accelerator/README.md @ 744d01e1, FP8 table: B200 76.3 %, GB200 72.3 % of the FP8 peak against "
+    "77.6 %, 72.9 % in BF16)"
+)
 #: Fraction of HBM bandwidth large memory-bound kernels reach: Calculon's A100/H100 system files
 #: (calculon-ai/calculon systems/a100_80g.json, mem1 MB_efficiency: 0.90 for ≥ 100 MB, 0.75 for ≥ 10 MB,
 #: 0.6 for ≥ 1 MB, 0.3 below), applied per kernel by its size.
@@ -114,6 +130,9 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
         rate, source = measured.flops_per_second, f"measured {measured.date} on {measured.device} (bench matmul)"
     elif dtype == "bf16" and hardware.name in MAMF_BF16:
         rate, source = MAMF_BF16[hardware.name], sources.MAMF
+    elif hardware.name in MAMF_BF16 and hardware.peak_if_known("bf16"):
+        fraction = MAMF_BF16[hardware.name] / hardware.peak("bf16")
+        rate, source = fraction * peak, f"{fraction:.3f} × peak: {SAME_FRACTION}"
     else:
         rate, source = DEFAULT_MATMUL_EFFICIENCY * peak, f"{DEFAULT_MATMUL_EFFICIENCY:g} × peak ({sources.MAMF}, H100)"
     rate = min(rate, peak)
