@@ -97,7 +97,10 @@ def test_table_2_with_cp_4_and_8_is_within_issue_23_s_20_percent(cp: int) -> Non
 
 
 def test_explain_names_the_ring_and_its_sources(napkin: Run) -> None:
-    args = "step -m llama3.1-8b --seq 262144 -G 8 --context-parallel 8 --global-batch 1 -b 1 --recompute full --sharding fsdp --dtype fp8 -H h100-sxm --stack torchtitan --explain --json"
+    args = (
+        "step -m llama3.1-8b --seq 262144 -G 8 --context-parallel 8 --global-batch 1 -b 1 --recompute full "
+        "--sharding fsdp --dtype fp8 -H h100-sxm --stack torchtitan --explain --json"
+    )
     r = napkin(*args.split())
     assert r.exit_code == 0, r.stderr
     steps = json.loads(r.stdout)["steps"]
