@@ -245,3 +245,45 @@ def test_common_mistakes_are_one_line_naming_the_flag(napkin: Run, argv: list[st
     r = napkin(*argv)
     assert r.exit_code == 2, r.stderr
     assert r.stderr.startswith("napkin: error: ") and message in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+SERVE = ("--model", "llama3-8b", "--prompt", "100", "--output", "10")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train-time", "-N", "70e9", "-D", "15e12", "--gpus", "1e12"], "--gpus: '1e12' is above the 16,777,216 GPUs"),
+        (["step", "-m", "llama3-8b", "-G", "8", "--global-batch", "1e12"], "--global-batch: '1e12' is above the 16,"),
+        (["step", "-m", "llama3-8b", "-G", "8", "--global-batch", "8", "-b", "1e9"], "--micro-batch: '1e9' is above"),
+        (["plan", "-m", "llama3-8b", "-G", "1e9"], "--gpus: '1e9' is above the 16,777,216 GPUs napkin accepts"),
+        (["plan", "-m", "llama3-8b", "-G", "8", "--global-batch-tokens", "1e13"], "--global-batch-tokens: '1e13'"),
+        (["memory", "-m", "llama3-8b", "--seq", "1e12"], "--seq: '1e12' is above the 134,217,728 tokens"),
+        (["memory", "-m", "llama3-8b", "-t", "1e8"], "--tensor-parallel: '1e8' is above the 16,777,216 GPUs"),
+        (["serve-plan", *SERVE, "--rate", "1e12", "--ttft-p99", "1s"], "--rate: '1e12' is above the 10,000,000 req"),
+        (["traffic", *SERVE, "--rate", "1e12/min"], "--rate: '1e12/min' is above the 10,000,000 requests/s"),
+        (["inference", "-m", "llama3-8b", "--batch", "1e9", "--context", "1k"], "--batch: '1e9' is above the 16,"),
+        (["kv-cache", "-m", "llama3-8b", "--context", "1e9"], "--context: '1e9' is above the 134,217,728 tokens"),
+    ],
+)
+def test_a_count_no_cluster_or_workload_reaches_is_refused(napkin: Run, argv: list[str], message: str) -> None:
+    r = napkin(*argv)
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("napkin: error: ") and message in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train-time", "-N", "70e9", "-D", "15e12", "--gpus", str(2**24)],
+        ["kv-cache", "-m", "llama3-8b", "--context", "128M"],
+        ["traffic", *SERVE, "--rate", "1e7"],
+    ],
+)
+def test_the_bounds_themselves_are_accepted(napkin: Run, argv: list[str]) -> None:
+    assert napkin(*argv).exit_code == 0
+
+
+def test_the_library_refuses_the_bounds_too() -> None:
+    with pytest.raises(UsageError, match="gpus: 16777217 is above the 16,777,216 GPUs"):
+        napkin.train_time(params="70B", tokens="15T", gpus=2**24 + 1)

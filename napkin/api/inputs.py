@@ -45,12 +45,53 @@ LENGTH_FIELDS = {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vo
 # ------------------------------------------------------------------------------------------ inputs
 
 
+#: The most each count may be: far above what any cluster or workload reaches, so a slip (``--gpus 1e12``) is
+#: refused, not computed. Each is (bound, what it counts, why it is enough); README's conventions list them.
+LIMITS: dict[str, tuple[int | float, str, str]] = {
+    # xAI's Colossus, the largest training cluster announced, is 200,000 GPUs (xAI, 2025): 2^24 is 80 times it.
+    "gpus": (2**24, "GPUs", "2^24, 80× the largest cluster built, xAI Colossus's 200,000"),
+    # DeepSeek-V3 ramps its batch to 15,360 sequences (arXiv 2412.19437 §4.2); 2^24 is 1,000 times it.
+    "global_batch": (2**24, "sequences", "2^24, 1,000× DeepSeek-V3's 15,360"),
+    "micro_batch": (2**24, "sequences", "2^24, the most a global batch holds"),
+    "global_batch_tokens": (2**40, "tokens", "2^40, 17,000× DeepSeek-V3's 15,360 × 4,096"),
+    # vLLM schedules at most max_num_seqs = 1,024 sequences at once on an H100 (vllm/engine/arg_utils.py).
+    "batch": (2**24, "sequences", "2^24, 16,000× vLLM's max_num_seqs of 1,024"),
+    "concurrency": (2**24, "clients", "2^24, 16,000× vLLM's max_num_seqs of 1,024"),
+    # Llama 4 Scout's 10M-token context is the longest a released model offers (Meta, April 2025).
+    **{
+        name: (2**27, "tokens", "2^27 = 128M, 13× Llama 4 Scout's 10M-token context")
+        for name in ("seq", "context", "prompt", "output")
+    },
+    **{
+        name: (2**24, "GPUs", "2^24; a parallel degree counts GPUs")
+        for name in ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel", "expert_parallel")
+    },
+    # ChatGPT answers 2.5 billion prompts a day, 29,000 a second (OpenAI to Axios, July 2025).
+    "rate": (1e7, "requests/s", "350× ChatGPT's 2.5 billion prompts a day, 29,000/s"),
+}
+
+
+def bounded(value: T, field: str, given: Any) -> T:
+    """``value`` (read from ``given``) if it is at most ``field``'s bound in ``LIMITS``, else a UsageError saying the
+    bound and why it is enough."""
+    limit = LIMITS.get(field)
+    if limit is not None and isinstance(value, int | float) and value > limit[0]:
+        bound, noun, why = limit
+        shown = repr(given) if len(repr(given)) <= 40 else repr(given)[:39] + "…"
+        raise UsageError(
+            f"{field}: {shown} is above the {bound:,.0f} {noun} napkin accepts ({why})",
+            field=field,
+        )
+    return value
+
+
 def parse(parser: Callable[[Any, str], T], value: Any, field: str) -> T:
-    """``value`` through a units parser, with any error naming ``field``."""
+    """``value`` through a units parser, with any error naming ``field``; at most its bound in ``LIMITS``."""
     try:
-        return parser(value, field)
+        parsed = parser(value, field)
     except UsageError as exc:
         raise UsageError(str(exc), field=field) from None
+    return bounded(parsed, field, value)
 
 
 def optional(parser: Callable[[Any, str], T], value: Any, field: str) -> T | None:

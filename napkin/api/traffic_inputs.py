@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from napkin import units
-from napkin.api.inputs import Number, parse
+from napkin.api.inputs import Number, bounded, parse
 from napkin.errors import UsageError
 
 #: SLO keywords: metric × percentile.
@@ -38,7 +38,7 @@ def parse_rate_per_second(value: Number, field: str = "rate") -> float:
         )
     if not rate > 0:
         raise UsageError(f"{field}: {value!r} must be above 0 requests per second", field=field)
-    return rate
+    return bounded(rate, field, value)
 
 
 def parse_lengths(value: Number, field: str) -> Any:
