@@ -58,14 +58,13 @@ LIMITS: dict[str, tuple[int | float, str, str]] = {
     "batch": (2**24, "sequences", "2^24, 16,000× vLLM's max_num_seqs of 1,024"),
     "concurrency": (2**24, "clients", "2^24, 16,000× vLLM's max_num_seqs of 1,024"),
     # Llama 4 Scout's 10M-token context is the longest a released model offers (Meta, April 2025).
-    **{
-        name: (2**27, "tokens", "2^27 = 128M, 13× Llama 4 Scout's 10M-token context")
-        for name in ("seq", "context", "prompt", "output")
-    },
-    **{
-        name: (2**24, "GPUs", "2^24; a parallel degree counts GPUs")
-        for name in ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel", "expert_parallel")
-    },
+    **dict.fromkeys(
+        ("seq", "context", "prompt", "output"), (2**27, "tokens", "2^27 = 128M, 13× Llama 4 Scout's 10M-token context")
+    ),
+    **dict.fromkeys(
+        ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel", "expert_parallel"),
+        (2**24, "GPUs", "2^24; a parallel degree counts GPUs"),
+    ),
     # ChatGPT answers 2.5 billion prompts a day, 29,000 a second (OpenAI to Axios, July 2025).
     "rate": (1e7, "requests/s", "350× ChatGPT's 2.5 billion prompts a day, 29,000/s"),
 }
