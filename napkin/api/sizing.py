@@ -123,9 +123,11 @@ def _sizing(
     from napkin.engines.memory import memory as engine
     from napkin.engines.step import offered_sharding
     from napkin.engines.step.checks import check_offered, offered_with_pipeline
+    from napkin.engines.step.machine import check_training_dtype
     from napkin.systems.stack import fp4_memory_note, recipe_memory
 
     number = choice(Dtype, dtype, "dtype")
+    check_training_dtype(number)
     recipe = number in (Dtype.fp8, Dtype.fp4)  # a low-precision training recipe (fp8, NVFP4)
     adapters = AdapterOptions.take(shape).adapters(optimizer, precision, Precision.mixed)
     recompute_given = shape.get("recompute")

@@ -14,6 +14,7 @@ from napkin.domain.choices import Sharding
 from napkin.engines.memory import (
     capacity,
 )
+from napkin.errors import UsageError
 from napkin.systems.cluster import Cluster, Fabric
 from napkin.systems.profiles import HardwareProfile
 
@@ -121,9 +122,28 @@ SHARDED_PARAMS: Final = frozenset({Sharding.zero3, Sharding.fsdp, Sharding.hsdp}
 FULL_SHARD: Final = frozenset({Sharding.zero3, Sharding.fsdp})
 
 
+#: The number formats training runs its matmuls in: fp32 (tf32 on tensor cores, PyTorch's allow_tf32), bf16 and
+#: fp16 (Megatron-Core's --bf16, --fp16), fp8 and fp4 (Transformer Engine's recipes, Float8 … NVFP4BlockScaling,
+#: transformer_engine/common/recipe/__init__.py, whose memory napkin models). No stack trains in fp6, int8 or fp64:
+#: their peaks serve inference and HPC, and training at them would be predicted at a peak no recipe reaches.
+TRAINING_DTYPES: Final = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4")
+
+
+def check_training_dtype(dtype: str) -> None:
+    """A UsageError naming ``dtype`` unless training runs in it (``TRAINING_DTYPES``)."""
+    if str(dtype) not in TRAINING_DTYPES:
+        raise UsageError(
+            f"dtype: {dtype} is not a format training runs; training takes {', '.join(TRAINING_DTYPES[:-1])} or "
+            f"{TRAINING_DTYPES[-1]} (Megatron-Core's and Transformer Engine's recipes)",
+            field="dtype",
+        )
+
+
 def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") -> Machine:
     """R from a saved ``bench matmul`` measurement, else the published MAMF, else 80 % of the peak; with an
-    8-bit-or-less ``dtype``, the attention core and the output layer at the bf16 R."""
+    8-bit-or-less ``dtype``, the attention core and the output layer at the bf16 R. Training formats only
+    (``check_training_dtype``)."""
+    check_training_dtype(dtype)
     peak = hardware.peak(dtype)
     measured = hardware.measured_for(dtype)
     if measured is not None:
