@@ -3,6 +3,8 @@ the formats and bounds accepted are said in the message."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import napkin
@@ -41,3 +43,51 @@ def test_a_given_mfu_still_takes_any_peak(napkin: Run) -> None:
 def test_the_library_refuses_it_alike() -> None:
     with pytest.raises(UsageError, match=f"dtype: fp6 is not a format training runs; {TRAINING_TAKES}"):
         napkin.step(model="llama3-8b", gpus=8, global_batch=64, hardware="b200", dtype="fp6")
+
+
+SIGNS = ("−", "+", "×", "=", "≤", "≥")
+
+
+def _split_from_its_sign(text: str) -> list[str]:
+    """Each pair of lines where one ends with a sign and the next begins with the number after it."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    return [f"{a!r} / {b!r}" for a, b in itertools.pairwise(lines) if a.endswith(SIGNS) and b.lstrip()[:1].isdigit()]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["calibrate", "examples/calibrate_runs.yaml"],
+        ["max-model", "--gpus", "8", "--optimizer", "adamw"],
+        [
+            "mfu",
+            "--model",
+            "palm-540b",
+            "--gpus",
+            "6144",
+            "--hardware",
+            "tpu-v4",
+            "--tokens-per-second",
+            "238.3e3",
+            "--explain",
+        ],
+    ],
+    ids=["calibrate-caption", "max-model-row", "mfu-explain-source"],
+)
+def test_no_number_is_split_from_its_sign_at_80_columns(
+    napkin: Run, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    r = napkin(*argv)
+    assert r.exit_code == 0, r.stderr
+    assert _split_from_its_sign(r.stdout) == []
+
+
+@pytest.mark.parametrize("columns", range(40, 100, 3))
+def test_a_caption_wraps_before_a_sign_never_after_it(columns: int) -> None:
+    from napkin.results import render
+
+    caption = "error = predicted / measured tokens per second − 1; costs ≤ 2 s and + 4 more"
+    shown = render.plain(render.key_values("title − 1", [("a", "b")], caption=caption), width=columns)
+    assert _split_from_its_sign(shown) == []
+    assert " ".join(shown.split()).endswith(caption)  # every word kept, the glue printed as spaces

@@ -18,6 +18,7 @@ from typing import Any, TextIO, cast
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.containers import Lines
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -61,6 +62,16 @@ class _SafeConsole(Console):
     """
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
+        if isinstance(text, Glued):  # a title or caption: wrapped by rich, never at a space glue() holds
+            rendered = super().render_str(glue(sanitize(text)), **kwargs)
+            held = _HeldText(
+                style=rendered.style,
+                justify=rendered.justify,
+                overflow=rendered.overflow,
+                no_wrap=rendered.no_wrap,
+                end=rendered.end,
+            )
+            return held.append_text(rendered)
         return super().render_str(sanitize(text), **kwargs)
 
     def on_broken_pipe(self) -> None:
@@ -112,12 +123,28 @@ def console(stderr: bool = False) -> Console:
 #: Stands for a space no line may break at while text is wrapped; turned back into a space once it is.
 _GLUE = "\ue000"
 #: The spaces that hold two words together: a number and its unit or aside (``740 TFLOP/s``, ``85.5 GB``,
-#: ``8 (moments)``), a short label and its number (``TP 8``, ``b 2``, ``(v 2)``), and a product's ``×`` (``8 × 400``).
-_GLUED = re.compile(r"(?<=\d) (?=[^\W\d_]|[%×(])|(?<=×) (?=\d)|(?<![\w.])([^\W\d_]{1,3}) (?=\d)")
+#: ``8 (moments)``), a short label and its number (``TP 8``, ``b 2``, ``(v 2)``), and a sign and the number after
+#: it (``8 × 400``, ``− 1``, ``+ 4N``, ``≤ 2``).
+_GLUED = re.compile(r"(?<=\d) (?=[^\W\d_]|[%×(])|(?<=[×−+=≤≥≈±]) (?=\d)|(?<![\w.])([^\W\d_]{1,3}) (?=\d)")
 
 
 #: A short parenthesis is one word: ``(optimizer states)``, ``(v 2)``, never ``(optimizer`` / ``states)``.
 _SHORT_ASIDE = re.compile(r"\([^()\n]{1,20}\)")
+
+
+class Glued(str):
+    """A table's title or caption: rich wraps it where the table's width ends, but (``_SafeConsole``) never at a
+    space ``glue`` holds, so a number stays with its unit or sign ("− 1" never leaves its "1" on the next line)."""
+
+
+class _HeldText(Text):
+    """Text whose ``_GLUE`` characters hold their words together while rich wraps it and print as spaces after."""
+
+    def wrap(self, console: Console, width: int, **kwargs: Any) -> Lines:
+        lines = super().wrap(console, width, **kwargs)
+        for line in lines:
+            line.plain = unglue(line.plain)  # the same length: the styles' spans still fit
+        return lines
 
 
 def glue(text: str) -> str:
@@ -166,7 +193,9 @@ def links(urls: Sequence[str]) -> Links:
 def numbered(title: str, items: Sequence[str], mark: str) -> Table:
     """A titled list, each item behind its number (``mark``: ``"{}."`` or ``"[{}]"``), wrapped at the whole width
     between words: the long texts a sheet's values refer to."""
-    table = Table(title=title, box=None, show_header=False, title_justify="left", title_style="bold", pad_edge=False)
+    table = Table(
+        title=Glued(title), box=None, show_header=False, title_justify="left", title_style="bold", pad_edge=False
+    )
     table.add_column("n", justify="right", no_wrap=True)
     table.add_column("text")
     for n, item in enumerate(items, 1):
@@ -176,11 +205,11 @@ def numbered(title: str, items: Sequence[str], mark: str) -> Table:
 
 def key_values(title: str, rows: Iterable[tuple[str, str]], caption: str | None = None) -> Table:
     table = Table(
-        title=title,
+        title=Glued(title),
         box=box.SIMPLE_HEAD,
         show_header=False,
         title_justify="left",
-        caption=caption,
+        caption=None if caption is None else Glued(caption),
         caption_justify="left",
     )
     rows = list(rows)
@@ -259,10 +288,10 @@ def grid(
         note = f"not shown at this width: {', '.join(dropped)} (widen the terminal, or --json)"
         caption = f"{caption}\n{note}" if caption else note
     table = Table(
-        title=title,
+        title=Glued(title),
         box=box.SIMPLE_HEAD,
         title_justify="left",
-        caption=caption,
+        caption=None if caption is None else Glued(caption),
         caption_justify="left",
         pad_edge=False,
         padding=(0, 1),
