@@ -4,6 +4,7 @@ the formats and bounds accepted are said in the message."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -91,3 +92,22 @@ def test_a_caption_wraps_before_a_sign_never_after_it(columns: int) -> None:
     shown = render.plain(render.key_values("title − 1", [("a", "b")], caption=caption), width=columns)
     assert _split_from_its_sign(shown) == []
     assert " ".join(shown.split()).endswith(caption)  # every word kept, the glue printed as spaces
+
+
+@pytest.mark.parametrize("columns", range(60, 100, 3))
+def test_bench_matmuls_best_line_keeps_each_rate_with_its_unit(monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+    from napkin.live.bench import BenchResult, MatmulRecord
+    from napkin.results import render
+
+    def record(dtype: str, rate: float) -> MatmulRecord:
+        return MatmulRecord(
+            device="cpu", device_name="x", dtype=dtype, m=2048, k=2048, n=2048, status="ok", flops_per_second=rate
+        )
+
+    best = {d: record(d, r) for d, r in (("bf16", 1.384e12), ("fp32", 102.7e9), ("fp16", 101.8e9), ("tf32", 99.1e9))}
+    result = BenchResult(
+        device="cpu", device_name="x", torch_version="2", hardware=None, records=list(best.values()), best=best
+    )
+    monkeypatch.setenv("COLUMNS", str(columns))
+    best_line = render.plain(result, width=columns).split("best:")[1].split("median")[0]
+    assert not re.search(r"\d$", best_line, re.M), best_line  # "fp16 101.8" / "GFLOP/s at 2048³" before

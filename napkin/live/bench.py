@@ -99,21 +99,23 @@ class BenchResult(TableResult):
         ]
 
     def extras(self) -> list[Any]:
-        from rich.text import Text
+        from napkin.results.render import Glued, together
 
         skipped: dict[str, list[MatmulRecord]] = {}
         for rec in self.records:
             if rec.status != "ok":
                 skipped.setdefault(rec.dtype, []).append(rec)
         notes = [f"{d} {', '.join(_shape(x) for x in recs)}: {recs[0].reason}" for d, recs in skipped.items()]
-        best = ", ".join(f"{d} {format_rate(b.flops_per_second or 0)} at {_shape(b)}" for d, b in self.best.items())
+        best = ", ".join(
+            together(f"{d} {format_rate(b.flops_per_second or 0)}") + f" at {_shape(b)}" for d, b in self.best.items()
+        )
         lines = [
             f"best: {best or 'none'}",
             *(["not measured:"] if notes else []),
             *(f"- {n}" for n in notes),
             "median over repeats, inputs rotated, result checked against float64",
         ]
-        return [Text("\n".join(lines))]
+        return [Glued("\n".join(lines))]  # wrapped between figures, never inside "101.8 GFLOP/s"
 
     def to_json(self, explain: bool = False) -> Any:
         return [rec.model_dump(mode="json") for rec in self.records]  # one record per (size, dtype)
