@@ -574,7 +574,7 @@ def test_notes_wrap_to_a_terminal_and_stay_one_line_when_piped(monkeypatch: pyte
     assert common.wrapped(message, None) == message
     monkeypatch.setattr("napkin.io.terminal.stderr_columns", lambda: 60)
     seen: list[str] = []
-    monkeypatch.setattr("napkin.cli.common.typer.echo", lambda text, err=False: seen.append(text))
+    monkeypatch.setattr("napkin.cli.common.say", lambda text, err=False: seen.append(text))
     common.note(message.removeprefix("napkin: "))
     assert max(len(line) for line in seen[0].split("\n")) <= 60 and seen[0].count("\n") >= 4
 

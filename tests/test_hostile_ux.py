@@ -4,6 +4,7 @@ the formats and bounds accepted are said in the message."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 
 import pytest
@@ -111,3 +112,29 @@ def test_bench_matmuls_best_line_keeps_each_rate_with_its_unit(monkeypatch: pyte
     monkeypatch.setenv("COLUMNS", str(columns))
     best_line = render.plain(result, width=columns).split("best:")[1].split("median")[0]
     assert not re.search(r"\d$", best_line, re.M), best_line  # "fp16 101.8" / "GFLOP/s at 2048³" before
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_an_error_line_is_written_in_what_the_terminal_encodes(encoding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Error lines went through click, which re-wraps an ASCII stream as UTF-8: '×' reached it as bytes."""
+    from tests.test_hostile import _main_on
+
+    code, out, err = _main_on(["memory", "-m", "llama3-8b", "-G", "3", "-t", "2"], encoding, monkeypatch)
+    assert code == 2 and out == b""
+    expected = "napkin: error: --gpus (3) is not a multiple of tensor × pipeline × context (2 × 1 × 1 = 2)\n"
+    assert err.decode(encoding) == (expected.replace("×", "x") if encoding == "ascii" else expected)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["hardware", "schema"], ["stack", "schema"], ["cluster", "schema"], ["step", *STEP[:-2], "--json"]],
+    ids=["hardware-schema", "stack-schema", "cluster-schema", "step"],
+)
+def test_json_on_an_ascii_terminal_is_the_same_json_escaped(
+    napkin: Run, argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_hostile import _main_on
+
+    code, out, err = _main_on(argv, "ascii", monkeypatch)
+    assert code == 0, err
+    assert json.loads(out.decode("ascii")) == json.loads(napkin(*argv).stdout)  # '–' as \u2013, not 'CPU?GPU'

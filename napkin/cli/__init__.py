@@ -25,6 +25,7 @@ from typing import Annotated, Any, Final
 import typer
 
 from napkin import __version__
+from napkin.cli.common import say
 from napkin.cli.group import NapkinGroup
 
 _SETTINGS: dict[str, Any] = {
@@ -43,7 +44,7 @@ _SETTINGS: dict[str, Any] = {
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"napkin {__version__}")
+        say(f"napkin {__version__}")
         raise typer.Exit()
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from napkin.cli.common import ExplainOpt, JsonOpt, boundary, fail, note, run
+from napkin.cli.common import ExplainOpt, JsonOpt, boundary, echo_json, fail, note, run, say
 from napkin.cli.options import deprecated
 from napkin.errors import ProfileError, UsageError
 from napkin.io.yamlio import clean
@@ -164,11 +163,11 @@ def cluster_validate(
     for found in loaded:
         device = _device_problem(found)
         if device is None:
-            typer.echo(f"ok  {clean(found.path)}")
+            say(f"ok  {clean(found.path)}")
         else:
             problems.append(device)
     for line in problems:
-        typer.echo(clean(line), err=True)
+        say(clean(line), err=True)
     if problems:
         fail(f"{len(problems)} problem(s)", 1)
 
@@ -212,7 +211,7 @@ def cluster_new(
         target = user_cluster_dir() / f"{name}.yaml"
         parse_cluster(text, str(target))
         write_atomic(target, text, overwrite=force)
-    typer.echo(str(target))
+    say(str(target))
     note(f"created {target} from {loaded.cluster.name}; edit it with 'napkin cluster edit {name}'")
 
 
@@ -236,7 +235,7 @@ def cluster_schema() -> None:
     """Print the JSON Schema of a cluster file (for editors: yaml-language-server)."""
     from napkin.systems.cluster import schema
 
-    typer.echo(json.dumps(schema(), indent=2, ensure_ascii=False))
+    echo_json(schema())
 
 
 __all__ = ["cluster_app", "comm_app"]

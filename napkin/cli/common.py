@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,9 +28,27 @@ def _line(message: str) -> str:
     return clean(message).replace("\n", " ").replace("\t", " ")
 
 
+def say(text: str, *, err: bool = False) -> None:
+    """``text`` and a newline on stdout (stderr), through the stream as ``napkin.cli`` set it up: one that cannot
+    encode Unicode (LANG=C, PYTHONIOENCODING=ascii) gets ASCII spellings ('x' for '×'). Not ``typer.echo``: click
+    re-wraps an ASCII stream as UTF-8, which sent such a terminal bytes it cannot show."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def unicode_stdout() -> bool:
+    """Whether stdout encodes napkin's symbols (→, ×, box lines); JSON is written with ``\\u`` escapes where not."""
+    try:
+        "→─≥×·█".encode(getattr(sys.stdout, "encoding", None) or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
 def error(message: str) -> None:
     """The one format of napkin's error lines (stderr)."""
-    typer.echo(f"napkin: error: {_line(message)}", err=True)
+    say(f"napkin: error: {_line(message)}", err=True)
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -52,7 +71,7 @@ def wrapped(text: str, columns: int | None) -> str:
 def warn(message: str) -> None:
     from napkin.io.terminal import stderr_columns
 
-    typer.echo(wrapped(f"napkin: warning: {_line(message)}", stderr_columns()), err=True)
+    say(wrapped(f"napkin: warning: {_line(message)}", stderr_columns()), err=True)
 
 
 def note(message: str) -> None:
@@ -60,7 +79,7 @@ def note(message: str) -> None:
     terminal when stderr is one."""
     from napkin.io.terminal import stderr_columns
 
-    typer.echo(wrapped(f"napkin: {_line(message)}", stderr_columns()), err=True)
+    say(wrapped(f"napkin: {_line(message)}", stderr_columns()), err=True)
 
 
 def _given_inputs() -> str:
@@ -113,18 +132,19 @@ def _spelled(data: Any) -> Any:
     return data
 
 
-def dumps(data: Any, *, non_finite_ok: bool = False) -> str:
+def dumps(data: Any, *, non_finite_ok: bool = False, ascii_only: bool = False) -> str:
     """Strict JSON (never NaN or Infinity): the one way napkin writes JSON.
 
     A non-finite number is an error naming the inputs given, unless the result is *about* such
-    values (``non_finite_ok``: ``napkin dtypes --value inf``), where it is written as a string.
+    values (``non_finite_ok``: ``napkin dtypes --value inf``), where it is written as a string. ``ascii_only``:
+    every other character as a ``\\u`` escape (the same JSON, for a stream that cannot encode it).
     """
     if non_finite_ok:
         data = _spelled(data)
     where = _non_finite(data)
     if where is not None:
         raise UsageError(_not_finite_message(where))
-    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+    return json.dumps(data, indent=2, ensure_ascii=ascii_only, allow_nan=False)
 
 
 #: Library keywords that no single parameter of a command takes, and how the command line gives them.
@@ -214,7 +234,8 @@ def emit(result: Result, as_json: bool, *, explain: bool = False) -> None:
     for message in result.notes:
         note(message)
     with boundary():
-        text = dumps(result.to_json(explain), non_finite_ok=getattr(result, "non_finite_ok", False))
+        non_finite_ok = getattr(result, "non_finite_ok", False)
+        text = dumps(result.to_json(explain), non_finite_ok=non_finite_ok, ascii_only=not unicode_stdout())
     if as_json:  # (a table never shows a non-finite number either: dumps checked it)
         echo(text)
         return
@@ -233,10 +254,16 @@ CHUNK_CHARS = 4096
 
 
 def echo(text: str) -> None:
-    """``text`` and a newline on stdout, in flushed pieces (CHUNK_CHARS)."""
+    """``text`` and a newline on stdout, in flushed pieces (CHUNK_CHARS), as ``say`` writes."""
     for start in range(0, len(text), CHUNK_CHARS):
-        typer.echo(text[start : start + CHUNK_CHARS], nl=False)
-    typer.echo("")
+        sys.stdout.write(text[start : start + CHUNK_CHARS])
+        sys.stdout.flush()
+    say("")
+
+
+def echo_json(data: Any) -> None:
+    """``data`` as strict JSON on stdout (``dumps``), escaped to ASCII where stdout cannot encode it."""
+    echo(dumps(data, ascii_only=not unicode_stdout()))
 
 
 @contextmanager

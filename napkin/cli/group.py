@@ -10,7 +10,7 @@ from typing import Any, Final
 import typer
 from typer._click import exceptions as click_exceptions  # typer vendors click (pyproject: typer>=0.29)
 
-from napkin.cli.common import error, note
+from napkin.cli.common import error, note, say
 
 #: Options that once were flags and now take a value: (command, option) → what the option alone means. The old
 #: bare spelling works for one release, with a note (README, conventions).
@@ -90,7 +90,7 @@ class NapkinGroup(typer.core.TyperGroup):
             rv = super().main(*args, **kwargs)
         except click_exceptions.NoArgsIsHelpError as exc:
             # a bare group (``napkin``, ``napkin flops``) asks for its help: print it, as --help does
-            typer.echo(exc.format_message())
+            say(exc.format_message())
             sys.exit(0)
         except click_exceptions.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx else "napkin"
@@ -103,7 +103,7 @@ class NapkinGroup(typer.core.TyperGroup):
         except typer.Abort as exc:
             if isinstance(exc.__cause__, KeyboardInterrupt):
                 raise KeyboardInterrupt from None  # main() reports it: exit 130
-            typer.echo("napkin: aborted", err=True)
+            say("napkin: aborted", err=True)
             sys.exit(1)
         if rv == 130:  # typer's answer to Ctrl-C in a command: say it, as main() does for the rest
             raise KeyboardInterrupt

@@ -18,10 +18,12 @@ from napkin.cli.common import (
     JsonOpt,
     boundary,
     dumps,
+    echo_json,
     emit,
     fail,
     note,
     run,
+    say,
     warn,
 )
 from napkin.domain.choices import Dtype
@@ -106,12 +108,12 @@ def validate_profiles(kind: Any, paths: list[Path] | None, as_json: bool) -> Non
             problems += list(broken.problems) or [broken.error]
         problems += catalog.conflicts
     if as_json:
-        typer.echo(dumps({"valid": valid, "problems": problems}))
+        echo_json({"valid": valid, "problems": problems})
     else:
         for path_text in valid:
-            typer.echo(f"ok  {clean(path_text)}")
+            say(f"ok  {clean(path_text)}")
     for line in problems:
-        typer.echo(clean(line), err=True)
+        say(clean(line), err=True)
     if problems:
         fail(f"{len(problems)} problem(s) in {checked} file(s)", 1)
 
@@ -191,7 +193,10 @@ def new_profile(kind: Any, name: str, source: str | None, force: bool, as_json: 
         kind.parse(text, str(target))
         write_atomic(target, text, overwrite=force)
         _user_schema(target.parent, schema)
-    typer.echo(dumps({"path": str(target), "from": loaded.profile.name}) if as_json else str(target))
+    if as_json:
+        echo_json({"path": str(target), "from": loaded.profile.name})
+    else:
+        say(str(target))
     note(f"created {target} from {loaded.profile.name}; edit it with 'napkin {kind.noun} edit {name}'")
 
 
@@ -246,7 +251,10 @@ def edit_profile(kind: Any, name: str, discard: bool, as_json: bool, find: Any, 
             _user_schema(directory, schema)
         with locked(target, wait=False):
             _edit(name, target, read_text, kind.parse, write_atomic, editor, f"napkin {kind.noun} edit")
-    typer.echo(dumps({"path": str(target)}) if as_json else str(target))
+    if as_json:
+        echo_json({"path": str(target)})
+    else:
+        say(str(target))
 
 
 def editor_command() -> list[str]:
@@ -300,7 +308,7 @@ def _edit(
         parse_profile(text, str(draft))
     except ProfileError as exc:
         for line in exc.problems:
-            typer.echo(clean(line), err=True)
+            say(clean(line), err=True)
         fail(
             f"the edit is invalid, so {target} keeps its previous version; your edit is saved in {draft}: "
             f"'{command} {name}' reopens it, {discard}",
@@ -319,21 +327,19 @@ def path_command(as_json: JsonOpt = False) -> None:
 
     entries = [(origin, str(d)) for origin, d in search_path()]
     if as_json:
-        typer.echo(
-            dumps(
-                {
-                    "search_path": [{"origin": o, "path": p} for o, p in entries],
-                    "measurements": str(measurements_path()),
-                    "models": [str(d) for d in user_model_dirs()],
-                }
-            )
+        echo_json(
+            {
+                "search_path": [{"origin": o, "path": p} for o, p in entries],
+                "measurements": str(measurements_path()),
+                "models": [str(d) for d in user_model_dirs()],
+            }
         )
         return
-    typer.echo("# --hardware-file PATH always wins; then, in order:")
+    say("# --hardware-file PATH always wins; then, in order:")
     for origin, path in entries:
-        typer.echo(f"{origin:9} {clean(path)}")
-    typer.echo(f"# measurements saved by 'napkin bench matmul --save': {measurements_path()}")
-    typer.echo(f"# your model presets (--model): {os.pathsep.join(str(d) for d in user_model_dirs())}")
+        say(f"{origin:9} {clean(path)}")
+    say(f"# measurements saved by 'napkin bench matmul --save': {measurements_path()}")
+    say(f"# your model presets (--model): {os.pathsep.join(str(d) for d in user_model_dirs())}")
 
 
 @app.command("schema")
@@ -341,7 +347,7 @@ def schema_command() -> None:
     """Print the JSON Schema of a profile file (for editors: yaml-language-server)."""
     from napkin.systems.profiles import schema
 
-    typer.echo(dumps(schema()))
+    echo_json(schema())
 
 
 __all__ = ["app", "emit"]

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from napkin.cli.common import JsonOpt, dumps, run
+from napkin.cli.common import JsonOpt, echo_json, run, say
 from napkin.cli.hardware_cmds import edit_profile, new_profile, validate_profiles
 from napkin.io.yamlio import clean
 
@@ -86,11 +86,11 @@ def path_command(as_json: JsonOpt = False) -> None:
 
     entries = [(origin, str(d)) for origin, d in STACKS.search_path()]
     if as_json:
-        typer.echo(dumps({"search_path": [{"origin": o, "path": p} for o, p in entries]}))
+        echo_json({"search_path": [{"origin": o, "path": p} for o, p in entries]})
         return
-    typer.echo("# --stack-file PATH always wins; then, in order:")
+    say("# --stack-file PATH always wins; then, in order:")
     for origin, path in entries:
-        typer.echo(f"{origin:9} {clean(path)}")
+        say(f"{origin:9} {clean(path)}")
 
 
 @app.command("schema")
@@ -98,7 +98,7 @@ def schema_command() -> None:
     """Print the JSON Schema of a stack file (for editors: yaml-language-server)."""
     from napkin.systems.stack import schema
 
-    typer.echo(dumps(schema()))
+    echo_json(schema())
 
 
 __all__ = ["app"]
