@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,24 @@ def test_json_on_an_ascii_terminal_is_the_same_json_escaped(
     code, out, err = _main_on(argv, "ascii", monkeypatch)
     assert code == 0, err
     assert json.loads(out.decode("ascii")) == json.loads(napkin(*argv).stdout)  # '–' as \u2013, not 'CPU?GPU'
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("100 1e308\n200 1e308\n", "h.txt:1: a weight is a number from 0 to 1e+36"),  # a sum of inf: a traceback
+        ("100 1\n200 nan\n", "h.txt:2: a weight is a number from 0 to 1e+36"),
+        ("100 １\n", "h.txt:1: a weight is a number from 0 to 1e+36"),
+        ("１００ 1\n", "h.txt:1: expected a whole token length (1 to 134,217,728) and a weight"),  # read as 100
+        ("99999999999999999999999 1\n", "h.txt:1: expected a whole token length (1 to 134,217,728)"),
+    ],
+    ids=["weights-sum-to-inf", "nan-weight", "fullwidth-weight", "fullwidth-length", "huge-length"],
+)
+def test_a_histogram_line_is_read_as_the_flag_reads_a_length(
+    napkin: Run, tmp_path: Path, content: str, message: str
+) -> None:
+    hist = tmp_path / "h.txt"
+    hist.write_text(content, encoding="utf-8")
+    r = napkin("traffic", "--model", "llama3-8b", "--rate", "1", "--prompt", f"@{hist}", "--output", "10")
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("napkin: error: --prompt: ") and message in r.stderr and len(r.stderr.splitlines()) == 1

@@ -3,12 +3,13 @@ percentiles and SLO targets, each checked and named when wrong."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 from napkin import units
-from napkin.api.inputs import Number, bounded, parse
+from napkin.api.inputs import LIMITS, Number, bounded, parse
 from napkin.errors import UsageError
 
 #: SLO keywords: metric × percentile.
@@ -83,12 +84,15 @@ def _histogram(path: Path, field: str) -> Any:
         where = f"{field}: {path}:{number}"
         if len(line) != 2:
             raise UsageError(f"{where}: expected 'length weight' (two numbers), got {len(line)} fields", field=field)
-        try:
-            length, weight = int(line[0]), float(line[1])
-        except ValueError:
-            raise UsageError(f"{where}: expected a whole token length and a weight", field=field) from None
-        if length < 1 or not 0 <= weight < float("inf"):
-            raise UsageError(f"{where}: length must be ≥ 1 and weight finite and ≥ 0", field=field)
+        try:  # the length as --prompt reads one (ASCII digits, at most its bound), the weight a plain number
+            length = parse(units.parse_length, line[0], field)
+            weight = float(line[1]) if line[1].isascii() else math.nan
+        except (UsageError, ValueError):
+            raise UsageError(
+                f"{where}: expected a whole token length (1 to {LIMITS[field][0]:,}) and a weight", field=field
+            ) from None
+        if not 0 <= weight <= units.MAX_VALUE:  # weights sum to a finite total
+            raise UsageError(f"{where}: a weight is a number from 0 to {units.MAX_VALUE:g}", field=field)
         values.append(length)
         weights.append(weight)
     if not values or sum(weights) <= 0:
