@@ -425,11 +425,17 @@ def format_energy(kwh: float) -> str:
 _LONG: Final = ((86400.0, "days"), (3600.0, "hours"), (60.0, "minutes"))
 
 
+def _in(value: float, name: str) -> str:
+    """``value`` of a long unit: one decimal (``143.9 days``), grouped from 10^4 on (``140,362,697 days``), in
+    scientific notation from 10^15 (``1.157e25 days``, never 26 digits and a ``.0``)."""
+    return f"{value:.1f} {name}" if value < 1e4 else f"{format_number(value)} {name}"
+
+
 def format_duration(seconds: float) -> str:
     """``1.2435e7`` → ``"143.9 days"``; hours below two days, minutes below two hours."""
     for size, name in _LONG:
         if seconds >= 2 * size:
-            return f"{seconds / size:.1f} {name}"
+            return _in(seconds / size, name)
     if 0 < seconds < 0.9995:  # "1.11 ms", not "0.00111 s"
         return _scaled(seconds, [(1e-3, "m"), (1e-6, "µ"), (1e-9, "n")], 3) + "s"
     return f"{_significant(seconds, 3)} s"
@@ -441,7 +447,7 @@ def format_durations(values: list[float]) -> list[str]:
     largest = max(values, default=0.0)
     for size, name in _LONG:
         if largest >= 2 * size:
-            return [f"{v / size:.1f} {name}" for v in values]
+            return [_in(v / size, name) for v in values]
     return [format_duration(v) for v in values]
 
 

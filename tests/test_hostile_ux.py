@@ -160,3 +160,11 @@ def test_a_histogram_line_is_read_as_the_flag_reads_a_length(
     r = napkin("traffic", "--model", "llama3-8b", "--rate", "1", "--prompt", f"@{hist}", "--output", "10")
     assert r.exit_code == 2, r.stderr
     assert r.stderr.startswith("napkin: error: --prompt: ") and message in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_a_long_duration_is_grouped_then_scientific() -> None:
+    from napkin.units import format_duration
+
+    assert format_duration(86400 * 400) == "400.0 days"
+    assert format_duration(86400 * 12_345.6) == "12,346 days"
+    assert format_duration(1e30) == "1.157e25 days"  # '11574074074074074864156672.0 days' before
