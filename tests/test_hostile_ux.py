@@ -168,3 +168,29 @@ def test_a_long_duration_is_grouped_then_scientific() -> None:
     assert format_duration(86400 * 400) == "400.0 days"
     assert format_duration(86400 * 12_345.6) == "12,346 days"
     assert format_duration(1e30) == "1.157e25 days"  # '11574074074074074864156672.0 days' before
+
+
+SERVE_PLAN = ("serve-plan", "-m", "llama3-8b", "--rate", "10", "--prompt", "1000", "--output", "100")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("2ns", "--ttft-p90: unknown unit 'ns' in '2ns'; expected a latency such as 2s, 100ms or 50us"),
+        ("-1s", "--ttft-p90: '-1s' must be positive and finite; expected a latency such as 2s, 100ms or 50us"),
+        ("2days", "--ttft-p90: '2days' is above the 86,400 s napkin accepts (1 day"),
+        ("1e30s", "--ttft-p90: '1e30s' is above the 86,400 s napkin accepts"),
+    ],
+)
+def test_an_slo_is_a_latency(napkin: Run, value: str, message: str) -> None:
+    r = napkin(*SERVE_PLAN, "--ttft-p90", value)
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("napkin: error: " + message) and len(r.stderr.splitlines()) == 1
+    assert "90d" not in r.stderr  # a training run's examples were offered for a latency
+
+
+def test_a_missed_slo_is_named_as_the_slo_row_names_it(napkin: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = napkin(*SERVE_PLAN, "--ttft-p90", "1us", "--hardware", "h100")
+    assert r.exit_code == 0, r.stderr
+    [miss] = [line for line in r.stdout.splitlines() if "misses" in line]
+    assert re.search(r"misses TTFT P90 ×\d{1,3}(,\d{3})*$", miss.strip()), miss  # was 'ttft_p90 ×14132330.32'
