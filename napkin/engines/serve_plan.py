@@ -93,7 +93,11 @@ class ServePlanResult(Result):
         for i, d in enumerate(self.deployments, 1):
             rows += [(f"#{i}", _config(d)), ("", _latency(d))]
         if not self.met and self.closest is not None:
-            miss = ", ".join(f"{k} ×{v:.2f}" for k, v in self.misses_by.items() if v > 1)
+            miss = ", ".join(  # as the SLO row names it (TTFT P90), the factor grouped (×14,132,330, not ×14132330.32)
+                f"{k.partition('_p')[0].upper()} P{k.partition('_p')[2]} ×{format_number(v)}"
+                for k, v in self.misses_by.items()
+                if v > 1
+            )
             rows += [
                 ("nothing meets it", f"closest: {_config(self.closest)}"),
                 ("", _latency(self.closest)),
