@@ -194,3 +194,29 @@ def test_a_missed_slo_is_named_as_the_slo_row_names_it(napkin: Run, monkeypatch:
     assert r.exit_code == 0, r.stderr
     [miss] = [line for line in r.stdout.splitlines() if "misses" in line]
     assert re.search(r"misses TTFT P90 ×\d{1,3}(,\d{3})*$", miss.strip()), miss  # was 'ttft_p90 ×14132330.32'
+
+
+RUN = "  - {model: llama3.1-8b, gpus: 8, global_batch: 16, tokens_per_second_per_gpu: 6667}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (f"name: x\nfit: matmul_efficiency\nruns:\n{RUN}{RUN}", "fit: 'matmul_efficiency' is not a list; write fit: ["),
+        ("name: x\nruns: 5\n", "runs: 5 is not a list; write runs: with one '- ' item per run"),
+        ("name: x\nruns: [5]\n", "runs[0]: 5 is not a run: a mapping of napkin step's keywords"),
+        (f"name: x\nfit: [1]\nruns:\n{RUN}{RUN}", "fit[0]: 1 is not a name; write fit: [matmul_efficiency]"),
+        (f"stack: [a]\nname: x\nruns:\n{RUN}{RUN}", "stack: ['a'] is not a name, such as torchtitan"),
+    ],
+    ids=["fit-not-a-list", "runs-not-a-list", "run-not-a-mapping", "fit-not-a-name", "stack-not-a-name"],
+)
+def test_a_runs_file_of_the_wrong_shape_says_what_to_write(
+    napkin: Run, tmp_path: Path, text: str, message: str
+) -> None:
+    """pydantic's 'Input should be a valid list' named the field but not what to write."""
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(text, encoding="utf-8")
+    r = napkin("calibrate", str(runs))
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr == f"napkin: error: {message}" + r.stderr.split(message, 1)[1] and len(r.stderr.splitlines()) == 1
+    assert "Input should" not in r.stderr

@@ -60,11 +60,18 @@ def read_runs(path: str | Path) -> tuple[Spec, str]:
         return Spec.model_validate(data), str(path)
     except ValidationError as exc:
         error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        loc = [str(p) for p in error["loc"]]
+        where = (loc[0] + "".join(f"[{p}]" for p in loc[1:])) if loc else "(top level)"
+        given = _shown(error.get("input"))
         message = {
             "extra_forbidden": "unknown field; use stack, name, fit, runs",
             "missing": f"missing in {path}: a list of measured runs, each napkin step's keywords and step_seconds, "
             "tokens_per_second or tokens_per_second_per_gpu",
+            "list_type": f"{given} is not a list; write "
+            + ("runs: with one '- ' item per run" if loc[:1] == ["runs"] else "fit: [matmul_efficiency]"),
+            "dict_type": f"{given} is not a run: a mapping of napkin step's keywords (model: …, gpus: …)",
+            "string_type": f"{given} is not a name"
+            + ("; write fit: [matmul_efficiency]" if loc[:1] == ["fit"] else ", such as torchtitan or my-titan"),
         }.get(error["type"], error["msg"])
         raise bad(f"{where}: {message}") from None
 
@@ -133,3 +140,9 @@ def check_possible(run: dict[str, Any], i: int, sm: Any, knobs: Any, seconds: fl
 
 
 __all__ = ["CONSISTENT", "MEASURES", "Spec", "bad", "check_possible", "layout_of", "measured", "read_runs"]
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error quotes it: short, one line."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
