@@ -220,3 +220,17 @@ def test_a_runs_file_of_the_wrong_shape_says_what_to_write(
     assert r.exit_code == 2, r.stderr
     assert r.stderr == f"napkin: error: {message}" + r.stderr.split(message, 1)[1] and len(r.stderr.splitlines()) == 1
     assert "Input should" not in r.stderr
+
+
+@pytest.mark.parametrize("kind", ["hardware", "stacks", "clusters"])
+def test_edit_without_an_editor_points_at_the_files_of_its_own_kind(
+    napkin: Run, isolated: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """'napkin stack edit' told the user to look at 'napkin hardware path', which lists hardware folders."""
+    monkeypatch.delenv("EDITOR", raising=False)
+    monkeypatch.delenv("VISUAL", raising=False)
+    command = {"hardware": "hardware", "stacks": "stack", "clusters": "cluster"}[kind]
+    name = {"hardware": "h100", "stacks": "vllm", "clusters": "dgx-h100"}[kind]
+    r = napkin(command, "edit", name)
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
+    assert r.stderr.rstrip().endswith(f"edit the file itself, in {isolated / kind}"), r.stderr

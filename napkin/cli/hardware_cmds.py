@@ -225,8 +225,8 @@ def edit_profile(kind: Any, name: str, discard: bool, as_json: bool, find: Any, 
     from napkin.systems.profiles import copy_text, normalize
 
     with boundary():
-        editor = [] if discard else editor_command()
         directory = kind.user_dir()
+        editor = [] if discard else editor_command(directory)
         try:
             mine = sorted(directory.glob("*.yaml")) if directory.is_dir() else []
         except OSError as exc:
@@ -257,15 +257,16 @@ def edit_profile(kind: Any, name: str, discard: bool, as_json: bool, find: Any, 
         say(str(target))
 
 
-def editor_command() -> list[str]:
+def editor_command(directory: Path) -> list[str]:
     """The editor to run: $VISUAL, else $EDITOR, else vi, which needs a terminal: with no editor set and no
-    terminal (a script, a pipe, CI) the edit is refused at once, before any file is copied or drafted."""
+    terminal (a script, a pipe, CI) the edit is refused at once, before any file is copied or drafted, saying
+    where the files of this kind live (``directory``: hardware, stacks or clusters alike)."""
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
     if not editor:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError(
                 "$EDITOR: not set, and there is no terminal to run vi in; set EDITOR (e.g. "
-                "EDITOR=nano) or edit the file itself ('napkin hardware path' lists where)"
+                f"EDITOR=nano) or edit the file itself, in {directory}"
             )
         editor = "vi"
     try:
