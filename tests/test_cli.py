@@ -256,7 +256,7 @@ BAD_INPUTS = [
     (
         ["memory", "-N", "7B", "--micro-batch", "4"],
         2,
-        "napkin: error: activation options need an architecture: --model, --model-config or --layers",
+        "napkin: error: --micro-batch: activation memory needs an architecture: --model, --model-config or --layers",
     ),
     (["memory", "-N", "7B", "--model", "nope"], 2, "napkin: error: --model: unknown preset 'nope'"),
     (["mfu", "-N", "7B", "-G", "8"], 2, "napkin: error: give exactly one of --days, --hours, --gpu-hours"),

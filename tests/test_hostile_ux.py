@@ -234,3 +234,22 @@ def test_edit_without_an_editor_points_at_the_files_of_its_own_kind(
     r = napkin(command, "edit", name)
     assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
     assert r.stderr.rstrip().endswith(f"edit the file itself, in {isolated / kind}"), r.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["memory", "-m", "llama3-8b", "--lora-rank", "8"], "--lora-rank: used only with --finetune lora or qlora"),
+        (["memory", "-m", "llama3-8b", "--paged-optimizer"], "--paged-optimizer: used only with --finetune lora or"),
+        (["train-time", "-m", "llama3-8b", "-D", "1T", "-G", "8", "--lora-targets", "q"], "--lora-targets: used only"),
+        (["memory", "-N", "7B", "--seq", "4k"], "--seq: activation memory needs an architecture: --model, --model-"),
+        (["max-model", "--flash-attention"], "--flash-attention: activation memory needs an architecture"),
+    ],
+)
+def test_an_option_the_question_cannot_use_is_named_alone(napkin: Run, argv: list[str], line: str) -> None:
+    """Was every adapter option napkin has ('lora_rank, …, double_quant, adapter_dtype, …') in keyword spelling, or
+    'activation options' without saying which."""
+    r = napkin(*argv)
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("napkin: error: " + line) and len(r.stderr.splitlines()) == 1
+    assert "_" not in r.stderr.split(":")[1]  # flags, never library keywords

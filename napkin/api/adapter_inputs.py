@@ -47,20 +47,21 @@ class AdapterOptions:
         dtypes; double quantization without an NF4 base) and for adapter options given without adapters."""
         method = self.method
         if method is Finetune.full:
-            lora_only = (
-                self.lora_rank,
-                self.lora_targets,
-                self.base_format,
-                self.double_quant,
-                self.adapter_dtype,
-                self.embedding_dtype,
-            )
-            if any(v is not None for v in lora_only) or self.paged_optimizer:
+            lora_only = {
+                "lora_rank": self.lora_rank,
+                "lora_targets": self.lora_targets,
+                "base_format": self.base_format,
+                "double_quant": self.double_quant,
+                "adapter_dtype": self.adapter_dtype,
+                "embedding_dtype": self.embedding_dtype,
+                "paged_optimizer": self.paged_optimizer or None,
+            }
+            given = [name for name, value in lora_only.items() if value is not None]
+            if given:  # the options given, each named, not every adapter option napkin has
                 raise UsageError(
-                    "lora_rank, lora_targets, base_format, double_quant, adapter_dtype, embedding_dtype, "
-                    "paged_optimizer: used only with finetune lora or qlora",
-                    field="finetune",
-                    also=("lora_rank", "lora_targets", "base_format", "paged_optimizer"),
+                    f"{', '.join(given)}: used only with finetune lora or qlora",
+                    field=given[0],
+                    also=(*given[1:], "finetune"),
                 )
             return None
         from napkin.engines.finetune import Adapters  # only with adapters (start-up time)

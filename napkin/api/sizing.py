@@ -70,13 +70,15 @@ def _memory_inputs(
     g = parse(units.parse_int, gpus, "gpus")
     resolved = lay.resolve(g, arch)
     b = parse(units.parse_int, micro_batch, "micro_batch")
-    explicit = b != 1 or global_batch is not None or seq is not None or flash_attention is not None
+    activations = (("seq", seq), ("micro_batch", b != 1 or None), ("global_batch", global_batch))
+    given = [name for name, value in (*activations, ("flash_attention", flash_attention)) if value is not None]
     if arch is None:
-        if explicit:
+        if given:  # the options given, each named: they size the activations, which need the layers
             raise UsageError(
-                "activation options need an architecture: model, model_config or layers, hidden, heads",
-                field="model",
-                also=("model_config", "layers", "hidden", "heads"),
+                f"{', '.join(given)}: activation memory needs an architecture: model, model_config or "
+                "layers, hidden, heads",
+                field=given[0],
+                also=(*given[1:], "model", "model_config", "layers", "hidden", "heads"),
             )
         return _Inputs(n, g, None, chosen)
     length, source = resolve_seq(seq, chosen, needed_for="activation memory")

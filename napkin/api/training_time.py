@@ -196,8 +196,15 @@ def _adapter_params(
     """T, the trainable adapter parameters of a LoRA/QLoRA run (0 for full fine-tuning)."""
     method = choice(Finetune, finetune, "finetune")
     if method is Finetune.full:
-        if lora_rank is not None or lora_targets is not None:
-            raise UsageError("lora_rank, lora_targets: used only with finetune lora or qlora", field="finetune")
+        given = [
+            name for name, value in (("lora_rank", lora_rank), ("lora_targets", lora_targets)) if value is not None
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)}: used only with finetune lora or qlora",
+                field=given[0],
+                also=(*given[1:], "finetune"),
+            )
         return 0.0
     if arch is None:
         raise UsageError(
