@@ -452,7 +452,9 @@ def format_durations(values: list[float]) -> list[str]:
 
 
 def format_percent(fraction: float, decimals: int = 1) -> str:
-    return f"{fraction * 100:.{decimals}f} %"
+    """``0.123`` → ``"12.3 %"``; an absurd one (a warning's) grouped or scientific: ``"6.141e15 %"``, never 16 digits."""
+    percent = fraction * 100
+    return f"{percent:.{decimals}f} %" if abs(percent) < 1e4 else f"{format_number(percent)} %"
 
 
 def parse_length_rounded(text: str | float | int, what: str = "value") -> int:

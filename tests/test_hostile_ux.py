@@ -253,3 +253,15 @@ def test_an_option_the_question_cannot_use_is_named_alone(napkin: Run, argv: lis
     assert r.exit_code == 2, r.stderr
     assert r.stderr.startswith("napkin: error: " + line) and len(r.stderr.splitlines()) == 1
     assert "_" not in r.stderr.split(":")[1]  # flags, never library keywords
+
+
+def test_an_absurd_percentage_is_readable(napkin: Run) -> None:
+    from napkin.units import format_percent
+
+    assert (format_percent(0.123), format_percent(61.4), format_percent(6.14e13)) == (
+        "12.3 %",
+        "6140.0 %",
+        "6.140e15 %",
+    )
+    r = napkin("mfu", "-N", "7B", "-G", "8", "--days", "1e-9", "--tokens", "1e15")
+    assert "napkin: warning: MFU 6.141e15 % is above 100 %" in r.stderr  # was 'MFU 6140868002919545.0 %'
