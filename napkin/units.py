@@ -452,7 +452,7 @@ def format_durations(values: list[float]) -> list[str]:
 
 
 def format_percent(fraction: float, decimals: int = 1) -> str:
-    """``0.123`` → ``"12.3 %"``; an absurd one (a warning's) grouped or scientific: ``"6.141e15 %"``, never 16 digits."""
+    """``0.123`` → ``"12.3 %"``; an absurd one (a warning's) grouped or scientific (``"6.141e15 %"``, not 16 digits)."""
     percent = fraction * 100
     return f"{percent:.{decimals}f} %" if abs(percent) < 1e4 else f"{format_number(percent)} %"
 
