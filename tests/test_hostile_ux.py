@@ -265,3 +265,27 @@ def test_an_absurd_percentage_is_readable(napkin: Run) -> None:
     )
     r = napkin("mfu", "-N", "7B", "-G", "8", "--days", "1e-9", "--tokens", "1e15")
     assert "napkin: warning: MFU 6.141e15 % is above 100 %" in r.stderr  # was 'MFU 6140868002919545.0 %'
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["memory", "--help"],
+        ["--help"],
+        ["stack", "show", "megatron-core"],
+        ["stack", "show", "vllm"],
+        ["memory", "-m", "llama3-8b", "--explain"],
+        ["step", *STEP[:-2], "--explain"],
+        ["dtypes"],
+    ],
+)
+def test_an_ascii_terminal_gets_every_symbol_spelled(
+    napkin: Run, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """--help went through click's echo as UTF-8 bytes; '§', 'α', '÷', '⌈' and superscript runs came out as '?'."""
+    from tests.test_hostile import _main_on
+
+    code, out, err = _main_on(argv, "ascii", monkeypatch)
+    assert code == 0, err
+    text = out.decode("ascii")
+    assert text.count("?") == napkin(*argv).stdout.count("?")  # nothing fell back to '?'

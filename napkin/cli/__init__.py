@@ -162,6 +162,29 @@ ASCII_FALLBACK: Final = {
     "─": "-",
     "│": "|",
     "┃": "|",
+    "§": "sec. ",
+    "÷": "/",
+    "⇒": "=>",
+    "∝": "~",
+    "‖": "||",
+    "⌈": "ceil(",
+    "⌉": ")",
+    "⌊": "floor(",
+    "⌋": ")",
+    "⅓": "1/3",
+    "⅔": "2/3",
+    "α": "alpha",
+    "β": "beta",
+    "γ": "gamma",
+    "η": "eta",
+    "μ": "u",
+    "Δ": "Delta",
+    "Ψ": "Psi",
+}
+#: Superscripts and subscripts, written after one '^' or '_' per run: '10⁻¹⁵' is '10^-15', 'x₁₂' is 'x_12'.
+_SCRIPTS: Final = {
+    "^": dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺ᵀ", "0123456789-+T", strict=True)),
+    "_": dict(zip("₀₁₂₃₄₅₆₇₈₉", "0123456789", strict=True)),
 }
 EXIT_SIGPIPE: Final = 128 + 13
 EXIT_SIGINT: Final = 128 + 2
@@ -170,7 +193,11 @@ EXIT_SIGINT: Final = 128 + 2
 def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
-    return "".join(ASCII_FALLBACK.get(ch, "?") for ch in exc.object[exc.start : exc.end]), exc.end
+    run = exc.object[exc.start : exc.end]
+    for mark, digits in _SCRIPTS.items():
+        if all(ch in digits for ch in run):
+            return mark + "".join(digits[ch] for ch in run), exc.end
+    return "".join(ASCII_FALLBACK.get(ch, "?") for ch in run), exc.end
 
 
 def _prepare_streams() -> None:

@@ -65,11 +65,34 @@ def _as_is(kind: Any, value: Any) -> bool:
     return isinstance(kind, type) and issubclass(kind, Enum) and type(value) is kind
 
 
+def _show_help(ctx: Any, param: Any, value: bool) -> None:
+    """--help's page, written as napkin writes (``say``): on an ASCII terminal in ASCII spellings, where click's echo
+    re-wrapped the stream as UTF-8 and sent '×' and '·' as bytes it cannot show."""
+    if value and not ctx.resilient_parsing:
+        say(ctx.get_help())
+        ctx.exit()
+
+
+def _help_said(command: Any) -> None:
+    """``command``'s --help option, once click makes it, printing through ``_show_help``."""
+    made = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = made(ctx)
+        if option is not None:
+            option.callback = _show_help
+        return option
+
+    command.get_help_option = get_help_option
+
+
 def plain_options(command: Any) -> None:
-    """Make every typer option of ``command`` (and of its commands, if a group) a NapkinOption."""
+    """Make every typer option of ``command`` (and of its commands, if a group) a NapkinOption, and its --help
+    write as napkin writes (``_help_said``)."""
     for param in command.params:
         if type(param) is typer.core.TyperOption:
             param.__class__ = NapkinOption
+    _help_said(command)
     for sub in getattr(command, "commands", {}).values():
         plain_options(sub)
 
