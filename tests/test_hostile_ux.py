@@ -289,3 +289,22 @@ def test_an_ascii_terminal_gets_every_symbol_spelled(
     assert code == 0, err
     text = out.decode("ascii")
     assert text.count("?") == napkin(*argv).stdout.count("?")  # nothing fell back to '?'
+
+
+TRAFFIC = ("traffic", "-m", "llama3-8b", "--prompt", "100", "--output", "10", "--requests", "50")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rate", "1", "--requests", "1e9"], "--requests: '1e9' is above the 1,048,576 requests napkin accepts"),
+        (["--rate", "٨"], "--rate: '٨' is not understood; expected requests per second"),  # was read as 8
+        (["--rate", "1", "--percentiles", "٩٩"], "--percentiles: '٩٩' is not a number"),  # was read as 99
+    ],
+    ids=["a-billion-requests", "arabic-indic-rate", "arabic-indic-percentile"],
+)
+def test_traffic_reads_what_it_can_simulate_in_ascii_digits(napkin: Run, args: list[str], message: str) -> None:
+    """A billion requests was killed for its memory; other scripts' digits were read by float()."""
+    r = napkin(*TRAFFIC, *args)
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("napkin: error: " + message) and len(r.stderr.splitlines()) == 1

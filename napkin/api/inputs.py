@@ -67,6 +67,9 @@ LIMITS: dict[str, tuple[int | float, str, str]] = {
     ),
     # ChatGPT answers 2.5 billion prompts a day, 29,000 a second (OpenAI to Axios, July 2025).
     "rate": (1e7, "requests/s", "350× ChatGPT's 2.5 billion prompts a day, 29,000/s"),
+    # vLLM's benchmarks/benchmark_serving.py sends 1,000 prompts by default (--num-prompts); a simulation holds every
+    # request in memory (a billion was killed for its memory).
+    "requests": (2**20, "requests", "2^20, 1,000× the 1,000 prompts of vLLM's benchmark_serving.py"),
     # OpenAI's Batch API completes within a 24-hour window (platform.openai.com/docs/guides/batch): the loosest
     # latency a served request is promised.
     **dict.fromkeys(

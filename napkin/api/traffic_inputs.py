@@ -25,6 +25,8 @@ def parse_rate_per_second(value: Number, field: str = "rate") -> float:
             text, scale = text.removesuffix(suffix), factor
             break
     try:
+        if not text.isascii():  # float() reads other scripts' digits ('٨' as 8); napkin reads ASCII digits only
+            raise ValueError(text)
         rate = float(text) * scale
     except ValueError:
         raise UsageError(
@@ -107,6 +109,8 @@ def parse_percentiles(value: str | None) -> list[float]:
     out = []
     for part in str(value).split(","):
         try:
+            if not part.isascii():  # as for --rate: ASCII digits only
+                raise ValueError(part)
             q = float(part.strip().removeprefix("p").removeprefix("P"))
         except ValueError:
             raise UsageError(
