@@ -308,3 +308,11 @@ def test_traffic_reads_what_it_can_simulate_in_ascii_digits(napkin: Run, args: l
     r = napkin(*TRAFFIC, *args)
     assert r.exit_code == 2, r.stderr
     assert r.stderr.startswith("napkin: error: " + message) and len(r.stderr.splitlines()) == 1
+
+
+def test_a_collective_of_more_bytes_than_any_gpu_holds_is_refused(napkin: Run) -> None:
+    """1e36 bytes took 4.2e19 days, without a word."""
+    r = napkin("comm", "all-reduce", "--cluster", "dgx-h100", "--gpus", "8", "--bytes", "1e36")
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("napkin: error: --bytes: '1e36' is above the 1,000,000,000,000,000 bytes (1 PB)")
+    assert napkin("comm", "all-reduce", "--cluster", "dgx-h100", "--gpus", "8", "--bytes", "1PB").exit_code == 0

@@ -70,6 +70,8 @@ LIMITS: dict[str, tuple[int | float, str, str]] = {
     # vLLM's benchmarks/benchmark_serving.py sends 1,000 prompts by default (--num-prompts); a simulation holds every
     # request in memory (a billion was killed for its memory).
     "requests": (2**20, "requests", "2^20, 1,000× the 1,000 prompts of vLLM's benchmark_serving.py"),
+    # A collective's payload: NCCL sends buffers of GPU memory, at most a B200's 192 GB each; 1 PB is 5,000 times it.
+    "bytes": (1e15, "bytes (1 PB)", "5,000× the 192 GB of a B200, the most one GPU's buffer holds"),
     # OpenAI's Batch API completes within a 24-hour window (platform.openai.com/docs/guides/batch): the loosest
     # latency a served request is promised.
     **dict.fromkeys(
