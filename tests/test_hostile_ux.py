@@ -316,3 +316,19 @@ def test_a_collective_of_more_bytes_than_any_gpu_holds_is_refused(napkin: Run) -
     assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
     assert r.stderr.startswith("napkin: error: --bytes: '1e36' is above the 1,000,000,000,000,000 bytes (1 PB)")
     assert napkin("comm", "all-reduce", "--cluster", "dgx-h100", "--gpus", "8", "--bytes", "1PB").exit_code == 0
+
+
+@pytest.mark.parametrize("columns", [40, 60, 80])
+def test_a_comparison_wider_than_the_terminal_is_split_never_folded(
+    napkin: Run, monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    """Five profiles at 80 columns folded names and units: 'a100-sxm-80' / 'gb', '81.7 TFLOP/' / 's'."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    names = ["h100-sxm", "b200", "mi300x", "a100-sxm-80gb", "tpu-v5p"]
+    r = napkin("hardware", "compare", *names)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    assert all(any(name in line.split() for line in lines) for name in names)
+    assert not any(line.rstrip().endswith(("/", "FLOP", "TFLOP/", "-80")) for line in lines)
+    assert sum("Hardware comparison" in line for line in lines) > 1

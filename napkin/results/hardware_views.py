@@ -149,5 +149,24 @@ class HardwareComparison(TableResult):
     def caption(self) -> str:
         return "ridge point = dense peak / memory bandwidth: kernels below it are memory-bound"
 
+    def renderables(self) -> list[Any]:
+        """One table, or where the terminal is too narrow for every profile at once, one table per group that fits
+        (each with the row labels), the caption under the last."""
+        from napkin.results import render
+
+        header, body = self.header(), self.body()
+        groups = render.column_groups(header, body, render.width())
+        if len(groups) == 1:
+            return super().renderables()
+        return [
+            render.grid(
+                f"{self.heading()} ({k}/{len(groups)})",
+                [header[0], *(header[i] for i in group)],
+                [[row[0], *(row[i] for i in group)] for row in body],
+                caption=self.caption() if k == len(groups) else None,
+            )
+            for k, group in enumerate(groups, 1)
+        ]
+
     def to_json(self, explain: bool = False) -> Any:
         return [{**fields(p), "ridge_point": self.ridge(p)} for p in self.profiles]

@@ -239,6 +239,32 @@ def _tokens(cell: str) -> list[str]:
     return glue(cell).split() or [""]
 
 
+def _least(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    """Each column's narrowest width: its longest word (a name, a number with its unit)."""
+    return [
+        max(len(tok) for cell in (headers[i], *(row[i] for row in rows)) for tok in _tokens(cell))
+        for i in range(len(headers))
+    ]
+
+
+def column_groups(headers: Sequence[str], rows: Sequence[Sequence[str]], available: int) -> list[list[int]]:
+    """The columns after the first (the row labels), in groups in their order, each of which fits ``available``
+    beside the first at their narrowest: a comparison of more profiles than a terminal holds is shown as several
+    tables, never with a name or a number folded ('a100-sxm-80' / 'gb', 'TFLOP/' / 's')."""
+    least = _least(headers, rows)
+    groups: list[list[int]] = []
+    for i in range(1, len(headers)):
+        group = groups[-1] if groups else None
+        if group is not None and least[0] + sum(least[j] + 3 for j in (*group, i)) + 2 <= available:
+            group.append(i)
+        else:
+            groups.append([i])
+    size = -(-(len(headers) - 1) // max(1, len(groups)))  # as many tables, their columns shared out evenly
+    even = [list(range(start, min(start + size, len(headers)))) for start in range(1, len(headers), size)]
+    fits = all(least[0] + sum(least[j] + 3 for j in group) + 2 <= available for group in even)
+    return even if fits and len(even) == len(groups) else groups
+
+
 def fit_columns(
     headers: Sequence[str], rows: Sequence[Sequence[str]], available: int, secondary: Sequence[int] = ()
 ) -> tuple[list[int], list[int]]:
@@ -252,7 +278,7 @@ def fit_columns(
     n = len(headers)
     cells = [[headers[i], *(row[i] for row in rows)] for i in range(n)]
     natural = [max(len(line) for cell in col for line in cell.split("\n")) for col in cells]
-    least = [max(len(tok) for cell in col for tok in _tokens(cell)) for col in cells]
+    least = _least(headers, rows)
     kept = list(range(n))
 
     def total(cols: list[int], widths: Sequence[int]) -> int:
