@@ -99,7 +99,7 @@ class BenchResult(TableResult):
         ]
 
     def extras(self) -> list[Any]:
-        from napkin.results.render import Glued, together
+        from napkin.results.render import Wrapped, together
 
         skipped: dict[str, list[MatmulRecord]] = {}
         for rec in self.records:
@@ -115,7 +115,7 @@ class BenchResult(TableResult):
             *(f"- {n}" for n in notes),
             "median over repeats, inputs rotated, result checked against float64",
         ]
-        return [Glued("\n".join(lines))]  # wrapped between figures, never inside "101.8 GFLOP/s"
+        return [Wrapped("\n".join(lines))]  # wrapped between figures, never inside "101.8 GFLOP/s"
 
     def to_json(self, explain: bool = False) -> Any:
         return [rec.model_dump(mode="json") for rec in self.records]  # one record per (size, dtype)

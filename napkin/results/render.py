@@ -134,7 +134,9 @@ _SHORT_ASIDE = re.compile(r"\([^()\n]{1,20}\)")
 
 class Glued(str):
     """A table's title or caption: rich wraps it where the table's width ends, but (``_SafeConsole``) never at a
-    space ``glue`` holds, so a number stays with its unit or sign ("− 1" never leaves its "1" on the next line)."""
+    space ``glue`` holds, so a number stays with its unit or sign ("− 1" never leaves its "1" on the next line).
+    Only for a table's title or caption: a string printed on its own is joined with others into a plain Text,
+    which would print the glue; text under a table is a ``Wrapped``."""
 
 
 class _HeldText(Text):
