@@ -334,3 +334,26 @@ def test_a_comparison_wider_than_the_terminal_is_split_never_folded(
     assert all(any(name in line.split() for line in lines) for name in names)
     assert not any(line.rstrip().endswith(("/", "FLOP", "TFLOP/", "-80")) for line in lines)
     assert sum("Hardware comparison" in line for line in lines) > 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["step", "-m", "llama3-70b", "-G", "64", "--global-batch", "512", "-t", "8", "--explain"],
+        ["inference", "-m", "llama3.1-70b", "-G", "4", "--context", "8k", "--explain"],
+        ["comm", "all-reduce", "--cluster", "dgx-h100", "--bytes", "1GB", "--gpus", "64", "--explain"],
+    ],
+    ids=["step", "inference", "comm"],
+)
+def test_a_line_breaks_before_an_operator_never_after_it(
+    napkin: Run, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    """'optimizer +' / 'other', 'algbw =' / 'S/t', 'max_batch ×' / 'max_seq' at 80 columns before."""
+    monkeypatch.setenv("COLUMNS", "80")
+    r = napkin(*argv)
+    assert r.exit_code == 0, r.stderr
+    lines = [line.rstrip() for line in r.stdout.splitlines()]
+    split = [
+        (a, b) for a, b in itertools.pairwise(lines) if a.endswith((*SIGNS, "÷", "/")) and b.lstrip()[:1].isalnum()
+    ]
+    assert split == []

@@ -123,9 +123,9 @@ def console(stderr: bool = False) -> Console:
 #: Stands for a space no line may break at while text is wrapped; turned back into a space once it is.
 _GLUE = "\ue000"
 #: The spaces that hold two words together: a number and its unit or aside (``740 TFLOP/s``, ``85.5 GB``,
-#: ``8 (moments)``), a short label and its number (``TP 8``, ``b 2``, ``(v 2)``), and a sign and the number after
-#: it (``8 × 400``, ``− 1``, ``+ 4N``, ``≤ 2``).
-_GLUED = re.compile(r"(?<=\d) (?=[^\W\d_]|[%×(])|(?<=[×−+=≤≥≈±]) (?=\d)|(?<![\w.])([^\W\d_]{1,3}) (?=\d)")
+#: ``8 (moments)``), a short label and its number (``TP 8``, ``b 2``, ``(v 2)``), and an operator and the term after
+#: it (``8 × 400``, ``− 1``, ``+ 4N``, ``≤ 2``, ``= S/t``, ``/ peak``): a line breaks before an operator, never after.
+_GLUED = re.compile(r"(?<=\d) (?=[^\W\d_]|[%×(])|(?<=[×−+=≤≥≈±÷/]) (?=\S)|(?<![\w.])([^\W\d_]{1,3}) (?=\d)")
 
 
 #: A short parenthesis is one word: ``(optimizer states)``, ``(v 2)``, never ``(optimizer`` / ``states)``.
@@ -143,6 +143,8 @@ class _HeldText(Text):
     """Text whose ``_GLUE`` characters hold their words together while rich wraps it and print as spaces after."""
 
     def wrap(self, console: Console, width: int, **kwargs: Any) -> Lines:
+        # a held word wider than the table is let go (its words wrap, never folded), the others kept
+        self.plain = re.sub(r"\S+", lambda m: unglue(m[0]) if cell_len(m[0]) > width else m[0], self.plain)
         lines = super().wrap(console, width, **kwargs)
         for line in lines:
             line.plain = unglue(line.plain)  # the same length: the styles' spans still fit
