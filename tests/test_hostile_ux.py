@@ -357,3 +357,19 @@ def test_a_line_breaks_before_an_operator_never_after_it(
         (a, b) for a, b in itertools.pairwise(lines) if a.endswith((*SIGNS, "÷", "/")) and b.lstrip()[:1].isalnum()
     ]
     assert split == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inference", "-m", "llama3-8b", "--context", "1k", "--price", "1e30"],
+        ["train-time", "-N", "70B", "-D", "15T", "-G", "1024", "--price", "1e30"],
+        [*SERVE_PLAN, "--ttft-p90", "1s", "--price", "h100=1e30"],
+    ],
+    ids=["inference", "train-time", "serve-plan"],
+)
+def test_a_price_no_gpu_hour_costs_is_refused(napkin: Run, argv: list[str]) -> None:
+    """'$3,537,139,969,681,658,211,079,997,513,789,341,696' was printed as a cost."""
+    r = napkin(*argv)
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("napkin: error: --price: '1e30' is above the 10,000 USD per GPU-hour napkin accepts")
