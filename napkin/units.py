@@ -109,9 +109,9 @@ def _split(text: str, what: str, expected: str) -> tuple[str, str, str]:
         raise UsageError(f"{what}: {len(raw)} characters is too long for a number; expected {expected}")
     match = None if any(ch.isnumeric() and not ch.isascii() for ch in raw) else _NUMBER.fullmatch(raw)
     if match is None:
-        shown = raw if raw.isprintable() else ascii(raw)
+        quoted = repr(raw) if raw.isprintable() else ascii(raw)  # quoted once: '\udcff', not "'\\udcff'"
         why = "" if raw.isascii() else " (napkin reads ASCII digits only)"
-        raise UsageError(f"{what}: {shown!r} is not understood{why}; expected {expected}")
+        raise UsageError(f"{what}: {quoted} is not understood{why}; expected {expected}")
     return match.group("num"), match.group("exp") or "", (match.group("unit") or "").strip()
 
 

@@ -373,3 +373,10 @@ def test_a_price_no_gpu_hour_costs_is_refused(napkin: Run, argv: list[str]) -> N
     r = napkin(*argv)
     assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
     assert r.stderr.startswith("napkin: error: --price: '1e30' is above the 10,000 USD per GPU-hour napkin accepts")
+
+
+def test_a_number_that_is_not_utf8_is_quoted_once(napkin: Run) -> None:
+    """A byte that is not UTF-8 (read as '\\udcff') was quoted twice: "'\\\\udcff'"."""
+    r = napkin("memory", "-m", "llama3-8b", "--seq", "\udcff")
+    assert r.exit_code == 2, r.stderr
+    assert r.stderr.startswith("napkin: error: --seq: '\\udcff' is not understood (napkin reads ASCII digits only)")
