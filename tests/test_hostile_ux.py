@@ -380,3 +380,19 @@ def test_a_number_that_is_not_utf8_is_quoted_once(napkin: Run) -> None:
     r = napkin("memory", "-m", "llama3-8b", "--seq", "\udcff")
     assert r.exit_code == 2, r.stderr
     assert r.stderr.startswith("napkin: error: --seq: '\\udcff' is not understood (napkin reads ASCII digits only)")
+
+
+def test_bad_input_is_exit_2_even_where_stderr_cannot_be_written() -> None:
+    """The error line failing to write (2>/dev/full) turned exit 2 into 1, as if the output had failed."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [sys.executable, "-m", "napkin", "memory", "--model", "nope"],
+            stdout=subprocess.PIPE,
+            stderr=full,
+            timeout=120,
+            check=False,
+        )
+    assert (r.returncode, r.stdout) == (2, b"")

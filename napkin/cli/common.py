@@ -33,8 +33,12 @@ def say(text: str, *, err: bool = False) -> None:
     encode Unicode (LANG=C, PYTHONIOENCODING=ascii) gets ASCII spellings ('x' for '×'). Not ``typer.echo``: click
     re-wraps an ASCII stream as UTF-8, which sent such a terminal bytes it cannot show."""
     stream = sys.stderr if err else sys.stdout
-    stream.write(text + "\n")
-    stream.flush()
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except OSError:  # stderr that cannot be written (2>/dev/full) leaves the exit status as it is: 2 for bad input
+        if not err:
+            raise
 
 
 def unicode_stdout() -> bool:
