@@ -396,3 +396,11 @@ def test_bad_input_is_exit_2_even_where_stderr_cannot_be_written() -> None:
             check=False,
         )
     assert (r.returncode, r.stdout) == (2, b"")
+
+
+def test_an_absurd_matmul_is_written_in_scientific_notation(napkin: Run) -> None:
+    r = napkin("flops", "matmul", "9e15x9e15x9e15", "--explain")
+    assert r.exit_code == 0, r.stderr
+    assert "arithmetic intensity   3.000e15 FLOP/B" in r.stdout  # was 3,000,000,000,000,000.0
+    assert "= 4.86e32 B" in r.stdout and "81,000,000,000,000,000,000" not in r.stdout
+    assert "arithmetic intensity   1,365.3 FLOP/B" in napkin("flops", "matmul", "4096x4096x4096").stdout

@@ -16,8 +16,10 @@ from napkin.units import (
     format_bytes_si,
     format_duration,
     format_flops,
+    format_number,
     format_rate,
     format_sci,
+    format_whole,
 )
 
 
@@ -45,11 +47,16 @@ class MatmulResult(Result):
             ("shape", f"({self.m:,} × {self.k:,}) · ({self.k:,} × {self.n:,}), {self.dtype}"),
             ("FLOPs", format_flops(self.flops)),
             ("bytes moved", format_bytes_si(self.bytes)),
-            ("arithmetic intensity", f"{self.arithmetic_intensity:,.1f} FLOP/B"),
+            ("arithmetic intensity", f"{_per_byte(self.arithmetic_intensity)} FLOP/B"),
             ("ridge point", f"{self.ridge_point:,.1f} FLOP/B ({self.hardware})"),
             ("bound", f"{self.bound}-bound"),
             ("roofline time", f"{format_duration(self.seconds)} at {format_rate(self.attainable_flops_per_second)}"),
         ]
+
+
+def _per_byte(value: float) -> str:
+    """FLOP per byte: one decimal (``1,365.3``), in scientific notation from 10^7 (``3.000e15``, not 22 digits)."""
+    return f"{value:,.1f}" if value < 1e7 else format_number(value)
 
 
 def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> MatmulResult:
@@ -66,15 +73,15 @@ def matmul(m: int, k: int, n: int, hardware: HardwareProfile, dtype: str) -> Mat
         step(
             "bytes moved",
             "e·(m·k + k·n + m·n)",
-            f"{element:g} × ({m * k:,} + {k * n:,} + {m * n:,})",
-            f"{traffic:,.0f} B",
+            f"{element:g} × ({format_whole(m * k)} + {format_whole(k * n)} + {format_whole(m * n)})",
+            f"{format_whole(traffic)} B",
             "each operand and the output cross memory once (ideal tiling)",
         ),
         step(
             "arithmetic intensity",
             "FLOPs / bytes",
             f"{format_sci(flops)} / {format_sci(traffic)}",
-            f"{intensity:,.1f} FLOP/B",
+            f"{_per_byte(intensity)} FLOP/B",
             sources.ROOFLINE,
         ),
         step(
