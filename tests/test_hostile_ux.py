@@ -404,3 +404,12 @@ def test_an_absurd_matmul_is_written_in_scientific_notation(napkin: Run) -> None
     assert "arithmetic intensity   3.000e15 FLOP/B" in r.stdout  # was 3,000,000,000,000,000.0
     assert "= 4.86e32 B" in r.stdout and "81,000,000,000,000,000,000" not in r.stdout
     assert "arithmetic intensity   1,365.3 FLOP/B" in napkin("flops", "matmul", "4096x4096x4096").stdout
+
+
+def test_a_kv_block_longer_than_any_context_is_refused(napkin: Run) -> None:
+    """A 1,024-token sequence in blocks of a billion tokens was 131 TB of KV cache."""
+    r = napkin("kv-cache", "-m", "llama3-8b", "--context", "1k", "--block-size", "1e9")
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("napkin: error: --block-size: '1e9' is above the 65,536 tokens napkin accepts")
+    shown = napkin("kv-cache", "-m", "llama3-8b", "--context", "1k", "--block-size", "2048").stdout
+    assert "paged: blocks of 2,048 tokens" in shown

@@ -72,6 +72,9 @@ LIMITS: dict[str, tuple[int | float, str, str]] = {
     "requests": (2**20, "requests", "2^20, 1,000× the 1,000 prompts of vLLM's benchmark_serving.py"),
     # A collective's payload: NCCL sends buffers of GPU memory, at most a B200's 192 GB each; 1 PB is 5,000 times it.
     "bytes": (1e15, "bytes (1 PB)", "5,000× the 192 GB of a B200, the most one GPU's buffer holds"),
+    # vLLM pages KV in blocks of 16 tokens by default (vllm/config/__init__.py CacheConfig, v0.10.1): 2^16 is 4,096
+    # times it, a block as long as a long context.
+    "block_size": (2**16, "tokens", "2^16, 4,096× vLLM's 16-token block"),
     # A GPU-hour's price: Modal lists an H100 at $3.9492 (hardware/h100-sxm.yaml); $10,000 is 2,500 times it.
     "price": (1e4, "USD per GPU-hour", "2,500× an H100's $3.95 on demand"),
     # OpenAI's Batch API completes within a 24-hour window (platform.openai.com/docs/guides/batch): the loosest

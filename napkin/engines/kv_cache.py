@@ -116,7 +116,7 @@ class KvCacheResult(Result):
         return rows
 
     def caption(self) -> str | None:
-        return f"paged: blocks of {self.block_size} tokens" if self.block_size else None
+        return f"paged: blocks of {self.block_size:,} tokens" if self.block_size else None
 
 
 def _attention_kind(model: Model) -> str:
