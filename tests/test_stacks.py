@@ -90,6 +90,10 @@ def test_a_value_without_a_source_or_out_of_range_is_refused(napkin: Run, tmp_pa
     assert r.exit_code == 1 and "training.matmul_efficiency" in r.stderr
     r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack-file", str(wrong))
     assert r.exit_code == 2 and "training.matmul_efficiency" in r.stderr and "Traceback" not in r.stderr
+    # a share of a rate no stack reaches (it printed a step of 4e295 days): at least 1 %
+    crawl = _copy(tmp_path, "torchtitan", name="crawl", **{"training.matmul_efficiency": 1e-300})
+    r = napkin("step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack-file", str(crawl))
+    assert r.exit_code == 2 and "training.matmul_efficiency" in r.stderr and "greater than or equal to 0.01" in r.stderr
 
 
 def test_an_unknown_stack_names_the_option(napkin: Run) -> None:

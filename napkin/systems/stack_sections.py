@@ -17,7 +17,8 @@ STRICT = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
 Size = BytesOrZero  # a size a stack may state as none at all (0)
-Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+#: A share of a rate a stack reaches: at least 1 % (no stack runs slower than that; calibrate fits from 2 %).
+Fraction = Annotated[float, Field(ge=0.01, le=1, allow_inf_nan=False)]
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
