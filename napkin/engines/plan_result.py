@@ -46,7 +46,9 @@ class PlanResult(TableResult):
             return super().renderables()
         from rich.text import Text  # nothing to rank: the heading and why, no empty table
 
-        return [Text(self.heading(), style="italic"), Text(""), Text(self.caption())]
+        from napkin.results.render import Wrapped
+
+        return [Text(self.heading(), style="italic"), Text(""), Wrapped(self.caption())]
 
     @property
     def best(self) -> str | None:

@@ -193,12 +193,12 @@ def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms], outside: list
     change = other_terms.step_seconds / best_terms.step_seconds - 1
     gain = best_terms.step_seconds / other_terms.step_seconds - 1  # "faster" as the caption says it: time ratio − 1
     if change < -0.005 and outside:  # ranked below the validated layouts
-        return f"{gain:.0%} faster by this model, but outside the validated region"
+        return f"{gain:,.0%} faster by this model, but outside the validated region"
     if change < -0.005:  # otherwise only a family the ranking leaves out (TP across nodes) can beat the winner
-        return f"{gain:.0%} faster by this model, but napkin keeps TP inside the scale-up domain"
+        return f"{gain:,.0%} faster by this model, but napkin keeps TP inside the scale-up domain"
     if change < 0.005:
         return "as fast"
-    return f"{change:.0%} slower (+{why})"
+    return f"{change:,.0%} slower (+{why})"
 
 
 def _leanest(k: Knobs) -> list[Knobs]:
@@ -318,7 +318,7 @@ def _explain(
     best = scored[0][1], scored[0][2]
     worst_name, worst_share = _worst(best[1])
     overhead = (
-        f"its largest overhead is {worst_name} ({worst_share:.0%})"
+        f"its largest overhead is {worst_name} ({worst_share:,.0%})"
         if worst_share >= 0.005
         else ("it has no overhead above 0.5 %")
     )
@@ -328,7 +328,7 @@ def _explain(
         seconds, k = faster[0], faster[1]
         lines.append(
             f"Layouts inside the stack's validated region rank first; the fastest outside it is predicted "
-            f"{scored[0][0] / seconds - 1:.0%} faster: {k.layout().describe(compact=True)} b{k.micro_batch}, "
+            f"{scored[0][0] / seconds - 1:,.0%} faster: {k.layout().describe(compact=True)} b{k.micro_batch}, "
             f"outside in {'; '.join(outside_layout(sm, k))}. --explore ranks every layout by its step time."
         )
     capacity = sm.hw.capacity - sm.reserve
