@@ -31,6 +31,7 @@ from napkin.engines.step.knobs import (
 )
 from napkin.engines.step.machine import (
     ACT_BYTES,
+    CAST_WRITTEN,
     FLASH_BACKWARD_FLOPS,
     LOW_PRECISION,
     SIZE_EFFICIENCY,
@@ -102,6 +103,10 @@ class LayerModel:
         )
         self.rate, self.rate16 = hw.rate * st.matmul, hw.rate16 * st.matmul
         self.fp8 = hw.dtype in LOW_PRECISION and hw.rate != hw.rate16
+        #: the recipe's share of the math scaled to the 8-bit rate (RECIPE_AT_8_BIT), and the bytes per element its
+        #: cast writes: one 8-bit copy, or NVFP4's row- and column-wise copies (CAST_WRITTEN)
+        self.recipe_scale = hw.rate / hw.rate8 if hw.rate8 else 1.0
+        self.cast_written = CAST_WRITTEN.get(hw.dtype, 1.0)
         m = model
         self.params = float(m.params())
         self.expert_params = float(m.expert_params()) if m.is_moe else 0.0
@@ -165,10 +170,11 @@ class LayerModel:
         math_s = flops / (rate * q)
         cast = 0.0
         if self.fp8 and not rate16:
-            # the fp8 recipe: its input is cast (16-bit read, 8-bit written) and scaled, and the stack's own cost
-            # (amax reductions, scale updates, transposes) as a share of the math
-            math_s *= 1.0 + self.stack.fp8_overhead
-            cast = self.stream(3.0 * m * k)
+            # the fp8 recipe: its input is cast (16-bit read, low-precision copies written) and scaled, and the
+            # stack's own cost (amax reductions, scale updates, transposes) as a share of the math at the 8-bit rate
+            # (RECIPE_AT_8_BIT: a narrower format's GEMM is faster, its recipe's HBM passes are not)
+            math_s *= 1.0 + self.stack.fp8_overhead * self.recipe_scale
+            cast = self.stream((ACT_BYTES + self.cast_written) * m * k)
         return count * (math_s + cast + nbytes / (self.hw.hbm * self.stack.hbm * memory_efficiency(nbytes)))
 
     def stream(self, nbytes: float, count: float = 1.0) -> float:

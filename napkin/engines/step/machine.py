@@ -17,6 +17,7 @@ from napkin.engines.memory import (
 from napkin.errors import UsageError
 from napkin.systems.cluster import Cluster, Fabric
 from napkin.systems.profiles import HardwareProfile
+from napkin.systems.stack_knobs import NVFP4_ELEMENT_BYTES
 
 #: Maximum Achievable Matmul FLOPS (bf16, dense), measured by mamf-finder.py (stas00/ml-engineering,
 #: compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table", BF16 v2 table; mean of
@@ -112,11 +113,33 @@ class Machine:
     dtype: str  # the number format of ``peak`` and ``rate``
     peak16: float  # 16-bit dense peak (FlashAttention's efficiency is quoted against it)
     profile: HardwareProfile  # where all of this came from: results report its memory (never a lookup by name)
+    rate8: float = 0.0  # R of the device's 8-bit format under a narrower one (0: ``rate``): ``RECIPE_AT_8_BIT``
 
 
 #: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
 #: (sources.TE_FP8_SCOPE): the attention core and the output layer stay 16-bit.
 LOW_PRECISION: Final = frozenset({"fp8", "fp6", "fp4", "int8"})
+#: Formats narrower than 8 bits: their recipe's own work (``RECIPE_AT_8_BIT``) is timed at the 8-bit rate.
+NARROWER_THAN_8_BIT: Final = frozenset({"fp6", "fp4"})
+#: A low-precision recipe's work beyond its GEMMs (stack ``fp8.overhead``: amax passes, casts, scale updates) is
+#: per-element HBM work, not tensor-core math: under NVFP4 Transformer Engine computes the input's amax in one pass
+#: (nvte_compute_amax_with_config, or nvte_hadamard_transform_amax for the column-wise copy's post-RHT amax), then
+#: quantizes row- and column-wise from the 16-bit input (NVFP4Quantizer::quantize_impl,
+#: transformer_engine/pytorch/csrc/quantizer.cpp @ d0067d0da), the same passes as FP8 current scaling's, whose
+#: cost does not halve when the GEMM's rate doubles. So the fitted share is a share of the GEMM's math at the
+#: device's 8-bit rate: (R_format / R_8bit) × ``fp8.overhead`` of the math at R_format.
+RECIPE_AT_8_BIT: Final = (
+    "under a format narrower than 8 bits, the recipe's work beyond the GEMMs (fp8.overhead) is a share of the "
+    "GEMM's math at the device's 8-bit rate: its amax and quantize passes are HBM passes over the 16-bit input "
+    "(NVFP4Quantizer::quantize_impl, NVIDIA/TransformerEngine transformer_engine/pytorch/csrc/quantizer.cpp @ "
+    "d0067d0da), not tensor-core math"
+)
+#: Bytes per element a low-precision GEMM input's cast writes (8-bit formats: one copy, 1 B; Blackwell's fp8
+#: GEMMs take it in either layout, memory.fp8_weight_bytes_devices): under NVFP4 the row-wise copy (fprop, dgrad)
+#: and the column-wise one (wgrad, after the random Hadamard transform) are both quantized from the 16-bit input
+#: (NVFP4BlockScaling, transformer_engine/common/recipe/__init__.py @ d0067d0da: "both versions are computed from
+#: the high precision input"), each 4 bits and one E4M3 scale per 16 elements (NVFP4_ELEMENT_BYTES).
+CAST_WRITTEN: Final = {"fp4": 2 * NVFP4_ELEMENT_BYTES}
 SHARDED_PARAMS: Final = frozenset({Sharding.zero3, Sharding.fsdp, Sharding.hsdp})
 #: One strategy under two names (napkin reads fsdp as ZeRO-3).
 FULL_SHARD: Final = frozenset({Sharding.zero3, Sharding.fsdp})
@@ -160,6 +183,9 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
     if dtype in LOW_PRECISION and hardware.peak_if_known("bf16"):
         rate16 = min(rate, machine(cluster, hardware, "bf16").rate)
     peak16 = hardware.peak_if_known("bf16") or peak
+    rate8 = 0.0
+    if dtype in NARROWER_THAN_8_BIT and hardware.peak_if_known("fp8"):
+        rate8 = min(rate, machine(cluster, hardware, "fp8").rate)
     return Machine(
         hardware.name,
         cluster.name,
@@ -173,4 +199,5 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
         dtype,
         peak16,
         hardware,
+        rate8,
     )
