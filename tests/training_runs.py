@@ -93,6 +93,7 @@ SHAPES: Final[dict[str, Model]] = {
     "llama3.1-70b": get_preset("llama3.1-70b").model,
     "llama3-8b": get_preset("llama3-8b").model,
     "llama3-70b": get_preset("llama3-70b").model,
+    "llama3.1-405b": get_preset("llama3.1-405b").model,
     "llama2-7b": get_preset("llama2-7b").model,
     "llama2-70b": get_preset("llama2-70b").model,
     "llama2-13b": _llama(40, 5120, 40, 40, 13824, 32000),
@@ -181,6 +182,12 @@ SOURCES: Final = (
     "factor 1.0, padded to capacity, alltoall dispatcher; no DeepEP, no all-to-all overlap). Padded to capacity "
     "each expert computes the tokens balanced routing gives it, as napkin counts; the shapes are static and the "
     "dispatcher does not wait for token counts",
+    "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @ 067f987d (DGX-GB200, NVFP4, releases 26.02 to "
+    "26.04.01; the 26.04.01 Llama 3 70B and 26.06 Llama 3.1 405B rows are held out of the repository), at the "
+    "recipe LLAMA3_70B_PRETRAIN_CONFIG_GB200_NVFP4_V2 (scripts/performance/configs/llama/"
+    "llama3_workload_base_configs.py @ v0.3.0 and v0.4.0: TP 2, PP 4, VP 5, MBS 1, GBS 256, no CUDA graphs) and "
+    "bf16_with_nvfp4_mixed (src/megatron/bridge/training/mixed_precision.py @ 067f987d: no layers kept in BF16, "
+    "fp4_param_gather), the distributed optimizer",
 )
 
 #: One run a line: id, stack, shape, machine, GPUs, sequence, global batch, micro-batch, TP, PP, CP, v, sharding,
@@ -453,6 +460,13 @@ nemo-2407-nemotron-340b-g128 megatron-core nemotron-340b dgx-h100 128 4096 32 1 
 nemo-2407-llama3-8b-g8 megatron-core llama3-8b dgx-h100 8 8192 128 1 1 1 2 1 zero1 none fp8 12273 validation 12
 nemo-2407-llama3-70b-g64 megatron-core llama3-70b dgx-h100 64 8192 128 1 4 4 2 5 zero1 none fp8 1524 validation 12
 megatron-bridge-25.11-llama3-8b-g8 megatron-core llama3-8b dgx-h100 8 8192 128 1 1 1 1 1 zero3 none fp8 14451 validation 13
+mb-26.04-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4898 validation 19
+mb-26.02.01-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4557 validation 19
+mb-26.02-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4458 validation 19
+mb-26.04.01-llama3.1-405b-gb200-nvfp4-g256 megatron-core llama3.1-405b gb200-nvl72 256 8192 1536 1 4 16 1 8 zero1 none fp4 1184 validation 19
+mb-26.04-llama3.1-405b-gb200-nvfp4-g256 megatron-core llama3.1-405b gb200-nvl72 256 8192 1536 1 4 16 1 8 zero1 none fp4 1136 validation 19
+mb-26.02.01-llama3.1-405b-gb200-nvfp4-g256 megatron-core llama3.1-405b gb200-nvl72 256 8192 1536 1 4 16 1 4 zero1 none fp4 1083 validation 19
+mb-26.02-llama3.1-405b-gb200-nvfp4-g256 megatron-core llama3.1-405b gb200-nvl72 256 8192 1536 1 4 16 1 8 zero1 none fp4 1076 validation 19
 """
 
 
@@ -584,7 +598,7 @@ def _grand_teton() -> tuple[Cluster, HardwareProfile]:
 def machines() -> dict[str, tuple[Cluster, HardwareProfile]]:
     """The clusters the runs ran on: napkin's built-ins, A100 40GB nodes (DGX A100's fabric, as llm-foundry's
     '1600 Gbps node-node interconnect' table heading says) and the Grand Teton H100s."""
-    out = {name: (c := find(name).cluster, resolve(c.device).profile) for name in ("dgx-h100", "dgx-a100", "dgx-h200")}
+    out = {name: (c := find(name).cluster, resolve(c.device).profile) for name in ("dgx-h100", "dgx-a100", "dgx-h200", "gb200-nvl72")}
     a100 = find("dgx-a100").cluster.model_copy(update={"name": "dgx-a100-40gb", "device": "a100-sxm-40gb"})
     out["dgx-a100-40gb"] = (a100, resolve("a100-sxm-40gb").profile)
     out["grand-teton"] = _grand_teton()
