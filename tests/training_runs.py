@@ -598,7 +598,10 @@ def _grand_teton() -> tuple[Cluster, HardwareProfile]:
 def machines() -> dict[str, tuple[Cluster, HardwareProfile]]:
     """The clusters the runs ran on: napkin's built-ins, A100 40GB nodes (DGX A100's fabric, as llm-foundry's
     '1600 Gbps node-node interconnect' table heading says) and the Grand Teton H100s."""
-    out = {name: (c := find(name).cluster, resolve(c.device).profile) for name in ("dgx-h100", "dgx-a100", "dgx-h200", "gb200-nvl72")}
+    out = {
+        name: (c := find(name).cluster, resolve(c.device).profile)
+        for name in ("dgx-h100", "dgx-a100", "dgx-h200", "gb200-nvl72")
+    }
     a100 = find("dgx-a100").cluster.model_copy(update={"name": "dgx-a100-40gb", "device": "a100-sxm-40gb"})
     out["dgx-a100-40gb"] = (a100, resolve("a100-sxm-40gb").profile)
     out["grand-teton"] = _grand_teton()

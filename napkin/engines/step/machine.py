@@ -132,7 +132,9 @@ RECIPE_AT_8_BIT: Final = (
     "under a format narrower than 8 bits, the recipe's work beyond the GEMMs (fp8.overhead) is a share of the "
     "GEMM's math at the device's 8-bit rate: its amax and quantize passes are HBM passes over the 16-bit input "
     "(NVFP4Quantizer::quantize_impl, NVIDIA/TransformerEngine transformer_engine/pytorch/csrc/quantizer.cpp @ "
-    "d0067d0da), not tensor-core math"
+    "d0067d0da), not tensor-core math; NVFP4's cast writes the row- and column-wise copies, each 0.5625 B an "
+    "element, both quantized from the 16-bit input (NVFP4BlockScaling, transformer_engine/common/recipe/__init__.py "
+    "@ d0067d0da)"
 )
 #: Bytes per element a low-precision GEMM input's cast writes (8-bit formats: one copy, 1 B; Blackwell's fp8
 #: GEMMs take it in either layout, memory.fp8_weight_bytes_devices): under NVFP4 the row-wise copy (fprop, dgrad)

@@ -20,6 +20,7 @@ from napkin.engines.step.machine import (
     FLASH_BACKWARD_FLOPS,
     FLASH_FORWARD,
     MEMORY_EFFICIENCY,
+    RECIPE_AT_8_BIT,
     SIZE_EFFICIENCY,
 )
 from napkin.engines.step.model import StepModel
@@ -186,6 +187,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
             "each GEMM's time",
             f"{sources.NO_OVERLAP}; {sources.TILE_QUANTIZATION}; {sources.MATMUL_SIZE}",
         ),
+        *([_recipe_step(sm)] if sm.fp8 else []),
         *(
             [
                 step(
@@ -408,4 +410,17 @@ def build_result(sm: StepModel, k: Knobs, name: str, terms: Terms | None = None)
             )
             if n
         ],
+    )
+
+
+def _recipe_step(sm: StepModel) -> Step:
+    """A low-precision GEMM's recipe work: its input's cast and the stack's fp8.overhead at the 8-bit rate."""
+    hw = sm.hw
+    return step(
+        f"{hw.dtype} recipe work",
+        "per GEMM: (2 + w)·m·k bytes / (BW_HBM·η_mem) + overhead × (R / R_8bit) × its math",
+        f"w = {sm.cast_written:g} B written per element, overhead = {sm.stack.fp8_overhead:g}, R / R_8bit = "
+        f"{sm.recipe_scale:.2f}",
+        "each linear layer's GEMMs",
+        "stack fp8.overhead" + (f"; {RECIPE_AT_8_BIT}" if hw.rate8 else ""),
     )
