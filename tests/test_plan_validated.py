@@ -60,8 +60,8 @@ def test_plan_cli_marks_only_layouts_whose_own_choices_are_outside(napkin: Run) 
     r = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--json")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
-    assert data["ranking"] == "validated first" and data["question_outside"] == ["bf16 (validated: fp8)"]
-    assert "validated region: bf16 (validated: fp8)" in r.stderr
+    assert data["ranking"] == "validated first" and data["question_outside"] == ["bf16 (validated: fp8, fp4)"]
+    assert "validated region: bf16 (validated: fp8, fp4)" in r.stderr
     table = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--top", "3")
     assert table.exit_code == 0 and " *" not in table.stdout.split("dgx-h100")[0]
     explore = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--explore")
