@@ -68,6 +68,12 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     # llama-models @ a9c89c47 models/llama4/MODEL_CARD.md: "17B (Activated) 400B (Total)"; the Hub's 402B adds the
     # vision tower and projector, which napkin reports apart
     "llama-4-maverick": (400e9, 1e9, "Llama 4 Maverick (17Bx128E) model card: 400B total"),
+    # Zhipu writes 106.85 B as "106B" (cut); GLM-4.6 is 352.8 B as transformers loads it (no MTP layer) against the
+    # "355B" of GLM-4.5's report (arXiv:2508.06471 Table 1, the same shape): 0.6 % under, left open (tests/test_hf_families.py)
+    "glm-4.5-air": (106.5e9, 0.5e9, "zai-org/GLM-4.5-Air model card: 106B total (arXiv:2508.06471 Table 1)"),
+    "glm-4.6": (355e9, 2.5e9, "zai-org/GLM-4.6 model card / arXiv:2508.06471 Table 1: 355B total"),
+    # the language model; the Pixtral tower and projector (≈ 0.44 B) are reported apart, the card's "24B" is both
+    "mistral-small-3.2-24b": (24e9, 0.5e9, "mistralai/Mistral-Small-3.2-24B-Instruct-2506 model card: 24B"),
 }
 
 

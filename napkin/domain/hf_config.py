@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from napkin.domain.choices import Mlp, Norm
+from napkin.domain.choices import Mlp, Norm, QkNorm
 from napkin.domain.hf_families import ACTIVATIONS, DEFAULT, FAMILIES, Family, text_part
 from napkin.domain.model import Model
 from napkin.errors import UsageError
@@ -169,11 +169,12 @@ def _moe(r: _Reader, mt: str, layers: int, ffn: int | None) -> dict[str, Any]:
         step = max(1, r.whole("interleave_moe_layer_step", 1))
         moe = r.flags("moe_layers") or list(range(step - 1, layers, step))
         out["dense_layers"] = layers - len(moe)
-    elif mt.startswith("deepseek"):
+    elif mt.startswith("deepseek") or mt == "glm4_moe":
         out["shared_experts"] = r.whole("n_shared_experts", 0)
         first, freq = r.whole("first_k_dense_replace", 0), max(1, r.whole("moe_layer_freq", 1))
         out["dense_layers"] = layers - sum(1 for i in range(first, layers) if i % freq == 0)
-        out["router_bias"] = c.get("topk_method") == "noaux_tc"  # e_score_correction_bias
+        # e_score_correction_bias: DeepSeek's noaux_tc router; GLM-4.5's always (modeling_glm4_moe.py)
+        out["router_bias"] = mt == "glm4_moe" or c.get("topk_method") == "noaux_tc"
     elif mt in ("qwen2_moe", "qwen3_moe"):
         only, step = r.flags("mlp_only_layers"), max(1, r.whole("decoder_sparse_step", 1))
         out["dense_layers"] = sum(1 for i in range(layers) if i in only or (i + 1) % step)
@@ -276,6 +277,9 @@ def read_config(
         out["head_bias"] = c.get("lm_head_bias", False)
     elif mt == "gpt_oss":
         out.update(attention_bias=True, mlp_bias=True, sinks=True)
+    elif mt == "glm4_moe":  # Q, K, V biased by attention_bias, O never; a head_dim-wide QK norm if use_qk_norm
+        out.update(qkv_bias=bool(c.get("attention_bias")), attention_bias=False)
+        out["qk_norm"] = QkNorm.head if c.get("use_qk_norm") else QkNorm.none
     elif mt == "gemma" and act == "gelu":
         r.notes.append("hidden_act 'gelu' in a Gemma config means the tanh approximation (modeling_gemma.py)")
     if c.get("kv_lora_rank"):  # MLA: DeepSeek-V2 §2.1 (modeling_deepseek_v3.py)
@@ -292,7 +296,8 @@ def read_config(
     if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
         r.notes.append(
             f"num_nextn_predict_layers {mtp}: the multi-token-prediction module (DeepSeek-V3 §2.2; the checkpoint's "
-            "extra layer) is not counted, as transformers does not load it: 671 B as published, not the Hub's 685 B"
+            "extra layer) is not counted, as transformers does not load it (DeepSeek-V3: 671 B as published, not the "
+            "Hub's 685 B)"
         )
     if layers > 1 << 16:
         raise r.fail(r.keys["layers"], f"{layers:,} layers: napkin models up to 65,536 (no model is near it)")

@@ -50,6 +50,10 @@ FAMILIES: dict[str, Family] = {
     "deepseek_v3": Family("DeepSeek-V3/R1"),
     "gpt_oss": Family("gpt-oss", sliding="types"),
     "llama4_text": Family("Llama 4"),
+    # modeling_glm4_moe.py @ 000c33fd: Q, K, V biased by attention_bias, O never; q_norm/k_norm (head_dim wide)
+    # when use_qk_norm; the first first_k_dense_replace layers dense, then n_routed_experts + a shared expert
+    # moe_intermediate_size · n_shared_experts wide, a sigmoid router with e_score_correction_bias
+    "glm4_moe": Family("GLM-4.5/4.6"),
     # FalconConfig(max_position_embeddings=2048): Falcon-7B's config.json leaves it out
     "falcon": Family("Falcon", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True, context=2048),
     "gpt2": Family("GPT-2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
@@ -60,6 +64,10 @@ FAMILIES: dict[str, Family] = {
 
 #: Multimodal wrappers: the language model's config is ``text_config``.
 WRAPPERS = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
+
+
+#: Vision towers that are plain ViTs (``vit_params``); others (Pixtral's gated, RoPE encoder) are named, not sized.
+VIT_TOWERS = {"siglip_vision_model", "siglip", "clip_vision_model"}
 
 
 #: Activations the MLP formulas cover (hidden_act / activation_function / hidden_activation).
@@ -112,7 +120,7 @@ def text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]]
     if isinstance(vision, dict):
         kind = vision.get("model_type", "vision")
         layers = vision.get("num_hidden_layers", vision.get("depth", "?"))
-        size = vit_params(vision)
+        size = vit_params(vision) if kind in VIT_TOWERS else None
         about = f", ≈ {size / 1e6:,.0f} M parameters as a ViT" if size else ""
         notes.append(
             f"the vision tower ({kind}, {layers} layers, width {vision.get('hidden_size', '?')}{about}) and its "

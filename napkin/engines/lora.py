@@ -40,11 +40,12 @@ CONVERTED: dict[str, tuple[str, str, str, str]] = {
     "deepseek_v2": ("gate", "gate_proj", "up_proj", "down_proj"),
     "deepseek_v3": ("gate", "gate_proj", "up_proj", "down_proj"),
     "qwen3_moe": ("gate", "gate_proj", "up_proj", "down_proj"),
+    "glm4_moe": ("gate", "gate_proj", "up_proj", "down_proj"),
 }
 CONVERSION = (
-    f"{PEFT_VERSION} utils/transformers_weight_conversion.py: on Mixtral, DeepSeek-V2/V3 and Qwen3-MoE the expert "
-    "names (and all-linear) target the router weight and the fused experts (gate_up_proj at rank 2r), not the dense "
-    "or shared MLPs"
+    f"{PEFT_VERSION} utils/transformers_weight_conversion.py: on Mixtral, DeepSeek-V2/V3, Qwen3-MoE and GLM-4.5 the "
+    "expert names (and all-linear) target the router weight and the fused experts (gate_up_proj at rank 2r), not the "
+    "dense or shared MLPs"
 )
 #: Routers that are nn.Linear modules (peft's "all-linear" adapts them), by model_type.
 LINEAR_ROUTER = {"phimoe": "router", "llama4_text": "router"}
