@@ -12,6 +12,8 @@ import pytest
 
 import napkin
 from napkin.domain.hf_config import read_config
+from napkin.errors import UsageError
+from tests.conftest import Run
 
 DATA = Path(__file__).parent / "data" / "hf_configs"
 
@@ -87,3 +89,34 @@ def test_mistral_small_3_reads_its_language_model_and_names_the_pixtral_tower() 
     assert any(
         "vision tower (pixtral, 24 layers, width 1024) and its projector are not counted" in n for n in read.notes
     )
+
+
+HYBRIDS = {
+    # the architecture keys of released configs (Qwen/Qwen3-Next-80B-A3B-Instruct, nvidia/NVIDIA-Nemotron-Nano-9B-v2,
+    # tiiuae/Falcon-H1-7B-Instruct, ai21labs/AI21-Jamba-Mini-1.5): what marks each as a hybrid
+    "qwen3_next": {"layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]},
+    "nemotron_h": {"hybrid_override_pattern": "M-M-M-MM-M-M-M*-"},
+    "falcon_h1": {"mamba_d_ssm": 3072, "mamba_n_heads": 24},
+    "jamba": {"attn_layer_period": 8, "attn_layer_offset": 4},
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(HYBRIDS))
+def test_a_hybrid_is_refused_not_counted_as_attention(model_type: str, tmp_path: Path, napkin: Run) -> None:
+    """Before: nemotron_h, falcon_h1 and jamba were read as Llama-style decoders (one warning), every Mamba layer
+    counted as attention with a KV cache; qwen3_next was refused for its layer_types, not for what it is."""
+    data = {**config("llama-3.1-8b"), "model_type": model_type, **HYBRIDS[model_type]}
+    with pytest.raises(UsageError, match=f"model_type: '{model_type}' is a hybrid") as info:
+        read_config(data)
+    assert info.value.field == "model_config"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = napkin("kv-cache", "--model-config", str(path), "--context", "8k")
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"'{model_type}' is a hybrid" in lines[0] and "not supported" in lines[0]
+
+
+def test_an_unknown_model_type_with_a_mamba_key_is_refused_too() -> None:
+    with pytest.raises(UsageError, match="'my_hybrid' is a hybrid \\(hybrid_override_pattern is set\\)"):
+        read_config({**config("llama-3.1-8b"), "model_type": "my_hybrid", "hybrid_override_pattern": "M*M*"})

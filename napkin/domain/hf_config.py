@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from napkin.domain.choices import Mlp, Norm, QkNorm
-from napkin.domain.hf_families import ACTIVATIONS, DEFAULT, FAMILIES, Family, text_part
+from napkin.domain.hf_families import ACTIVATIONS, DEFAULT, FAMILIES, HYBRID, HYBRID_KEYS, Family, text_part
 from napkin.domain.model import Model
 from napkin.errors import UsageError
 
@@ -198,6 +198,13 @@ def read_config(
     r = _Reader(c, where, field, "text_config." if isinstance(data.get("text_config"), dict) else "")
     r.notes += notes
     mt = str(c.get("model_type") or "")
+    hybrid = HYBRID.get(mt) or next((f"{k} is set" for k in HYBRID_KEYS if c.get(k) is not None), None)
+    if hybrid is not None and mt not in FAMILIES:
+        raise r.fail(
+            "model_type",
+            f"{mt or '(none)'!r} is a hybrid ({hybrid}); napkin's Model counts every layer as attention with a KV "
+            "cache growing with the context, which these layers do not have: not supported",
+        )
     fam = FAMILIES.get(mt)
     if fam is None:
         fam = DEFAULT

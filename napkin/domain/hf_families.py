@@ -87,6 +87,37 @@ ACTIVATIONS = {
 }
 
 
+#: Families whose layers are not all attention (transformers v5.24 models/<model_type>/configuration_*.py): Mamba /
+#: linear-attention layers keep a fixed-size state, not a KV cache growing with the context. napkin's Model has one
+#: kind of layer, attention; counting these as attention would overstate the KV cache (by 4-8× for a 1-in-4 or
+#: 1-in-8 hybrid) and misstate FLOPs, so they are refused, naming why.
+HYBRID: dict[str, str] = {
+    "qwen3_next": "Gated DeltaNet linear attention on 3 layers in 4 (layer_types linear_attention)",
+    "qwen3_5": "Gated DeltaNet linear attention on 3 layers in 4 (layer_types linear_attention)",
+    "qwen3_5_moe": "Gated DeltaNet linear attention on 3 layers in 4 (layer_types linear_attention)",
+    "qwen3_5_text": "Gated DeltaNet linear attention on 3 layers in 4 (layer_types linear_attention)",
+    "qwen3_5_moe_text": "Gated DeltaNet linear attention on 3 layers in 4 (layer_types linear_attention)",
+    "nemotron_h": "Mamba-2 layers among attention and MLP layers (hybrid_override_pattern M, *, -)",
+    "falcon_h1": "Mamba-2 heads in parallel with attention in every layer (mamba_d_ssm, mamba_n_heads)",
+    "jamba": "Mamba layers with attention on one layer in attn_layer_period",
+    "bamba": "Mamba-2 layers with attention on attn_layer_indices",
+    "granitemoehybrid": "Mamba-2 layers with attention on the layers layer_types names",
+    "zamba": "Mamba layers with a shared attention block",
+    "zamba2": "Mamba-2 layers with shared attention blocks",
+    "lfm2": "short convolution layers with attention on full_attn_idxs",
+    "lfm2_moe": "short convolution layers with attention on full_attn_idxs",
+    "minimax": "lightning (linear) attention on 7 layers in 8 (layer_types)",
+    "kimi_linear": "Kimi Delta Attention (linear) on 3 layers in 4",
+    "recurrent_gemma": "RG-LRU recurrent layers with local attention on 1 layer in 3",
+    "mamba": "Mamba (state-space) layers only, no attention",
+    "mamba2": "Mamba-2 (state-space) layers only, no attention",
+    "falcon_mamba": "Mamba (state-space) layers only, no attention",
+    "rwkv": "RWKV recurrent layers only, no attention",
+}
+#: Keys that only a hybrid or state-space config has: an unknown model_type carrying one is refused too.
+HYBRID_KEYS = ("hybrid_override_pattern", "attn_layer_period", "attn_layer_indices", "mamba_d_state", "ssm_state_size")
+
+
 #: A Llama-style decoder: what an unknown ``model_type`` is read as.
 DEFAULT = Family("unknown")
 
