@@ -91,7 +91,7 @@ def test_mistral_small_3_reads_its_language_model_and_names_the_pixtral_tower() 
     )
 
 
-HYBRIDS = {
+HYBRIDS: dict[str, dict[str, object]] = {
     # the architecture keys of released configs (Qwen/Qwen3-Next-80B-A3B-Instruct, nvidia/NVIDIA-Nemotron-Nano-9B-v2,
     # tiiuae/Falcon-H1-7B-Instruct, ai21labs/AI21-Jamba-Mini-1.5): what marks each as a hybrid
     "qwen3_next": {"layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]},
