@@ -74,6 +74,11 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "glm-4.6": (355e9, 2.5e9, "zai-org/GLM-4.6 model card / arXiv:2508.06471 Table 1: 355B total"),
     # the language model; the Pixtral tower and projector (≈ 0.44 B) are reported apart, the card's "24B" is both
     "mistral-small-3.2-24b": (24e9, 0.5e9, "mistralai/Mistral-Small-3.2-24B-Instruct-2506 model card: 24B"),
+    # Qwen3-VL's text decoders have Qwen3-8B's and Qwen3-30B-A3B's shapes key for key (text_config); the cards give
+    # no language-model figure apart from the vision tower, so the text models' cards are the published totals
+    "qwen3-vl-8b": (8.2e9, 0.05e9, "Qwen/Qwen3-8B model card: 8.2B (Qwen3-VL-8B's text_config, the same shape)"),
+    "qwen3-vl-30b-a3b": (30.5e9, 0.05e9, "Qwen/Qwen3-30B-A3B model card: 30.5B (Qwen3-VL-30B-A3B's text_config)"),
+    "kimi-k2": (1.0e12, 0.05e12, "moonshotai/Kimi-K2-Instruct model card: 1T total parameters, 32B activated"),
 }
 
 
@@ -91,7 +96,7 @@ def test_parameters_match_the_published_total(name: str) -> None:
 
 def test_every_fixture_is_checked() -> None:
     fixtures = {p.stem for p in DATA.glob("*.json")}
-    assert fixtures - set(PUBLISHED) <= {"mistral-7b-v0.3", "qwen2-7b"}
+    assert fixtures - set(PUBLISHED) <= {"mistral-7b-v0.3", "qwen2-7b", "nemotron-h-56b"}  # the last is refused
 
 
 @pytest.mark.parametrize(
@@ -104,6 +109,8 @@ def test_every_fixture_is_checked() -> None:
         ("llama-4-scout", 17e9, 0.5e9, "model card: 17B active"),
         ("llama-4-maverick", 17e9, 0.5e9, "model card: 17B (Activated)"),
         ("deepseek-r1", 37e9, 0.6e9, "DeepSeek-R1 model card: 37B activated"),
+        ("kimi-k2", 32e9, 0.9e9, "Kimi K2 model card: 32B activated (32.86 B: the card writes 32B)"),
+        ("qwen3-vl-30b-a3b", 3.3e9, 0.1e9, "Qwen3-30B-A3B card: 3.3B activated (3.353 B, cut)"),
     ],
 )
 def test_active_parameters_match_the_published_figure(name: str, active: float, rounding: float, source: str) -> None:

@@ -66,6 +66,10 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("glm-4.5-air", 46 * 2 * 8 * 128 * 2),
         ("glm-4.6", 92 * 2 * 8 * 128 * 2),
         ("mistral-small-3.2-24b", 40 * 2 * 8 * 128 * 2),
+        ("qwen3-vl-8b", 36 * 2 * 8 * 128 * 2),
+        ("qwen3-vl-30b-a3b", 48 * 2 * 4 * 128 * 2),
+        # MLA (DeepSeek-V2 §2.1.3): one kv_lora_rank 512 latent + the 64-wide RoPE key per layer, 61 layers
+        ("kimi-k2", 61 * (512 + 64) * 2),
     ],
 )
 def test_kv_cache_per_token_follows_the_config(name: str, per_token: int) -> None:
@@ -120,3 +124,37 @@ def test_a_hybrid_is_refused_not_counted_as_attention(model_type: str, tmp_path:
 def test_an_unknown_model_type_with_a_mamba_key_is_refused_too() -> None:
     with pytest.raises(UsageError, match="'my_hybrid' is a hybrid \\(hybrid_override_pattern is set\\)"):
         read_config({**config("llama-3.1-8b"), "model_type": "my_hybrid", "hybrid_override_pattern": "M*M*"})
+
+
+@pytest.mark.parametrize(("vl", "text"), [("qwen3-vl-8b", "qwen3-8b"), ("qwen3-vl-30b-a3b", "qwen3-30b-a3b")])
+def test_qwen3_vl_reads_its_text_decoder_as_qwen3(vl: str, text: str) -> None:
+    """Qwen3VLConfig / Qwen3VLMoeConfig keep the decoder in text_config (model_type qwen3_vl_text / _moe_text),
+    Qwen3's blocks with a head_dim-wide QK norm; the vision tower (27 layers, width 1152) is named, not counted."""
+    read = read_config(config(vl))
+    ours, theirs = read.model, read_config(config(text)).model
+    assert ours.model_dump(exclude={"model_type", "context"}) == theirs.model_dump(exclude={"model_type", "context"})
+    assert not read.warnings
+    assert any("vision tower (qwen3_vl" in n and "27 layers, width 1152" in n for n in read.notes)
+
+
+def test_kimi_k2_is_deepseek_v3_with_384_experts() -> None:
+    """Kimi-K2-Instruct's config.json names model_type kimi_k2 (remote code: configuration_deepseek.py,
+    DeepseekV3Config): MLA, 1 dense layer then 384 routed + 1 shared expert, 8 per token, a noaux_tc router."""
+    read = read_config(config("kimi-k2"))
+    m = read.model
+    assert not read.warnings and read.family == "Kimi K2"
+    assert (m.kv_lora_rank, m.q_lora_rank, m.experts, m.shared_experts, m.top_k, m.dense_layers) == (
+        512,
+        1536,
+        384,
+        1,
+        8,
+        1,
+    )
+    assert m.router_bias
+
+
+def test_a_released_hybrid_config_is_refused() -> None:
+    """nvidia/Nemotron-H-56B-Base-8K: 118 layers of which 10 attention (*), the rest Mamba-2 (M) and MLP (-)."""
+    with pytest.raises(UsageError, match="'nemotron_h' is a hybrid"):
+        read_config(config("nemotron-h-56b"))

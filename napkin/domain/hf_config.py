@@ -169,13 +169,13 @@ def _moe(r: _Reader, mt: str, layers: int, ffn: int | None) -> dict[str, Any]:
         step = max(1, r.whole("interleave_moe_layer_step", 1))
         moe = r.flags("moe_layers") or list(range(step - 1, layers, step))
         out["dense_layers"] = layers - len(moe)
-    elif mt.startswith("deepseek") or mt == "glm4_moe":
+    elif mt.startswith("deepseek") or mt in ("glm4_moe", "kimi_k2"):
         out["shared_experts"] = r.whole("n_shared_experts", 0)
         first, freq = r.whole("first_k_dense_replace", 0), max(1, r.whole("moe_layer_freq", 1))
         out["dense_layers"] = layers - sum(1 for i in range(first, layers) if i % freq == 0)
         # e_score_correction_bias: DeepSeek's noaux_tc router; GLM-4.5's always (modeling_glm4_moe.py)
         out["router_bias"] = mt == "glm4_moe" or c.get("topk_method") == "noaux_tc"
-    elif mt in ("qwen2_moe", "qwen3_moe"):
+    elif mt in ("qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text"):
         only, step = r.flags("mlp_only_layers"), max(1, r.whole("decoder_sparse_step", 1))
         out["dense_layers"] = sum(1 for i in range(layers) if i in only or (i + 1) % step)
         shared = c.get("shared_expert_intermediate_size")

@@ -38,6 +38,10 @@ FAMILIES: dict[str, Family] = {
     "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, sliding="qwen"),
     "qwen3": Family("Qwen3", qk_norm=QkNorm.head, sliding="qwen"),
     "qwen3_moe": Family("Qwen3-MoE", qk_norm=QkNorm.head, sliding="qwen"),
+    # modeling_qwen3_vl.py / modeling_qwen3_vl_moe.py: the text decoders are Qwen3's and Qwen3-MoE's (q_norm/k_norm
+    # head_dim wide, no biases); the model_type their text_config names
+    "qwen3_vl_text": Family("Qwen3-VL", qk_norm=QkNorm.head),
+    "qwen3_vl_moe_text": Family("Qwen3-VL-MoE", qk_norm=QkNorm.head),
     "gemma": Family("Gemma", mlp=Mlp.geglu, tied=True),
     "gemma2": Family("Gemma 2", mlp=Mlp.geglu, tied=True, norms_per_layer=4, sliding="alternate"),
     "gemma3_text": Family(
@@ -48,6 +52,9 @@ FAMILIES: dict[str, Family] = {
     "olmo2": Family("OLMo 2", qk_norm=QkNorm.full),
     "deepseek_v2": Family("DeepSeek-V2"),
     "deepseek_v3": Family("DeepSeek-V3/R1"),
+    # moonshotai/Kimi-K2-Instruct configuration_deepseek.py (remote code): DeepseekV3Config named kimi_k2, the same
+    # MLA and DeepSeekMoE blocks (modeling_deepseek.py), 384 routed experts
+    "kimi_k2": Family("Kimi K2"),
     "gpt_oss": Family("gpt-oss", sliding="types"),
     "llama4_text": Family("Llama 4"),
     # modeling_glm4_moe.py @ 000c33fd: Q, K, V biased by attention_bias, O never; q_norm/k_norm (head_dim wide)
@@ -63,7 +70,14 @@ FAMILIES: dict[str, Family] = {
 
 
 #: Multimodal wrappers: the language model's config is ``text_config``.
-WRAPPERS = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "llava": "llama"}
+WRAPPERS = {
+    "gemma3": "gemma3_text",
+    "llama4": "llama4_text",
+    "mistral3": "mistral",
+    "llava": "llama",
+    "qwen3_vl": "qwen3_vl_text",
+    "qwen3_vl_moe": "qwen3_vl_moe_text",
+}
 
 
 #: Vision towers that are plain ViTs (``vit_params``); others (Pixtral's gated, RoPE encoder) are named, not sized.
