@@ -79,6 +79,15 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "qwen3-vl-8b": (8.2e9, 0.05e9, "Qwen/Qwen3-8B model card: 8.2B (Qwen3-VL-8B's text_config, the same shape)"),
     "qwen3-vl-30b-a3b": (30.5e9, 0.05e9, "Qwen/Qwen3-30B-A3B model card: 30.5B (Qwen3-VL-30B-A3B's text_config)"),
     "kimi-k2": (1.0e12, 0.05e12, "moonshotai/Kimi-K2-Instruct model card: 1T total parameters, 32B activated"),
+    "olmoe-1b-7b": (
+        6.9e9,
+        0.05e9,
+        "Muennighoff et al. 2024, OLMoE arXiv:2409.02060 §1/Table 1: 6.9B total, 1.3B active",
+    ),
+    # the released safetensors' tensor count, as a public model table records it (find_string id 68624493177,
+    # "granite-3.3-8b-instruct ... HF safetensors confirmed"): 8,170,864,640, the Hub's 8.17B
+    "granite-3.3-8b": (8_170_864_640, 0, "ibm-granite/granite-3.3-8b-instruct checkpoint (Hub 8.17B)"),
+    "starcoder2-7b": (7.17e9, 0.005e9, "bigcode/starcoder2-7b checkpoint (Hub 7.17B; 7B in Lozhkov et al. 2024)"),
 }
 
 
@@ -111,6 +120,7 @@ def test_every_fixture_is_checked() -> None:
         ("deepseek-r1", 37e9, 0.6e9, "DeepSeek-R1 model card: 37B activated"),
         ("kimi-k2", 32e9, 0.9e9, "Kimi K2 model card: 32B activated (32.86 B: the card writes 32B)"),
         ("qwen3-vl-30b-a3b", 3.3e9, 0.1e9, "Qwen3-30B-A3B card: 3.3B activated (3.353 B, cut)"),
+        ("olmoe-1b-7b", 1.3e9, 0.05e9, "OLMoE arXiv:2409.02060: 1.3B active (8 of 64 experts)"),
     ],
 )
 def test_active_parameters_match_the_published_figure(name: str, active: float, rounding: float, source: str) -> None:

@@ -70,6 +70,9 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("qwen3-vl-30b-a3b", 48 * 2 * 4 * 128 * 2),
         # MLA (DeepSeek-V2 §2.1.3): one kv_lora_rank 512 latent + the 64-wide RoPE key per layer, 61 layers
         ("kimi-k2", 61 * (512 + 64) * 2),
+        ("olmoe-1b-7b", 16 * 2 * 16 * 128 * 2),  # MHA: 16 KV heads
+        ("granite-3.3-8b", 40 * 2 * 8 * 128 * 2),
+        ("starcoder2-7b", 32 * 2 * 4 * 128 * 2),  # per token until the 4,096-token window fills (below)
     ],
 )
 def test_kv_cache_per_token_follows_the_config(name: str, per_token: int) -> None:
@@ -158,3 +161,31 @@ def test_a_released_hybrid_config_is_refused() -> None:
     """nvidia/Nemotron-H-56B-Base-8K: 118 layers of which 10 attention (*), the rest Mamba-2 (M) and MLP (-)."""
     with pytest.raises(UsageError, match="'nemotron_h' is a hybrid"):
         read_config(config("nemotron-h-56b"))
+
+
+def test_starcoder2_is_biased_layernorm_gelu_with_a_window_on_every_layer() -> None:
+    """modeling_starcoder2.py: q/k/v/o and c_fc/c_proj biased (use_bias), LayerNorm γ and β, a two-matrix GELU MLP,
+    tied embeddings (Starcoder2Config default; the config omits the key), sliding_window 4,096 on all 32 layers: the
+    KV cache stops growing at 4,096 tokens."""
+    m = read_config(config("starcoder2-7b")).model
+    assert (m.mlp, m.norm, m.biases, m.tied_embeddings, m.sliding_window, m.n_local) == (
+        "gelu",
+        "layernorm",
+        True,
+        True,
+        4096,
+        32,
+    )
+    d, kv, f = 4608, 4 * 128, 18432
+    assert m.attention_params() == 2 * d * d + 2 * d * kv + 2 * d + 2 * kv
+    assert m.mlp_params() == 2 * d * f + f + d
+    at_4k = napkin.kv_cache(model=m, context="4k").kv_bytes_per_sequence
+    assert napkin.kv_cache(model=m, context="16k").kv_bytes_per_sequence == at_4k == 4096 * 32 * 2 * 4 * 128 * 2
+
+
+def test_olmoe_norms_queries_and_keys_over_the_whole_projection() -> None:
+    """modeling_olmoe.py: q_norm RMSNorm(hidden_size), k_norm RMSNorm(n_kv · d_h); 64 experts, 8 per token, no
+    shared expert, every layer sparse."""
+    m = read_config(config("olmoe-1b-7b")).model
+    assert (m.qk_norm, m.experts, m.top_k, m.shared_experts, m.dense_layers, m.d_expert) == ("full", 64, 8, 0, 0, 1024)
+    assert m.attention_params() == 4 * 2048 * 2048 + 2048 + 2048

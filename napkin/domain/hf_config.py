@@ -280,6 +280,8 @@ def read_config(
             out["kv_heads"] = 1
         if ffn is None:
             out["ffn"] = 4 * hidden
+    elif mt == "starcoder2":  # Starcoder2Config(use_bias=True): every projection of attention and MLP biased
+        out["biases"] = c.get("use_bias", True)
     elif mt == "phimoe":
         out["head_bias"] = c.get("lm_head_bias", False)
     elif mt == "gpt_oss":

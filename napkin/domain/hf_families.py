@@ -50,6 +50,13 @@ FAMILIES: dict[str, Family] = {
     "phi3": Family("Phi-3/3.5/4"),
     "phimoe": Family("Phi-3.5-MoE", norm=Norm.layernorm),
     "olmo2": Family("OLMo 2", qk_norm=QkNorm.full),
+    # modeling_olmoe.py: q_norm over hidden_size, k_norm over n_kv·d_h (OLMo 2's), fused experts, a bias-free router
+    "olmoe": Family("OLMoE", qk_norm=QkNorm.full),
+    # modeling_granite.py: Llama's blocks; embedding/residual/attention/logits multipliers scale, they hold no weights
+    "granite": Family("Granite 3"),
+    # modeling_starcoder2.py: LayerNorm (γ, β), a two-matrix c_fc/c_proj GELU MLP, use_bias on every projection,
+    # sliding_window on every layer; Starcoder2Config ties the embeddings by default
+    "starcoder2": Family("StarCoder2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
     "deepseek_v2": Family("DeepSeek-V2"),
     "deepseek_v3": Family("DeepSeek-V3/R1"),
     # moonshotai/Kimi-K2-Instruct configuration_deepseek.py (remote code): DeepseekV3Config named kimi_k2, the same

@@ -41,11 +41,12 @@ CONVERTED: dict[str, tuple[str, str, str, str]] = {
     "deepseek_v3": ("gate", "gate_proj", "up_proj", "down_proj"),
     "qwen3_moe": ("gate", "gate_proj", "up_proj", "down_proj"),
     "glm4_moe": ("gate", "gate_proj", "up_proj", "down_proj"),
+    "olmoe": ("gate", "gate_proj", "up_proj", "down_proj"),
 }
 CONVERSION = (
-    f"{PEFT_VERSION} utils/transformers_weight_conversion.py: on Mixtral, DeepSeek-V2/V3, Qwen3-MoE and GLM-4.5 the "
-    "expert names (and all-linear) target the router weight and the fused experts (gate_up_proj at rank 2r), not the "
-    "dense or shared MLPs"
+    f"{PEFT_VERSION} utils/transformers_weight_conversion.py: on Mixtral, DeepSeek-V2/V3, Qwen3-MoE, GLM-4.5 and "
+    "OLMoE the expert names (and all-linear) target the router weight and the fused experts (gate_up_proj at rank "
+    "2r), not the dense or shared MLPs"
 )
 #: Routers that are nn.Linear modules (peft's "all-linear" adapts them), by model_type.
 LINEAR_ROUTER = {"phimoe": "router", "llama4_text": "router"}
@@ -109,7 +110,7 @@ def _mlp(model: Model, width: int, count: int) -> list[Linear]:
         return []
     if mt in ("falcon", "gpt_neox"):
         names = ("", "dense_h_to_4h", "dense_4h_to_h")
-    elif mt == "gpt2":
+    elif mt in ("gpt2", "starcoder2"):  # Conv1D in GPT-2, nn.Linear in Starcoder2MLP
         names = ("", "c_fc", "c_proj")
     elif mt == "gptj":
         names = ("", "fc_in", "fc_out")
