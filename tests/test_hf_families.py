@@ -72,6 +72,7 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("kimi-k2", 61 * (512 + 64) * 2),
         ("olmoe-1b-7b", 16 * 2 * 16 * 128 * 2),  # MHA: 16 KV heads
         ("granite-3.3-8b", 40 * 2 * 8 * 128 * 2),
+        ("smollm3-3b", 36 * 2 * 4 * 128 * 2),  # use_sliding_window false: every layer keeps the whole context
         ("starcoder2-7b", 32 * 2 * 4 * 128 * 2),  # per token until the 4,096-token window fills (below)
     ],
 )
@@ -189,3 +190,14 @@ def test_olmoe_norms_queries_and_keys_over_the_whole_projection() -> None:
     m = read_config(config("olmoe-1b-7b")).model
     assert (m.qk_norm, m.experts, m.top_k, m.shared_experts, m.dense_layers, m.d_expert) == ("full", 64, 8, 0, 0, 1024)
     assert m.attention_params() == 4 * 2048 * 2048 + 2048 + 2048
+
+
+def test_smollm3_windows_only_its_nope_layers_when_asked() -> None:
+    """configuration_smollm3.py: no_rope_layers from no_rope_layer_interval 4 (every 4th layer NoPE: 9 of 36), and
+    with use_sliding_window the window goes on those layers only; the released config switches it off."""
+    data = config("smollm3-3b")
+    assert read_config(data).model.sliding_window is None
+    m = read_config({**data, "use_sliding_window": True, "sliding_window": 4096}).model
+    assert (m.sliding_window, m.n_local) == (4096, 9)
+    explicit = read_config({**data, "use_sliding_window": True, "sliding_window": 4096, "no_rope_layers": [1, 0] * 18})
+    assert explicit.model.n_local == 18

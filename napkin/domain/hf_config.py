@@ -125,6 +125,11 @@ def _layer_kinds(r: _Reader, fam: Family, layers: int, context: int | None) -> d
     if fam.sliding == "qwen":
         first = c.get("max_window_layers", layers)
         return _window(r, "sliding_window", window, max(0, layers - int(first)), False, context, "max_window_layers")
+    if fam.sliding == "nope":  # SmolLM3: the window on the NoPE layers (configuration_smollm3.py layer_types)
+        rope = r.flags("no_rope_layers") or [
+            int((i + 1) % max(1, r.whole("no_rope_layer_interval", 4)) != 0) for i in range(layers)
+        ]
+        return _window(r, "sliding_window", window, rope.count(0), False, context, "the no_rope_layers")
     if fam.sliding == "alternate":  # Gemma 2: even layers local (configuration_gemma2.py: (i + 1) % 2)
         return _window(r, "sliding_window", window, (layers + 1) // 2, False, context, "Gemma 2's alternation")
     if fam.sliding == "pattern":  # Gemma 3: every sliding_window_pattern-th layer global

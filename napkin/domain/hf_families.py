@@ -26,7 +26,7 @@ class Family:
     qk_norm: QkNorm = QkNorm.none
     tied: bool = False
     qkv_bias: bool = False  # Q, K, V biases whatever the config says (Qwen2)
-    sliding: str = "all"  # which layers a ``sliding_window`` applies to: all, alternate, pattern, qwen, types
+    sliding: str = "all"  # which layers a ``sliding_window`` applies to: all, alternate, pattern, qwen, nope, types
     context: int | None = None  # max_position_embeddings when the config omits it (its config class's default)
 
 
@@ -54,6 +54,9 @@ FAMILIES: dict[str, Family] = {
     "olmoe": Family("OLMoE", qk_norm=QkNorm.full),
     # modeling_granite.py: Llama's blocks; embedding/residual/attention/logits multipliers scale, they hold no weights
     "granite": Family("Granite 3"),
+    # modeling_smollm3.py: Llama's blocks, RoPE left out on every no_rope_layer_interval-th layer (no weights);
+    # configuration_smollm3.py: tied by default, a sliding window (use_sliding_window) only on those NoPE layers
+    "smollm3": Family("SmolLM3", tied=True, sliding="nope"),
     # modeling_starcoder2.py: LayerNorm (γ, β), a two-matrix c_fc/c_proj GELU MLP, use_bias on every projection,
     # sliding_window on every layer; Starcoder2Config ties the embeddings by default
     "starcoder2": Family("StarCoder2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
