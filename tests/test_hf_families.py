@@ -72,6 +72,7 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("kimi-k2", 61 * (512 + 64) * 2),
         ("olmoe-1b-7b", 16 * 2 * 16 * 128 * 2),  # MHA: 16 KV heads
         ("granite-3.3-8b", 40 * 2 * 8 * 128 * 2),
+        ("granite-3.1-3b-a800m", 32 * 2 * 8 * 64 * 2),  # head_dim 1,536 / 24 = 64
         ("smollm3-3b", 36 * 2 * 4 * 128 * 2),  # use_sliding_window false: every layer keeps the whole context
         ("starcoder2-7b", 32 * 2 * 4 * 128 * 2),  # per token until the 4,096-token window fills (below)
     ],
@@ -201,3 +202,18 @@ def test_smollm3_windows_only_its_nope_layers_when_asked() -> None:
     assert (m.sliding_window, m.n_local) == (4096, 9)
     explicit = read_config({**data, "use_sliding_window": True, "sliding_window": 4096, "no_rope_layers": [1, 0] * 18})
     assert explicit.model.n_local == 18
+
+
+def test_granite_moe_is_40_experts_8_active_with_800m_active_in_the_blocks() -> None:
+    """modeling_granitemoe.py: every layer 40 experts (intermediate_size 512), 8 per token, no shared expert; IBM's
+    "a800m" counts the blocks' active parameters (0.807 B), napkin's active count adds the 49,155 × 1,536 table."""
+    m = read_config(config("granite-3.1-3b-a800m")).model
+    assert (m.experts, m.top_k, m.shared_experts, m.d_expert, m.dense_layers, m.tied_embeddings) == (
+        40,
+        8,
+        0,
+        512,
+        0,
+        True,
+    )
+    assert 0.80e9 <= m.active_params() - m.vocab * m.hidden < 0.81e9

@@ -54,6 +54,9 @@ FAMILIES: dict[str, Family] = {
     "olmoe": Family("OLMoE", qk_norm=QkNorm.full),
     # modeling_granite.py: Llama's blocks; embedding/residual/attention/logits multipliers scale, they hold no weights
     "granite": Family("Granite 3"),
+    # modeling_granitemoe.py: Granite's attention; num_local_experts fused SwiGLU experts intermediate_size wide, a
+    # bias-free router (a bare weight), no shared expert
+    "granitemoe": Family("Granite 3 MoE"),
     # modeling_smollm3.py: Llama's blocks, RoPE left out on every no_rope_layer_interval-th layer (no weights);
     # configuration_smollm3.py: tied by default, a sliding window (use_sliding_window) only on those NoPE layers
     "smollm3": Family("SmolLM3", tied=True, sliding="nope"),
