@@ -88,6 +88,9 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     # "granite-3.3-8b-instruct ... HF safetensors confirmed"): 8,170,864,640, the Hub's 8.17B
     "granite-3.3-8b": (8_170_864_640, 0, "ibm-granite/granite-3.3-8b-instruct checkpoint (Hub 8.17B)"),
     "granite-3.1-3b-a800m": (3.3e9, 0.05e9, "IBM Granite 3.0 report / granite-3.1-3b-a800m card: 3.3B total"),
+    # Muralidharan et al. 2024, "Compact Language Models via Pruning and Knowledge Distillation" (arXiv:2407.14679):
+    # Minitron 4B, 4.2B parameters in total, 2.6B without the embeddings
+    "minitron-4b": (4.2e9, 0.05e9, "Muralidharan et al. 2024, arXiv:2407.14679: Minitron 4B, 4.2B (2.6B non-emb.)"),
     "smollm3-3b": (3.08e9, 0.005e9, "HuggingFaceTB/SmolLM3-3B-Base checkpoint (Hub 3.08B; the card's 3B)"),
     "starcoder2-7b": (7.17e9, 0.005e9, "bigcode/starcoder2-7b checkpoint (Hub 7.17B; 7B in Lozhkov et al. 2024)"),
 }

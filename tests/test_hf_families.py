@@ -73,6 +73,7 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("olmoe-1b-7b", 16 * 2 * 16 * 128 * 2),  # MHA: 16 KV heads
         ("granite-3.3-8b", 40 * 2 * 8 * 128 * 2),
         ("granite-3.1-3b-a800m", 32 * 2 * 8 * 64 * 2),  # head_dim 1,536 / 24 = 64
+        ("minitron-4b", 32 * 2 * 8 * 128 * 2),
         ("smollm3-3b", 36 * 2 * 4 * 128 * 2),  # use_sliding_window false: every layer keeps the whole context
         ("starcoder2-7b", 32 * 2 * 4 * 128 * 2),  # per token until the 4,096-token window fills (below)
     ],
@@ -217,3 +218,12 @@ def test_granite_moe_is_40_experts_8_active_with_800m_active_in_the_blocks() -> 
         True,
     )
     assert 0.80e9 <= m.active_params() - m.vocab * m.hidden < 0.81e9
+
+
+def test_nemotron_is_a_two_matrix_squared_relu_mlp_with_layernorm() -> None:
+    """modeling_nemotron.py: up_proj and down_proj only (relu2), NemotronLayerNorm1P with γ and β, untied; 2.6 B
+    outside the 256,000 × 3,072 tables (Minitron's "2.6B non-embedding")."""
+    m = read_config(config("minitron-4b")).model
+    assert (m.mlp, m.mlp_matrices, m.norm, m.tied_embeddings) == ("gelu", 2, "layernorm", False)
+    assert m.mlp_params() == 2 * 3072 * 9216
+    assert 2.6e9 <= m.params() - 2 * 256_000 * 3072 < 2.65e9

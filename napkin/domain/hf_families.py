@@ -74,6 +74,9 @@ FAMILIES: dict[str, Family] = {
     # when use_qk_norm; the first first_k_dense_replace layers dense, then n_routed_experts + a shared expert
     # moe_intermediate_size · n_shared_experts wide, a sigmoid router with e_score_correction_bias
     "glm4_moe": Family("GLM-4.5/4.6"),
+    # modeling_nemotron.py: a two-matrix up_proj/down_proj MLP with squared ReLU (relu2, not gated), LayerNorm1P
+    # (γ and β), biases where attention_bias/mlp_bias say; partial_rotary_factor rotates part of each head (no weights)
+    "nemotron": Family("Nemotron-4/Minitron", mlp=Mlp.gelu, norm=Norm.layernorm),
     # FalconConfig(max_position_embeddings=2048): Falcon-7B's config.json leaves it out
     "falcon": Family("Falcon", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True, context=2048),
     "gpt2": Family("GPT-2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
