@@ -74,6 +74,7 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("granite-3.3-8b", 40 * 2 * 8 * 128 * 2),
         ("granite-3.1-3b-a800m", 32 * 2 * 8 * 64 * 2),  # head_dim 1,536 / 24 = 64
         ("minitron-4b", 32 * 2 * 8 * 128 * 2),
+        ("aya-23-8b", 32 * 2 * 8 * 128 * 2),
         ("smollm3-3b", 36 * 2 * 4 * 128 * 2),  # use_sliding_window false: every layer keeps the whole context
         ("starcoder2-7b", 32 * 2 * 4 * 128 * 2),  # per token until the 4,096-token window fills (below)
     ],
@@ -227,3 +228,13 @@ def test_nemotron_is_a_two_matrix_squared_relu_mlp_with_layernorm() -> None:
     assert (m.mlp, m.mlp_matrices, m.norm, m.tied_embeddings) == ("gelu", 2, "layernorm", False)
     assert m.mlp_params() == 2 * 3072 * 9216
     assert 2.6e9 <= m.params() - 2 * 256_000 * 3072 < 2.65e9
+
+
+def test_cohere_is_one_bias_free_layernorm_per_parallel_block_and_tied() -> None:
+    """modeling_cohere.py: input_layernorm only (attention and MLP read the same normed input), CohereLayerNorm holds
+    γ alone (d, not LayerNorm's 2d), tied by default; use_qk_norm adds a γ per head for Q and K (Command R+)."""
+    data = config("aya-23-8b")
+    m = read_config(data).model
+    assert (m.norm, m.norms_per_layer, m.tied_embeddings, m.norm_params()) == ("layernorm_nobias", 1, True, 4096)
+    with_qk = read_config({**data, "use_qk_norm": True}).model
+    assert with_qk.params() - m.params() == 32 * (32 + 8) * 128

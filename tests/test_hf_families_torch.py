@@ -36,6 +36,7 @@ NATIVE = [
     "starcoder2-7b",
     "minitron-4b",
     "smollm3-3b",
+    "aya-23-8b",
 ]
 
 
@@ -106,6 +107,14 @@ TINY: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 2,
     },
     "granite": {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4},
+    "cohere": {
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "use_qk_norm": True,
+    },
     "smollm3": {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4, "num_attention_heads": 4},
 }
 CASES = [(f, t) for f in sorted(TINY) for t in ("all-linear", "attention", "mlp")]

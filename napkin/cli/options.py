@@ -128,7 +128,7 @@ MODEL: Group = [
     _text("ffn", "F: FFN inner width (default 4·d).", "INT"),
     _text("vocab", "V: vocabulary size.", "INT"),
     _opt("mlp", Mlp | None, None, help="gelu (2 matrices), swiglu or geglu (3)."),
-    _opt("norm", Norm | None, None, help="layernorm or rmsnorm."),
+    _opt("norm", Norm | None, None, help="layernorm, rmsnorm or layernorm_nobias (γ only, Cohere)."),
     _opt("dropout", bool | None, None, "--dropout/--no-dropout", help="Dropout layers (their masks are stored)."),
     _opt(
         "tied_embeddings",

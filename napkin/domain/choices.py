@@ -108,6 +108,7 @@ class QkNorm(StrEnum):
 class Norm(StrEnum):
     layernorm = "layernorm"  # γ and β
     rmsnorm = "rmsnorm"  # γ only
+    layernorm_nobias = "layernorm_nobias"  # mean-centred, γ only, computed in fp32 (CohereLayerNorm, Command R/A)
 
 
 class Finetune(StrEnum):

@@ -287,6 +287,8 @@ def read_config(
             out["ffn"] = 4 * hidden
     elif mt == "starcoder2":  # Starcoder2Config(use_bias=True): every projection of attention and MLP biased
         out["biases"] = c.get("use_bias", True)
+    elif mt == "cohere" and c.get("use_qk_norm"):  # CohereLayerNorm((heads, d_h)) and ((kv_heads, d_h))
+        out["qk_norm"] = QkNorm.full
     elif mt == "phimoe":
         out["head_bias"] = c.get("lm_head_bias", False)
     elif mt == "gpt_oss":

@@ -77,6 +77,9 @@ FAMILIES: dict[str, Family] = {
     # modeling_nemotron.py: a two-matrix up_proj/down_proj MLP with squared ReLU (relu2, not gated), LayerNorm1P
     # (γ and β), biases where attention_bias/mlp_bias say; partial_rotary_factor rotates part of each head (no weights)
     "nemotron": Family("Nemotron-4/Minitron", mlp=Mlp.gelu, norm=Norm.layernorm),
+    # modeling_cohere.py: one CohereLayerNorm (γ only) feeding attention and MLP in parallel, tied embeddings
+    # (CohereConfig default), q_norm/k_norm per head over the whole projection when use_qk_norm (Command R+)
+    "cohere": Family("Command R", norm=Norm.layernorm_nobias, norms_per_layer=1, tied=True),
     # FalconConfig(max_position_embeddings=2048): Falcon-7B's config.json leaves it out
     "falcon": Family("Falcon", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True, context=2048),
     "gpt2": Family("GPT-2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),

@@ -40,6 +40,8 @@ def norm_bytes(model: Model, element_bytes: float) -> float:
     out: float
     if model.norm is Norm.rmsnorm:
         out = model.norms_per_layer * (4 * h + RMS_STAT_BYTES)
+    elif model.norm is Norm.layernorm_nobias:  # CohereLayerNorm.forward upcasts too (modeling_cohere.py)
+        out = model.norms_per_layer * (4 * h + LN_STAT_BYTES)
     else:
         out = model.norms_per_layer * (element_bytes * h + LN_STAT_BYTES)
     width = (model.n_heads + model.n_kv) * model.d_head
