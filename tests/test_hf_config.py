@@ -92,6 +92,8 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     # Minitron 4B, 4.2B parameters in total, 2.6B without the embeddings
     "minitron-4b": (4.2e9, 0.05e9, "Muralidharan et al. 2024, arXiv:2407.14679: Minitron 4B, 4.2B (2.6B non-emb.)"),
     "aya-23-8b": (8.03e9, 0.005e9, "CohereForAI/aya-23-8B checkpoint (Hub 8.03B; 8B in Aryabumi et al. 2024)"),
+    # "230 billion total parameters with 10 billion active" (tens of billions); the Hub's 229B
+    "minimax-m2.5": (230e9, 5e9, "MiniMaxAI/MiniMax-M2 / M2.5 model card: 230B total, 10B active"),
     "smollm3-3b": (3.08e9, 0.005e9, "HuggingFaceTB/SmolLM3-3B-Base checkpoint (Hub 3.08B; the card's 3B)"),
     "starcoder2-7b": (7.17e9, 0.005e9, "bigcode/starcoder2-7b checkpoint (Hub 7.17B; 7B in Lozhkov et al. 2024)"),
 }

@@ -75,6 +75,7 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("granite-3.1-3b-a800m", 32 * 2 * 8 * 64 * 2),  # head_dim 1,536 / 24 = 64
         ("minitron-4b", 32 * 2 * 8 * 128 * 2),
         ("aya-23-8b", 32 * 2 * 8 * 128 * 2),
+        ("minimax-m2.5", 62 * 2 * 8 * 128 * 2),
         ("smollm3-3b", 36 * 2 * 4 * 128 * 2),  # use_sliding_window false: every layer keeps the whole context
         ("starcoder2-7b", 32 * 2 * 4 * 128 * 2),  # per token until the 4,096-token window fills (below)
     ],
@@ -238,3 +239,14 @@ def test_cohere_is_one_bias_free_layernorm_per_parallel_block_and_tied() -> None
     assert (m.norm, m.norms_per_layer, m.tied_embeddings, m.norm_params()) == ("layernorm_nobias", 1, True, 4096)
     with_qk = read_config({**data, "use_qk_norm": True}).model
     assert with_qk.params() - m.params() == 32 * (32 + 8) * 128
+
+
+def test_minimax_m2_is_full_attention_with_256_experts_and_10b_active_outside_the_tables() -> None:
+    """modeling_minimax_m2.py: attention on all 62 layers (model_type minimax_m2, not MiniMax-01's lightning
+    attention, which is refused), q_norm/k_norm over the whole projection, 256 experts 8 per token on every layer,
+    a router bias; the card's "10 billion active" leaves out the 200,064 × 3,072 tables (9.80 B)."""
+    read = read_config(config("minimax-m2.5"))
+    m = read.model
+    assert (m.qk_norm, m.experts, m.top_k, m.dense_layers, m.d_expert, m.router_bias) == ("full", 256, 8, 0, 1536, True)
+    assert 9.75e9 <= m.active_params() - 2 * m.vocab * m.hidden < 10.5e9
+    assert any("num_mtp_modules 3" in n for n in read.notes)

@@ -37,6 +37,7 @@ NATIVE = [
     "minitron-4b",
     "smollm3-3b",
     "aya-23-8b",
+    "minimax-m2.5",
 ]
 
 
@@ -115,6 +116,16 @@ TINY: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 2,
         "use_qk_norm": True,
     },
+    "minimax_m2": {
+        "hidden_size": 64,
+        "intermediate_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+    },
     "smollm3": {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4, "num_attention_heads": 4},
 }
 CASES = [(f, t) for f in sorted(TINY) for t in ("all-linear", "attention", "mlp")]
@@ -134,7 +145,9 @@ def test_lora_trainable_parameters_equal_peft(family: str, peft_targets: str) ->
     if peft_targets != "all-linear":
         names = sorted({x.name for x in linears(arch) if x.group == peft_targets})
         # OLMoE's MLP is its fused experts: the transformers-4 names peft 0.21.2 converts
-        names = names or {"olmoe": ["down_proj", "gate_proj", "up_proj"]}.get(family, [])
+        names = names or {"olmoe": ["down_proj", "gate_proj", "up_proj"], "minimax_m2": ["w1", "w2", "w3"]}.get(
+            family, []
+        )
         if not names:
             pytest.skip(f"{family} has no {peft_targets} nn.Linear")
     with warnings.catch_warnings(), torch.device("meta"):

@@ -189,7 +189,7 @@ def _moe(r: _Reader, mt: str, layers: int, ffn: int | None) -> dict[str, Any]:
                 raise r.fail("shared_expert_intermediate_size", "must be a whole number of experts wide")
             out["shared_experts"] = shared // moe_ffn
             r.notes.append("the shared expert's sigmoid gate (hidden × 1 per layer) is not counted")
-    elif mt == "gpt_oss":
+    elif mt in ("gpt_oss", "minimax_m2"):  # a router bias; MiniMax-M2's e_score_correction_bias
         out["router_bias"] = True
     out["moe_ffn"] = moe_ffn
     return out
@@ -307,6 +307,11 @@ def read_config(
             v_head_dim=r.integer("v_head_dim", "v_head_dim"),
             kv_heads=None,
             attention_bias=False,
+        )
+    if c.get("use_mtp") and c.get("num_mtp_modules"):
+        r.notes.append(
+            f"num_mtp_modules {c['num_mtp_modules']}: the multi-token-prediction modules are not counted, "
+            "as transformers does not build them"
         )
     mtp = c.get("num_nextn_predict_layers")
     if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:

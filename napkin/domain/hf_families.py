@@ -69,6 +69,10 @@ FAMILIES: dict[str, Family] = {
     # MLA and DeepSeekMoE blocks (modeling_deepseek.py), 384 routed experts
     "kimi_k2": Family("Kimi K2"),
     "gpt_oss": Family("gpt-oss", sliding="types"),
+    # modeling_minimax_m2.py: full attention on every layer (not MiniMax-01's lightning attention), q_norm/k_norm over
+    # the whole projection, num_local_experts fused experts intermediate_size wide on every layer, a sigmoid router
+    # with e_score_correction_bias; the MTP modules (use_mtp) are not built
+    "minimax_m2": Family("MiniMax-M2", qk_norm=QkNorm.full),
     "llama4_text": Family("Llama 4"),
     # modeling_glm4_moe.py @ 000c33fd: Q, K, V biased by attention_bias, O never; q_norm/k_norm (head_dim wide)
     # when use_qk_norm; the first first_k_dense_replace layers dense, then n_routed_experts + a shared expert
