@@ -78,6 +78,7 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     # no language-model figure apart from the vision tower, so the text models' cards are the published totals
     "qwen3-vl-8b": (8.2e9, 0.05e9, "Qwen/Qwen3-8B model card: 8.2B (Qwen3-VL-8B's text_config, the same shape)"),
     "qwen3-vl-30b-a3b": (30.5e9, 0.05e9, "Qwen/Qwen3-30B-A3B model card: 30.5B (Qwen3-VL-30B-A3B's text_config)"),
+    "qwen2.5-vl-7b": (7.61e9, 0.005e9, "Qwen/Qwen2.5-7B model card: 7.61B (Qwen2.5-VL-7B's decoder, the same shape)"),
     "kimi-k2": (1.0e12, 0.05e12, "moonshotai/Kimi-K2-Instruct model card: 1T total parameters, 32B activated"),
     "olmoe-1b-7b": (
         6.9e9,

@@ -66,6 +66,7 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("glm-4.5-air", 46 * 2 * 8 * 128 * 2),
         ("glm-4.6", 92 * 2 * 8 * 128 * 2),
         ("mistral-small-3.2-24b", 40 * 2 * 8 * 128 * 2),
+        ("qwen2.5-vl-7b", 28 * 2 * 4 * 128 * 2),
         ("qwen3-vl-8b", 36 * 2 * 8 * 128 * 2),
         ("qwen3-vl-30b-a3b", 48 * 2 * 4 * 128 * 2),
         # MLA (DeepSeek-V2 §2.1.3): one kv_lora_rank 512 latent + the 64-wide RoPE key per layer, 61 layers
@@ -250,3 +251,16 @@ def test_minimax_m2_is_full_attention_with_256_experts_and_10b_active_outside_th
     assert (m.qk_norm, m.experts, m.top_k, m.dense_layers, m.d_expert, m.router_bias) == ("full", 256, 8, 0, 1536, True)
     assert 9.75e9 <= m.active_params() - 2 * m.vocab * m.hidden < 10.5e9
     assert any("num_mtp_modules 3" in n for n in read.notes)
+
+
+def test_qwen2_5_vl_is_qwen2_5_with_its_biases_and_says_the_vision_tower_is_apart() -> None:
+    """Qwen2.5-VL-7B's config.json keeps the decoder's keys at the top level: read as Qwen2.5-7B (Q, K, V biased,
+    modeling_qwen2_5_vl.py), not as an unknown Llama-style decoder without them (28 · 4,608 parameters fewer, and
+    a warning, before)."""
+    read = read_config(config("qwen2.5-vl-7b"))
+    theirs = read_config(config("qwen2.5-7b")).model
+    assert read.model.model_dump(exclude={"model_type", "context"}) == theirs.model_dump(
+        exclude={"model_type", "context"}
+    )
+    assert read.model.qkv_bias and not read.warnings
+    assert any("vision tower" in n and "32 layers, width 1280" in n for n in read.notes)

@@ -156,3 +156,15 @@ def test_lora_trainable_parameters_equal_peft(family: str, peft_targets: str) ->
         model = get_peft_model(auto.from_config(config), LoraConfig(r=8, target_modules=names))
     counted = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert lora_params(arch, 8, targets(names)) == counted
+
+
+def test_qwen2_5_vl_reads_the_same_whether_flat_or_as_transformers_5_nests_it() -> None:
+    """transformers 5.24's Qwen2_5_VLConfig writes the decoder under text_config (model_type qwen2_5_vl_text); the
+    released config.json has it at the top level: one Model either way."""
+    from transformers import AutoConfig
+
+    flat = json.loads((DATA / "qwen2.5-vl-7b.json").read_text(encoding="utf-8"))
+    data = {k: v for k, v in flat.items() if k != "_name_or_path"}
+    nested = AutoConfig.for_model(**data).to_dict()
+    assert isinstance(nested.get("text_config"), dict)
+    assert read_config(nested).model.params() == read_config(flat).model.params() == 7_615_616_512

@@ -264,7 +264,7 @@ def read_config(
     r.keys.update(tied_embeddings="tie_word_embeddings", biases="bias", head_bias="lm_head_bias")
     if tied is None:
         r.notes.append(f"tie_word_embeddings not given: {fam.label} default, {'tied' if fam.tied else 'untied'}")
-    if fam is not FAMILIES.get("qwen2") and fam is not FAMILIES.get("qwen2_moe"):
+    if not fam.qkv_bias:  # Qwen2's Q, K, V biases are the family's, whatever attention_bias says
         out["attention_bias"] = c.get("attention_bias", False)
     out["mlp_bias"] = c.get("mlp_bias", False)
     if mt == "gpt2":

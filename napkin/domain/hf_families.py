@@ -36,6 +36,10 @@ FAMILIES: dict[str, Family] = {
     "mixtral": Family("Mixtral"),
     "qwen2": Family("Qwen2/2.5", qkv_bias=True, sliding="qwen"),
     "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, sliding="qwen"),
+    # modeling_qwen2_5_vl.py: the text decoder is Qwen2's (Q, K, V biased); its config.json keeps the decoder's keys
+    # at the top level (transformers 5 writes them under text_config, model_type qwen2_5_vl_text)
+    "qwen2_5_vl": Family("Qwen2.5-VL", qkv_bias=True, sliding="qwen"),
+    "qwen2_5_vl_text": Family("Qwen2.5-VL", qkv_bias=True, sliding="qwen"),
     "qwen3": Family("Qwen3", qk_norm=QkNorm.head, sliding="qwen"),
     "qwen3_moe": Family("Qwen3-MoE", qk_norm=QkNorm.head, sliding="qwen"),
     # modeling_qwen3_vl.py / modeling_qwen3_vl_moe.py: the text decoders are Qwen3's and Qwen3-MoE's (q_norm/k_norm
@@ -98,6 +102,7 @@ WRAPPERS = {
     "llama4": "llama4_text",
     "mistral3": "mistral",
     "llava": "llama",
+    "qwen2_5_vl": "qwen2_5_vl_text",
     "qwen3_vl": "qwen3_vl_text",
     "qwen3_vl_moe": "qwen3_vl_moe_text",
 }
@@ -179,10 +184,15 @@ def text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]]
                 f"{field}: text_config: a {c['model_type']} config keeps its language model there, and it is missing",
                 field=field,
             )
-        return c, []
+        return c, apart(c)  # Qwen2.5-VL's config.json: the language model's keys at the top, beside vision_config
     merged = {k: v for k, v in c.items() if k in ("tie_word_embeddings", "_name_or_path")}
     merged.update(text)
     merged.setdefault("model_type", WRAPPERS.get(str(c.get("model_type")), text.get("model_type")))
+    return merged, apart(c)
+
+
+def apart(c: dict[str, Any]) -> list[str]:
+    """What a multimodal config holds beyond its language model: the vision tower (sized when a plain ViT), audio."""
     notes = []
     vision = c.get("vision_config")
     if isinstance(vision, dict):
@@ -197,7 +207,7 @@ def text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]]
     for other in ("audio_config", "speech_config"):
         if isinstance(c.get(other), dict):
             notes.append(f"{other} is not counted")
-    return merged, notes
+    return notes
 
 
 def vit_params(vision: dict[str, Any]) -> int | None:
