@@ -161,6 +161,7 @@ def test_kimi_k2_is_deepseek_v3_with_384_experts() -> None:
         1,
     )
     assert m.router_bias
+    assert any("kimi_k2 loads as remote code" in n for n in read.notes)
 
 
 def test_a_released_hybrid_config_is_refused() -> None:

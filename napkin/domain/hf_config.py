@@ -289,6 +289,11 @@ def read_config(
         out["biases"] = c.get("use_bias", True)
     elif mt == "cohere" and c.get("use_qk_norm"):  # CohereLayerNorm((heads, d_h)) and ((kv_heads, d_h))
         out["qk_norm"] = QkNorm.full
+    elif mt == "kimi_k2":  # not a transformers model type: AutoModel loads it as remote code
+        r.notes.append(
+            "kimi_k2 loads as remote code (trust_remote_code, modeling_deepseek.py), whose experts are nn.Linear "
+            "modules that peft's all-linear would adapt; napkin's LoRA layout is transformers 5's fused experts"
+        )
     elif mt == "phimoe":
         out["head_bias"] = c.get("lm_head_bias", False)
     elif mt == "gpt_oss":
