@@ -77,6 +77,7 @@ def test_glm_4_5_layers_as_modeling_glm4_moe_builds_them() -> None:
         ("minitron-4b", 32 * 2 * 8 * 128 * 2),
         ("aya-23-8b", 32 * 2 * 8 * 128 * 2),
         ("minimax-m2.5", 62 * 2 * 8 * 128 * 2),
+        ("ernie-4.5-21b-a3b", 28 * 2 * 4 * 128 * 2),
         ("smollm3-3b", 36 * 2 * 4 * 128 * 2),  # use_sliding_window false: every layer keeps the whole context
         ("starcoder2-7b", 32 * 2 * 4 * 128 * 2),  # per token until the 4,096-token window fills (below)
     ],
@@ -265,3 +266,14 @@ def test_qwen2_5_vl_is_qwen2_5_with_its_biases_and_says_the_vision_tower_is_apar
     )
     assert read.model.qkv_bias and not read.warnings
     assert any("vision tower" in n and "32 layers, width 1280" in n for n in read.notes)
+
+
+def test_ernie_4_5_moe_layers_as_its_config_class_places_them() -> None:
+    """configuration_ernie4_5_moe.py / modeling_ernie4_5_moe.py: experts on layers moe_layer_start_index 1 to
+    moe_layer_end_index 27, every moe_layer_interval 1 (layer 0 dense), 64 experts 6 per token, a shared MLP two
+    experts wide, e_score_correction_bias; the card's "3B activated" is the blocks' 3.09 B, the tied table apart."""
+    m = read_config(config("ernie-4.5-21b-a3b")).model
+    assert (m.experts, m.top_k, m.shared_experts, m.dense_layers, m.router_bias, m.biases) == (64, 6, 2, 1, True, False)
+    assert 3.0e9 <= m.active_params() - m.vocab * m.hidden < 3.1e9
+    every_other = read_config({**config("ernie-4.5-21b-a3b"), "moe_layer_interval": 2, "moe_layer_end_index": -1})
+    assert every_other.model.dense_layers == 28 - 14  # layers 1, 3, ..., 27

@@ -38,6 +38,7 @@ NATIVE = [
     "smollm3-3b",
     "aya-23-8b",
     "minimax-m2.5",
+    "ernie-4.5-21b-a3b",
 ]
 
 
@@ -115,6 +116,19 @@ TINY: dict[str, dict[str, Any]] = {
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "use_qk_norm": True,
+    },
+    "ernie4_5_moe": {
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 32,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "moe_num_experts": 4,
+        "moe_k": 2,
+        "moe_num_shared_experts": 2,
+        "moe_layer_start_index": 1,
+        "use_bias": True,
     },
     "minimax_m2": {
         "hidden_size": 64,

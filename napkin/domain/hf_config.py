@@ -161,11 +161,11 @@ def _window(
 
 def _moe(r: _Reader, mt: str, layers: int, ffn: int | None) -> dict[str, Any]:
     c = r.c
-    experts = r.integer("experts", "num_local_experts", "n_routed_experts", "num_experts")
+    experts = r.integer("experts", "num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
     if not experts or experts == 1:
         return {}
     out: dict[str, Any] = {"experts": experts}
-    out["top_k"] = r.integer("top_k", "num_experts_per_tok", "experts_per_token", "moe_topk") or 1
+    out["top_k"] = r.integer("top_k", "num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k") or 1
     moe_ffn = r.integer("moe_ffn", "moe_intermediate_size")
     if mt == "llama4_text":  # experts and the shared expert are intermediate_size wide, dense layers _mlp
         out["ffn"] = r.integer("ffn", "intermediate_size_mlp") or ffn
@@ -191,6 +191,13 @@ def _moe(r: _Reader, mt: str, layers: int, ffn: int | None) -> dict[str, Any]:
             r.notes.append("the shared expert's sigmoid gate (hidden × 1 per layer) is not counted")
     elif mt in ("gpt_oss", "minimax_m2"):  # a router bias; MiniMax-M2's e_score_correction_bias
         out["router_bias"] = True
+    elif mt == "ernie4_5_moe":  # configuration_ernie4_5_moe.py: moe_layer_end_index -1 (or none) is the last layer
+        out["shared_experts"] = r.whole("moe_num_shared_experts", 0)
+        start, step = r.whole("moe_layer_start_index", 0), max(1, r.whole("moe_layer_interval", 1))
+        end = c.get("moe_layer_end_index")
+        last = layers - 1 if end is None or end == -1 else r.whole("moe_layer_end_index", layers - 1)
+        out["dense_layers"] = layers - sum(1 for i in range(layers) if (i + 1) % step == 0 and start <= i <= last)
+        out["router_bias"] = True  # moe_statics.e_score_correction_bias
     out["moe_ffn"] = moe_ffn
     return out
 
@@ -289,6 +296,9 @@ def read_config(
         out["biases"] = c.get("use_bias", True)
     elif mt == "cohere" and c.get("use_qk_norm"):  # CohereLayerNorm((heads, d_h)) and ((kv_heads, d_h))
         out["qk_norm"] = QkNorm.full
+    elif mt == "ernie4_5_moe":  # use_bias: q/k/v/o, the MLPs and experts, and lm_head
+        bias = bool(c.get("use_bias"))
+        out.update(biases=bias, head_bias=bias)
     elif mt == "kimi_k2":  # not a transformers model type: AutoModel loads it as remote code
         r.notes.append(
             "kimi_k2 loads as remote code (trust_remote_code, modeling_deepseek.py), whose experts are nn.Linear "

@@ -77,6 +77,10 @@ FAMILIES: dict[str, Family] = {
     # the whole projection, num_local_experts fused experts intermediate_size wide on every layer, a sigmoid router
     # with e_score_correction_bias; the MTP modules (use_mtp) are not built
     "minimax_m2": Family("MiniMax-M2", qk_norm=QkNorm.full),
+    # modeling_ernie4_5_moe.py: moe_num_experts fused experts (moe_k per token) on layers moe_layer_start_index to
+    # moe_layer_end_index every moe_layer_interval, a shared MLP moe_num_shared_experts experts wide, a bias-free
+    # router with e_score_correction_bias, use_bias on every projection and the LM head; tied by default
+    "ernie4_5_moe": Family("ERNIE 4.5 MoE", tied=True),
     "llama4_text": Family("Llama 4"),
     # modeling_glm4_moe.py @ 000c33fd: Q, K, V biased by attention_bias, O never; q_norm/k_norm (head_dim wide)
     # when use_qk_norm; the first first_k_dense_replace layers dense, then n_routed_experts + a shared expert

@@ -42,12 +42,13 @@ CONVERTED: dict[str, tuple[str, str, str, str]] = {
     "qwen3_moe": ("gate", "gate_proj", "up_proj", "down_proj"),
     "glm4_moe": ("gate", "gate_proj", "up_proj", "down_proj"),
     "olmoe": ("gate", "gate_proj", "up_proj", "down_proj"),
+    "ernie4_5_moe": ("gate", "gate_proj", "up_proj", "down_proj"),
     "minimax_m2": ("gate", "w1", "w3", "w2"),  # converted as Mixtral (transformers' _MODEL_TO_CONVERSION_PATTERN)
 }
 CONVERSION = (
-    f"{PEFT_VERSION} utils/transformers_weight_conversion.py: on Mixtral, DeepSeek-V2/V3, Qwen3-MoE, GLM-4.5, OLMoE "
-    "and MiniMax-M2 the expert names (and all-linear) target the router weight and the fused experts (gate_up_proj "
-    "at rank 2r), not the dense or shared MLPs"
+    f"{PEFT_VERSION} utils/transformers_weight_conversion.py: on Mixtral, DeepSeek-V2/V3, Qwen3-MoE, GLM-4.5, OLMoE, "
+    "ERNIE 4.5 and MiniMax-M2 the expert names (and all-linear) target the router weight and the fused experts "
+    "(gate_up_proj at rank 2r), not the dense or shared MLPs"
 )
 #: Routers that are nn.Linear modules (peft's "all-linear" adapts them), by model_type.
 LINEAR_ROUTER = {"phimoe": "router", "llama4_text": "router"}
