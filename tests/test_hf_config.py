@@ -97,6 +97,7 @@ PUBLISHED: dict[str, tuple[float, float, str]] = {
     "minimax-m2.5": (230e9, 5e9, "MiniMaxAI/MiniMax-M2 / M2.5 model card: 230B total, 10B active"),
     # "21B total, 3B activated" (cut): 21.83 B
     "ernie-4.5-21b-a3b": (21.5e9, 0.5e9, "baidu/ERNIE-4.5-21B-A3B model card: 21B total, 3B activated per token"),
+    "exaone-4.0-32b": (32.0e9, 0.05e9, "LG AI Research 2025, EXAONE 4.0 (arXiv:2507.11407): 32B; Hub 32.0B"),
     "smollm3-3b": (3.08e9, 0.005e9, "HuggingFaceTB/SmolLM3-3B-Base checkpoint (Hub 3.08B; the card's 3B)"),
     "starcoder2-7b": (7.17e9, 0.005e9, "bigcode/starcoder2-7b checkpoint (Hub 7.17B; 7B in Lozhkov et al. 2024)"),
 }

@@ -277,3 +277,15 @@ def test_ernie_4_5_moe_layers_as_its_config_class_places_them() -> None:
     assert 3.0e9 <= m.active_params() - m.vocab * m.hidden < 3.1e9
     every_other = read_config({**config("ernie-4.5-21b-a3b"), "moe_layer_interval": 2, "moe_layer_end_index": -1})
     assert every_other.model.dense_layers == 28 - 14  # layers 1, 3, ..., 27
+
+
+def test_exaone_4_windows_three_layers_in_four() -> None:
+    """configuration_exaone4.py: layer i global when (i + 1) % sliding_window_pattern == 0 (4: 16 of 64), the
+    others a 4,096-token window; "LLLG" spells the same. At 32k tokens the 16 global layers cache 32,768 tokens and
+    the 48 local ones 4,096, 8 KV heads of 128 in bf16."""
+    data = config("exaone-4.0-32b")
+    m = read_config(data).model
+    assert (m.sliding_window, m.n_local, m.qk_norm, m.norms_per_layer) == (4096, 48, "head", 2)
+    assert read_config({**data, "sliding_window_pattern": "LLLG"}).model.n_local == 48
+    kv = napkin.kv_cache(model=m, context="32k").kv_bytes_per_sequence
+    assert kv == (16 * 32768 + 48 * 4096) * 2 * 8 * 128 * 2

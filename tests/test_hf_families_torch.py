@@ -39,6 +39,7 @@ NATIVE = [
     "aya-23-8b",
     "minimax-m2.5",
     "ernie-4.5-21b-a3b",
+    "exaone-4.0-32b",
 ]
 
 
@@ -129,6 +130,13 @@ TINY: dict[str, dict[str, Any]] = {
         "moe_num_shared_experts": 2,
         "moe_layer_start_index": 1,
         "use_bias": True,
+    },
+    "exaone4": {
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
     },
     "minimax_m2": {
         "hidden_size": 64,

@@ -132,8 +132,12 @@ def _layer_kinds(r: _Reader, fam: Family, layers: int, context: int | None) -> d
         return _window(r, "sliding_window", window, rope.count(0), False, context, "the no_rope_layers")
     if fam.sliding == "alternate":  # Gemma 2: even layers local (configuration_gemma2.py: (i + 1) % 2)
         return _window(r, "sliding_window", window, (layers + 1) // 2, False, context, "Gemma 2's alternation")
-    if fam.sliding == "pattern":  # Gemma 3: every sliding_window_pattern-th layer global
-        every = max(1, r.whole("sliding_window_pattern", 6))
+    if fam.sliding == "pattern":  # Gemma 3, EXAONE 4: every sliding_window_pattern-th layer global
+        spec = c.get("sliding_window_pattern")
+        if isinstance(spec, str) and spec and set(spec) <= {"L", "G"}:  # EXAONE's "LLLG": local, local, local, global
+            local = sum(spec[i % len(spec)] == "L" for i in range(layers))
+            return _window(r, "sliding_window", window, local, False, context, f"sliding_window_pattern {spec}")
+        every = max(1, r.whole("sliding_window_pattern", fam.pattern))
         local = sum(bool((i + 1) % every) for i in range(layers))
         return _window(r, "sliding_window", window, local, False, context, f"sliding_window_pattern {every}")
     return _window(r, "sliding_window", window, layers, False, context, "every layer")

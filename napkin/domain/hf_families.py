@@ -28,6 +28,7 @@ class Family:
     qkv_bias: bool = False  # Q, K, V biases whatever the config says (Qwen2)
     sliding: str = "all"  # which layers a ``sliding_window`` applies to: all, alternate, pattern, qwen, nope, types
     context: int | None = None  # max_position_embeddings when the config omits it (its config class's default)
+    pattern: int = 6  # sliding_window_pattern when the config omits it (sliding "pattern": Gemma 3's 6)
 
 
 FAMILIES: dict[str, Family] = {
@@ -54,6 +55,9 @@ FAMILIES: dict[str, Family] = {
     "phi3": Family("Phi-3/3.5/4"),
     "phimoe": Family("Phi-3.5-MoE", norm=Norm.layernorm),
     "olmo2": Family("OLMo 2", qk_norm=QkNorm.full),
+    # modeling_exaone4.py: q_norm/k_norm head_dim wide, two norms per layer (after attention and after the MLP);
+    # configuration_exaone4.py: sliding window on all but every sliding_window_pattern-th layer (default 4)
+    "exaone4": Family("EXAONE 4.0", qk_norm=QkNorm.head, sliding="pattern", pattern=4),
     # modeling_olmoe.py: q_norm over hidden_size, k_norm over n_kv·d_h (OLMo 2's), fused experts, a bias-free router
     "olmoe": Family("OLMoE", qk_norm=QkNorm.full),
     # modeling_granite.py: Llama's blocks; embedding/residual/attention/logits multipliers scale, they hold no weights
