@@ -151,7 +151,10 @@ def max_concurrency(replica: Replica, replicas: int, workload: Workload, slo: Sl
 
 def service_rate(replica: Replica, workload: Workload, kv_tokens: int | None = None) -> float:
     """Requests per second one scheduler completes when kept full: B sequences in flight, each step B decode
-    tokens and the prompt tokens of the B / output requests that replace the finished ones."""
+    tokens and the prompt tokens of the B / output requests that replace the finished ones. A TP group's cost of
+    a prompt-carrying step (``StepCost.prefill_fixed``) is paid by the share of steps the prompts fill at least,
+    packed into the token budget left beside the decodes, not by every step: the rate stays the most a full
+    engine completes, the bound serve-plan's cost floor takes it for."""
     cost = step_cost(replica, workload)
     prompt, output = workload.prompt.mean() * (1 - workload.prefix_hit_rate), workload.output.mean()
     tau = workload.tokens_per_step()
@@ -161,7 +164,11 @@ def service_rate(replica: Replica, workload: Workload, kv_tokens: int | None = N
     steps = max(output / tau, 1.0)
     pre = b * prompt / steps
     q = workload.speculative_tokens + 1
-    seconds = cost.seconds(b * q, pre, q * b * (prompt + output / 2), pre * prompt / 2)
+    args = (b * q, pre, q * b * (prompt + output / 2), pre * prompt / 2)
+    seconds = cost.seconds(*args)
+    if pre > 0 and cost.prefill_fixed > 0:
+        carrying = min(1.0, pre / max(1.0, replica.stack.max_num_batched_tokens - b * q))
+        seconds = carrying * seconds + (1 - carrying) * replace(cost, prefill_fixed=0.0).seconds(*args)
     return b / steps / seconds
 
 
