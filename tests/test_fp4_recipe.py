@@ -56,3 +56,13 @@ def test_explain_gives_the_fp4_recipe_work_with_its_sources(napkin: Run) -> None
     recipe = steps["fp4 recipe work"]
     assert "w = 1.125 B" in recipe["substituted"] and "R / R_8bit = 2.00" in recipe["substituted"]
     assert "quantizer.cpp @ d0067d0da" in recipe["source"] and "NVFP4BlockScaling" in recipe["source"]
+
+
+def test_explain_says_how_a_format_other_than_bf16_gets_its_rate(napkin: Run) -> None:
+    """GB200 fp4: R is 0.729 of the 10 PFLOP/s peak (the bf16 MAMF's 1,822 of 2,500), not the '0.8 × peak' the
+    formula line still named after the rate stopped being 0.8 of the peak."""
+    args = ("step", "--model", "llama3-70b", "--gpus", "64", "--cluster", "gb200-nvl72", "--dtype", "fp4")
+    got = napkin(*args, "--global-batch", "256", "--stack", "megatron-core", "--json", "--explain")
+    assert got.exit_code == 0
+    rate = {s["quantity"]: s for s in json.loads(got.stdout)["steps"]}["achievable matmul rate R"]
+    assert "72.9 %" in rate["result"] and "bf16 peak" in rate["formula"], rate

@@ -7,9 +7,10 @@ with the derivation. One model of the hardware, the same for every model and lay
 
 * **Matmuls**: time = FLOPs / (R·η_size·q) + bytes / (BW_HBM·η_mem). R is the device's achievable matmul
   rate (a saved ``napkin bench matmul --save`` measurement, else the published Maximum Achievable Matmul
-  FLOPS, else 80 % of the datasheet peak), η_size Calculon's efficiency by the size of the call, BW_HBM the
-  HBM bandwidth, q the tile-quantization efficiency of the output (m and n padded to whole tiles of 128, or of
-  the smallest power of two from 16 that holds a smaller dimension). The math and
+  FLOPS, in bf16 or, for another format, the same fraction of its peak, else 80 % of the datasheet peak),
+  η_size Calculon's efficiency by the size of the call, BW_HBM the HBM bandwidth, q the tile-quantization
+  efficiency of the output (m and n padded to whole tiles of 128, or of the smallest power of two from 16 that
+  holds a smaller dimension). The math and
   the memory traffic of a kernel are added, not overlapped: Calculon's ``no_overlap`` processing mode, the
   one its A100 and H100 system files use and the one its validation against Megatron-LM's measured
   iteration times (Korthikanti et al. 2022 Table 5) was run with. A pure roofline (the max of the two)

@@ -165,7 +165,8 @@ def check_training_dtype(dtype: str) -> None:
 
 
 def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") -> Machine:
-    """R from a saved ``bench matmul`` measurement, else the published MAMF, else 80 % of the peak; with an
+    """R from a saved ``bench matmul`` measurement, else the published bf16 MAMF (another format: the fraction of
+    the bf16 peak it reaches, times that format's peak, ``SAME_FRACTION``), else 80 % of the peak; with an
     8-bit-or-less ``dtype``, the attention core and the output layer at the bf16 R. Training formats only
     (``check_training_dtype``)."""
     check_training_dtype(dtype)

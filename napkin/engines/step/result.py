@@ -171,7 +171,7 @@ def _explain(sm: StepModel, k: Knobs, terms: Terms, steps: list[Step]) -> None:
     steps += [
         step(
             "achievable matmul rate R",
-            "saved bench, else published MAMF, else 0.8 × peak",
+            "saved bench, else published MAMF (other formats: its share of the bf16 peak × theirs), else 0.8 × peak",
             f"{hw.name}: R / dense peak = {format_rate(hw.rate)} / {format_rate(hw.peak)}"
             + (
                 f"; attention core and output layer in bf16 at {format_rate(hw.rate16)}" if hw.rate16 != hw.rate else ""
