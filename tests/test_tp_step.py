@@ -3,6 +3,7 @@ carries prompt tokens is launched eagerly on every rank and costs ``tp_prefill_s
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -124,3 +125,18 @@ def test_a_full_tp_engine_never_completes_more_than_its_service_rate() -> None:
     full = service_rate(replica, work)
     served = run(replica, 1, replace(work, rate=3 * full))
     assert len(served.e2e) / served.duration <= full
+
+
+@pytest.mark.parametrize(
+    ("name", "mechanism"),
+    [("tensorrt-llm", "trtGptModelInflightBatching.cpp @ 00825c4ee813"), ("vllm", "v0.10.1")],
+)
+def test_explain_cites_the_code_behind_the_prompt_step_cost_not_only_its_fit(
+    napkin: Run, name: str, mechanism: str
+) -> None:
+    """The fitted value's source and the engine code that makes prompt steps eager (CUDA graphs for decode-only
+    steps) both cover tp_prefill_seconds; --explain printed only the first, the fit."""
+    r = napkin("inference", "--model", "llama3.1-70b", "-H", "h100", "-t", "4", "--stack", name, "--explain", "--json")
+    assert r.exit_code == 0, r.stderr
+    ttft = next(s for s in json.loads(r.stdout)["steps"] if s["quantity"] == "TTFT (prefill of one prompt)")
+    assert "napkin fit" in ttft["substituted"] and mechanism in ttft["substituted"]

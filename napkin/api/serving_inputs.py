@@ -273,7 +273,7 @@ def serving_settings(
         memory_source=f"{chosen.name}: {chosen.cited('memory_rule')}",
         host_source=f"{chosen.name}: {chosen.cited('host_seconds_per_sequence')}",
         allreduce_source=f"{chosen.name}: {chosen.cited('allreduce_seconds')}",
-        tp_prefill_source=f"{chosen.name}: {chosen.cited('tp_prefill_seconds')}",
+        tp_prefill_source=f"{chosen.name}: {chosen.cited_all('tp_prefill_seconds')}",
         price_per_hour=price_value if price_value is not None else profile.price_per_hour,
     )
 

@@ -223,6 +223,11 @@ class Stack(Profile):
                 return source.title
         return None
 
+    def cited_all(self, field: str) -> str:
+        """Every source that covers a serving value, joined (a fitted value and the mechanism it stands for)."""
+        titles = [s.title for s in self.sources if s.covers and field in [c.strip() for c in s.covers.split(",")]]
+        return "; ".join(titles) or self.cited(field)
+
     def cited(self, field: str) -> str:
         """The source of a serving value: the one that covers it, else that the profile leaves napkin's default."""
         return self.covering(field) or f"the {self.name} profile leaves {field} at napkin's default"
