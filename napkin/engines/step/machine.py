@@ -46,8 +46,9 @@ DEFAULT_MATMUL_EFFICIENCY: Final = 0.80
 #: same table's FP8 rows (@ 744d01e1) measure B200 SXM 3432.5 of 4500 (76.3 %) and GB200 SXM 3615.6 of 5000
 #: (72.3 %) against 77.6 % and 72.9 % in BF16. Its H100 SXM FP8 row (1402.6, 70.9 % against 80.3 %) is timed with
 #: torch._scaled_mm's default split accumulation (mamf-finder.py @ 744d01e1 passes no use_fast_accum), which
-#: Hopper pays and Transformer Engine uses only in its backward GEMMs; megatron-core's fitted fp8 cost carries
-#: that on the H100 runs it is fitted to.
+#: Hopper pays and Transformer Engine uses only in its backward GEMMs (_2X_ACC_FPROP = False, _2X_ACC_DGRAD =
+#: _2X_ACC_WGRAD = True, transformer_engine/pytorch/module/base.py @ d0067d0da); megatron-core's fitted fp8 cost
+#: carries that on the H100 runs it is fitted to.
 SAME_FRACTION: Final = (
     "the device's bf16 MAMF fraction of its bf16 peak, applied to this format's peak (stas00/ml-engineering "
     "compute/accelerator/README.md @ 744d01e1, FP8 table: B200 76.3 %, GB200 72.3 % of the FP8 peak against "
@@ -164,6 +165,19 @@ def check_training_dtype(dtype: str) -> None:
         )
 
 
+def _bf16_rate(hardware: HardwareProfile) -> tuple[float, str] | None:
+    """The device's bf16 rate and whence, for another format's share of its peak: a saved ``bench matmul`` bf16
+    measurement, else the published bf16 MAMF (None: neither, or no bf16 peak)."""
+    if not hardware.peak_if_known("bf16"):
+        return None
+    measured = hardware.measured_for("bf16")
+    if measured is not None:
+        return measured.flops_per_second, f"bf16 measured {measured.date} (bench matmul)"
+    if hardware.name in MAMF_BF16:
+        return MAMF_BF16[hardware.name], "bf16 MAMF"
+    return None
+
+
 def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") -> Machine:
     """R from a saved ``bench matmul`` measurement, else the published bf16 MAMF (another format: the fraction of
     the bf16 peak it reaches, times that format's peak, ``SAME_FRACTION``), else 80 % of the peak; with an
@@ -176,9 +190,9 @@ def machine(cluster: Cluster, hardware: HardwareProfile, dtype: str = "bf16") ->
         rate, source = measured.flops_per_second, f"measured {measured.date} on {measured.device} (bench matmul)"
     elif dtype == "bf16" and hardware.name in MAMF_BF16:
         rate, source = MAMF_BF16[hardware.name], sources.MAMF
-    elif hardware.name in MAMF_BF16 and hardware.peak_if_known("bf16"):
-        fraction = MAMF_BF16[hardware.name] / hardware.peak("bf16")
-        rate, source = fraction * peak, f"{fraction:.3f} × peak: {SAME_FRACTION}"
+    elif (bf16 := _bf16_rate(hardware)) is not None:
+        fraction = bf16[0] / hardware.peak("bf16")
+        rate, source = fraction * peak, f"{fraction:.3f} × peak ({bf16[1]}): {SAME_FRACTION}"
     else:
         rate, source = DEFAULT_MATMUL_EFFICIENCY * peak, f"{DEFAULT_MATMUL_EFFICIENCY:g} × peak ({sources.MAMF}, H100)"
     rate = min(rate, peak)
