@@ -110,6 +110,7 @@ def train_time(
             shape,
             stack,
             stack_file,
+            {"finetune": str(method or Finetune.full), "lora_rank": lora_rank, "lora_targets": lora_targets},
         )
         mfu, recompute = best.mfu, best.layout.recompute
         software = get_stack(stack, stack_file)
@@ -176,6 +177,8 @@ def train_time(
     if best is not None:
         result.layout, result.micro_batch, result.global_batch = best.layout, best.micro_batch, best.global_batch
         result.cluster, result.stack = best.cluster, best.stack
+        # the plan's step time, whence the MFU, already counts a QLoRA base's dequantization (step_seconds)
+        result.notes = [n for n in result.notes if "dequantization before each matmul" not in n]
         if best.outside_validation:  # as step and plan say of the same layout
             result.notes.append(
                 f"outside the {best.stack} stack's validated region: {'; '.join(best.outside_validation)}"
@@ -233,9 +236,11 @@ def _predicted(
     shape: dict[str, Any],
     stack: str | Any | None,
     stack_file: str | Path | None,
+    adapters: dict[str, Any],
 ) -> StepResult:
     """The result of ``plan``'s #1 (the fastest fitting layout, inside the stack's validated region where one
-    fits), for ``train_time(mfu="predicted")``."""
+    fits), for ``train_time(mfu="predicted")``; ``adapters``: the fine-tuning method and the LoRA options, so that
+    a LoRA run's MFU is that of the layouts ``plan --finetune`` searches, not of full training's."""
     if gpus is None or (model is None and model_config is None):
         raise UsageError(
             "mfu: predicted needs model (or model_config) and gpus: the planner picks a layout for them",
@@ -260,6 +265,7 @@ def _predicted(
         top=1,
         stack=stack,
         stack_file=stack_file,
+        **adapters,
         **shape,
     )
     if not found.layouts:
