@@ -263,9 +263,15 @@ def traffic(
     kv = replica.kv_tokens()
     if kv == 0:
         dense, experts = replica.weight_bytes_gpu()
+        from napkin.engines.serving_formats import WeightFormat, weight_bytes_per_param
+
+        now = weight_bytes_per_param(settings.weights_format)  # suggest only formats smaller than the one given
+        smaller = [f.value for f in (WeightFormat.fp8, WeightFormat.int4) if weight_bytes_per_param(f) < now]
+        given = settings.weights_format.value
         raise UsageError(
-            f"weights: {units.format_bytes(dense + experts)} per GPU leave no room for a KV cache on "
-            f"{profile.name}; use more GPUs, --tensor-parallel, or smaller --weights (fp8, int4)",
+            f"weights: {units.format_bytes(dense + experts)} of {given} weights per GPU leave no room for a KV cache "
+            f"on {profile.name}; use more GPUs or --tensor-parallel"
+            + (f", or smaller --weights ({', '.join(smaller)})" if smaller else ""),
             field="weights",
         )
     longest = workload.prompt.largest()
