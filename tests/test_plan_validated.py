@@ -111,3 +111,12 @@ def test_a_region_naming_zero3_covers_fsdp_which_is_zero3() -> None:
     renamed = region.model_copy(update={"sharding_across_nodes": [Sharding.zero3]})
     assert renamed.outside_layout(Sharding.fsdp, True) == []
     assert renamed.outside_layout(Sharding.zero2, True) == ["zero2 across nodes"]
+
+
+def test_a_family_twice_as_slow_or_more_is_said_as_a_ratio(plans: tuple[PlanResult, PlanResult]) -> None:
+    """Qwen3-30B-A3B on 16 H100s: TP 8 + DP takes several times #1's step; the caption says '3.5× slower', not
+    '250% slower' (at 2^24 GPUs a family read '610,403% slower')."""
+    first, _ = plans
+    said = re.search(r"TP 8 \+ DP: ([\d,.]+)× slower", first.explanation)
+    assert said is not None and float(said[1].replace(",", "")) >= 2, first.explanation
+    assert re.search(r"\d{3,}% slower", first.explanation) is None

@@ -198,6 +198,9 @@ def _versus(best: tuple[Knobs, Terms], other: tuple[Knobs, Terms], outside: list
         return f"{gain:,.0%} faster by this model, but napkin keeps TP inside the scale-up domain"
     if change < 0.005:
         return "as fast"
+    if change >= 1:  # twice as long or more reads as a ratio: "4.3× slower", not "333% slower"
+        ratio = 1 + change
+        return f"{ratio:,.{1 if ratio < 10 else 0}f}× slower (+{why})"
     return f"{change:,.0%} slower (+{why})"
 
 
