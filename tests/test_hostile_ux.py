@@ -383,19 +383,26 @@ def test_a_number_that_is_not_utf8_is_quoted_once(napkin: Run) -> None:
 
 
 def test_bad_input_is_exit_2_even_where_stderr_cannot_be_written() -> None:
-    """The error line failing to write (2>/dev/full) turned exit 2 into 1, as if the output had failed."""
+    """The error line failing to write (2>/dev/full) turned exit 2 into 1, as if the output had failed; with a
+    buffered stderr (PYTHONUNBUFFERED unset, as CI runs) Python's flush of the unwritten line at exit made it 120."""
+    import os
     import subprocess
     import sys
 
-    with open("/dev/full", "w") as full:
-        r = subprocess.run(
-            [sys.executable, "-m", "napkin", "memory", "--model", "nope"],
-            stdout=subprocess.PIPE,
-            stderr=full,
-            timeout=120,
-            check=False,
-        )
-    assert (r.returncode, r.stdout) == (2, b"")
+    for unbuffered in ("1", None):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+        if unbuffered:
+            env["PYTHONUNBUFFERED"] = unbuffered
+        with open("/dev/full", "w") as full:
+            r = subprocess.run(
+                [sys.executable, "-m", "napkin", "memory", "--model", "nope"],
+                stdout=subprocess.PIPE,
+                stderr=full,
+                timeout=120,
+                check=False,
+                env=env,
+            )
+        assert (r.returncode, r.stdout) == (2, b""), unbuffered
 
 
 def test_an_absurd_matmul_is_written_in_scientific_notation(napkin: Run) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -39,6 +40,9 @@ def say(text: str, *, err: bool = False) -> None:
     except OSError:  # stderr that cannot be written (2>/dev/full) leaves the exit status as it is: 2 for bad input
         if not err:
             raise
+        # the unwritten line stays in the stream's buffer, and Python's flush of it at exit would turn the status
+        # into 120 (a buffered stderr: PYTHONUNBUFFERED unset); later lines go nowhere instead
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (the process's stderr from here on)
 
 
 def unicode_stdout() -> bool:
