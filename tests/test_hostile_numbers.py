@@ -264,6 +264,10 @@ SERVE = ("--model", "llama3-8b", "--prompt", "100", "--output", "10")
         (["traffic", *SERVE, "--rate", "1e12/min"], "--rate: '1e12/min' is above the 10,000,000 requests/s"),
         (["inference", "-m", "llama3-8b", "--batch", "1e9", "--context", "1k"], "--batch: '1e9' is above the 16,"),
         (["kv-cache", "-m", "llama3-8b", "--context", "1e9"], "--context: '1e9' is above the 134,217,728 tokens"),
+        (
+            ["mfu", "-m", "llama3-8b", "-G", "8", "--tokens-per-second", "1e30"],
+            "--tokens-per-second: '1e30' is above the 1,000,000,000,000 tokens/s",
+        ),
     ],
 )
 def test_a_count_no_cluster_or_workload_reaches_is_refused(napkin: Run, argv: list[str], message: str) -> None:

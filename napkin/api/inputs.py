@@ -65,6 +65,11 @@ LIMITS: dict[str, tuple[int | float, str, str]] = {
         ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel", "expert_parallel"),
         (2**24, "GPUs", "2^24; a parallel degree counts GPUs"),
     ),
+    # Llama 3.1 405B on 16,384 H100s at 400 TFLOP/s each (arXiv 2407.21783 Table 4) is about 2.7M tokens/s.
+    **dict.fromkeys(
+        ("tokens_per_second", "tokens_per_second_per_gpu"),
+        (1e12, "tokens/s", "a trillion a second, 370,000× Llama 3.1 405B's 2.7M on 16,384 H100s"),
+    ),
     # ChatGPT answers 2.5 billion prompts a day, 29,000 a second (OpenAI to Axios, July 2025).
     "rate": (1e7, "requests/s", "350× ChatGPT's 2.5 billion prompts a day, 29,000/s"),
     # vLLM's benchmarks/benchmark_serving.py sends 1,000 prompts by default (--num-prompts); a simulation holds every
