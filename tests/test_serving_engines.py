@@ -395,6 +395,8 @@ def test_serve_plan_ranks_by_cost_and_names_the_closest_miss() -> None:
     costs = [d.usd_per_hour for d in plan.deployments]
     assert costs == sorted(costs)
     assert all(d.slo_ratio <= 1 for d in plan.deployments)
+    # each names the SLO closest to its target and how close, not 'binds' at a third of it
+    assert all(f"at {d.slo_ratio:.0%} of its target" in d.bottleneck for d in plan.deployments)
     impossible = napkin.serve_plan(
         model="llama3.1-70b", rate=1, prompt=1000, output=100, tpot_p99="1ms", hardware="h100"
     )
