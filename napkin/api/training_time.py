@@ -159,6 +159,7 @@ def train_time(
         mfu_high=high,
         achieved=optional(units.parse_rate, achieved, "achieved"),
         goodput=parse(units.parse_fraction, goodput, "goodput"),
+        predicted=best is not None,
     )
     pue_value = parse(units.parse_number, pue, "pue")
     if pue_value < 1:
@@ -177,8 +178,6 @@ def train_time(
     if best is not None:
         result.layout, result.micro_batch, result.global_batch = best.layout, best.micro_batch, best.global_batch
         result.cluster, result.stack = best.cluster, best.stack
-        # the plan's step time, whence the MFU, already counts a QLoRA base's dequantization (step_seconds)
-        result.notes = [n for n in result.notes if "dequantization before each matmul" not in n]
         if best.outside_validation:  # as step and plan say of the same layout
             result.notes.append(
                 f"outside the {best.stack} stack's validated region: {'; '.join(best.outside_validation)}"

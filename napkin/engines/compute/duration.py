@@ -231,7 +231,7 @@ def train_time(
         causal=query.causal,
     )
     _add_money(result, hardware, money)
-    if query.finetune == "qlora":
+    if query.finetune == "qlora" and not throughput.predicted:  # a planned step time already counts it
         result.notes.append(
             "not included: the NF4 base's dequantization before each matmul (memory-bound work, not FLOPs; "
             "'napkin step --finetune qlora' counts it)"

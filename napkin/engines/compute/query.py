@@ -33,6 +33,11 @@ class Throughput(Record):
     mfu_high: float = Field(default=0.5, gt=0, le=1)
     achieved: float | None = Field(default=None, gt=0, description="sustained hardware FLOP/s per device")
     goodput: float = Field(default=1.0, gt=0, le=1, description="fraction of wall-clock time doing useful steps")
+    predicted: bool = Field(
+        default=False,
+        description="the MFU is a planned layout's (train-time --mfu predicted): its step time counts every term "
+        "the step model has, a QLoRA base's dequantization among them",
+    )
 
 
 class Money(Record):
