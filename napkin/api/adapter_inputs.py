@@ -16,6 +16,16 @@ if TYPE_CHECKING:  # imported where used (start-up time)
     from napkin.domain.layout import Layout
 
 
+def refuse_without_adapters(options: dict[str, Any]) -> None:
+    """A UsageError naming the adapter options given (not None) to a question without adapters: each named, as
+    its flag, not every adapter option napkin has."""
+    given = [name for name, value in options.items() if value is not None]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)}: used only with finetune lora or qlora", field=given[0], also=(*given[1:], "finetune")
+        )
+
+
 @dataclass(frozen=True)
 class AdapterOptions:
     """What memory, max_model, step and plan take for fine-tuning with adapters, declared once: the method, the
@@ -56,13 +66,7 @@ class AdapterOptions:
                 "embedding_dtype": self.embedding_dtype,
                 "paged_optimizer": self.paged_optimizer or None,
             }
-            given = [name for name, value in lora_only.items() if value is not None]
-            if given:  # the options given, each named, not every adapter option napkin has
-                raise UsageError(
-                    f"{', '.join(given)}: used only with finetune lora or qlora",
-                    field=given[0],
-                    also=(*given[1:], "finetune"),
-                )
+            refuse_without_adapters(lora_only)
             return None
         from napkin.engines.finetune import Adapters  # only with adapters (start-up time)
         from napkin.engines.lora import DEFAULT_RANK, targets

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from napkin import units
-from napkin.api.adapter_inputs import AdapterOptions
+from napkin.api.adapter_inputs import AdapterOptions, refuse_without_adapters
 from napkin.api.inputs import SHAPE_FIELDS, choice, keywords, optional, parse, said, to_seconds
 from napkin.api.model_inputs import build_model, described, named_preset, resolve_params, resolve_seq
 from napkin.api.planning import plan
@@ -198,15 +198,7 @@ def _adapter_params(
     """T, the trainable adapter parameters of a LoRA/QLoRA run (0 for full fine-tuning)."""
     method = choice(Finetune, finetune, "finetune")
     if method is Finetune.full:
-        given = [
-            name for name, value in (("lora_rank", lora_rank), ("lora_targets", lora_targets)) if value is not None
-        ]
-        if given:
-            raise UsageError(
-                f"{', '.join(given)}: used only with finetune lora or qlora",
-                field=given[0],
-                also=(*given[1:], "finetune"),
-            )
+        refuse_without_adapters({"lora_rank": lora_rank, "lora_targets": lora_targets})
         return 0.0
     if arch is None:
         raise UsageError(
