@@ -118,10 +118,11 @@ class Machine:
 
 
 #: Number formats whose matmuls Transformer Engine runs only in the transformer blocks' linear layers
-#: (sources.TE_FP8_SCOPE): the attention core and the output layer stay 16-bit.
-LOW_PRECISION: Final = frozenset({"fp8", "fp6", "fp4", "int8"})
+#: (sources.TE_FP8_SCOPE): the attention core and the output layer stay 16-bit. (fp6 and int8 train nowhere:
+#: ``check_training_dtype`` refuses them before a machine is built.)
+LOW_PRECISION: Final = frozenset({"fp8", "fp4"})
 #: Formats narrower than 8 bits: their recipe's own work (``RECIPE_AT_8_BIT``) is timed at the 8-bit rate.
-NARROWER_THAN_8_BIT: Final = frozenset({"fp6", "fp4"})
+NARROWER_THAN_8_BIT: Final = frozenset({"fp4"})
 #: A low-precision recipe's work beyond its GEMMs (stack ``fp8.overhead``: amax passes, casts, scale updates) is
 #: per-element HBM work, not tensor-core math: under NVFP4 Transformer Engine computes the input's amax in one pass
 #: (nvte_compute_amax_with_config, or nvte_hadamard_transform_amax for the column-wise copy's post-RHT amax), then
