@@ -5,6 +5,7 @@ cheap to import.
 """
 
 from enum import StrEnum
+from typing import Final
 
 
 class Dtype(StrEnum):
@@ -73,6 +74,10 @@ class Sharding(StrEnum):
     zero3 = "zero3"  # + parameters
     fsdp = "fsdp"  # PyTorch FSDP FULL_SHARD ≈ ZeRO-3
     hsdp = "hsdp"  # FSDP within a scale-up domain (HYBRID_SHARD), the shards replicated across domains
+
+
+#: One strategy under two names: PyTorch FSDP's FULL_SHARD is ZeRO-3 (a stack names it as its framework does).
+FULL_SHARD: Final = frozenset({Sharding.zero3, Sharding.fsdp})
 
 
 class Offload(StrEnum):

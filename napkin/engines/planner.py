@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Final
 
-from napkin.domain.choices import Recompute, Sharding
+from napkin.domain.choices import FULL_SHARD, Recompute, Sharding
 from napkin.domain.layout import split_problem
 from napkin.engines.divisors import divisors, powers_of_two
 from napkin.engines.memory.states import ranks_near
@@ -29,7 +29,6 @@ from napkin.engines.step import (
     offered_with_pipeline,
     own_name,
 )
-from napkin.engines.step.machine import FULL_SHARD
 from napkin.engines.step.region import outside_layout, outside_question
 from napkin.errors import UsageError
 from napkin.systems.stack import Offers

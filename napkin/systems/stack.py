@@ -216,17 +216,17 @@ class Stack(Profile):
             )
         return self.training
 
+    def _covering_all(self, field: str) -> list[str]:
+        """The titles of the sources whose ``covers`` names ``field`` (a serving value), in file order."""
+        return [s.title for s in self.sources if s.covers and field in [c.strip() for c in s.covers.split(",")]]
+
     def covering(self, field: str) -> str | None:
-        """The title of the source whose ``covers`` names ``field`` (a serving value), if one does."""
-        for source in self.sources:
-            if source.covers and field in [c.strip() for c in source.covers.split(",")]:
-                return source.title
-        return None
+        """The title of the first source whose ``covers`` names ``field`` (a serving value), if one does."""
+        return next(iter(self._covering_all(field)), None)
 
     def cited_all(self, field: str) -> str:
         """Every source that covers a serving value, joined (a fitted value and the mechanism it stands for)."""
-        titles = [s.title for s in self.sources if s.covers and field in [c.strip() for c in s.covers.split(",")]]
-        return "; ".join(titles) or self.cited(field)
+        return "; ".join(self._covering_all(field)) or self.cited(field)
 
     def cited(self, field: str) -> str:
         """The source of a serving value: the one that covers it, else that the profile leaves napkin's default."""

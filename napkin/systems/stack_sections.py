@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from napkin.domain.base import Record
-from napkin.domain.choices import Sharding
+from napkin.domain.choices import FULL_SHARD, Sharding
 from napkin.systems.profiles import BytesOrZero
 
 STRICT = ConfigDict(extra="forbid", frozen=True, validate_default=True)
@@ -303,9 +303,8 @@ class Validated(Record):
 
 
 def _same(a: Sharding, b: Sharding) -> bool:
-    """One strategy under either name: FSDP's FULL_SHARD is ZeRO-3 (a stack names it as its framework does)."""
-    full = {Sharding.zero3, Sharding.fsdp}
-    return a == b or {a, b} <= full
+    """One strategy under either name (``FULL_SHARD``: FSDP's FULL_SHARD is ZeRO-3)."""
+    return a == b or {a, b} <= FULL_SHARD
 
 
 class CachedActivations(Record):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from napkin.domain.choices import Sharding
+from napkin.domain.choices import FULL_SHARD, Sharding
 from napkin.domain.layout import Layout
 from napkin.domain.workload import Workload
 from napkin.engines.step.knobs import Knobs
-from napkin.engines.step.machine import FULL_SHARD
 from napkin.engines.step.model import StepModel
 from napkin.errors import UsageError
 from napkin.systems.stack import Offers

@@ -145,8 +145,6 @@ RECIPE_AT_8_BIT: Final = (
 #: the high precision input"), each 4 bits and one E4M3 scale per 16 elements (NVFP4_ELEMENT_BYTES).
 CAST_WRITTEN: Final = {"fp4": 2 * NVFP4_ELEMENT_BYTES}
 SHARDED_PARAMS: Final = frozenset({Sharding.zero3, Sharding.fsdp, Sharding.hsdp})
-#: One strategy under two names (napkin reads fsdp as ZeRO-3).
-FULL_SHARD: Final = frozenset({Sharding.zero3, Sharding.fsdp})
 
 
 #: The number formats training runs its matmuls in: fp32 (tf32 on tensor cores, PyTorch's allow_tf32), bf16 and
