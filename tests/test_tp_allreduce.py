@@ -40,3 +40,27 @@ def test_pieces_are_the_all_reduce_at_every_token_count() -> None:
     for tokens in (1, 8, 15, 16, 17, 100, 256, 511, 512):  # one-shot below 16 tokens, two-shot to 512
         fixed, per = next((a, b) for below, a, b in pieces if tokens < below)
         assert fixed + per * tokens == pytest.approx(allreduce_seconds(tokens * token, 8, H100, custom=True))
+
+
+def test_a_tp_group_beyond_one_node_crosses_the_scale_out_network() -> None:
+    """TP 16 on DGX H100s spans two nodes: each decode all-reduce crosses InfiniBand, whose per-hop latency alone
+    bounds it from below, where it had been timed as one 16-GPU NVLink domain."""
+    from napkin import api
+
+    fabric = H100
+    one = api.inference(model="llama3-70b", hardware="h100", tensor_parallel=16, context=2048)
+    assert "InfiniBand" in one.communication and "across 2 nodes" in one.communication
+    crossing = allreduce_seconds(8192 * 2.0, 16, fabric, custom=True)
+    assert crossing >= fabric.out_latency  # NCCL, not the 6 µs peer-to-peer kernel within NVLink
+    assert crossing > 2 * allreduce_seconds(8192 * 2.0, 8, fabric, custom=True)
+
+
+def test_a_tp_group_that_cannot_span_whole_nodes_is_refused_naming_the_flag() -> None:
+    from typer.testing import CliRunner
+
+    from napkin.cli import app
+
+    out = CliRunner().invoke(app, ["inference", "--model", "gpt3-175b", "--tensor-parallel", "12"])
+    assert out.exit_code == 2
+    assert "--tensor-parallel: TP 12 spans more than one 8-device" in out.stderr
+    assert "a multiple of 8" in out.stderr

@@ -54,15 +54,30 @@ def _resolve_hardware(name: str | None, hardware_file: str | Path | None) -> Har
 
 
 def fabric_of(profile: HardwareProfile, tensor: int) -> Fabric | None:
-    """The scale-up links of the built-in cluster made of ``profile``'s device, for TP communication (None when
-    there is no such cluster, or a TP group larger than its scale-up domain)."""
+    """The links of the built-in cluster made of ``profile``'s device, for TP communication (None when there is no
+    such cluster). A TP group larger than one scale-up domain spans whole domains and crosses the scale-out
+    network (the collective model charges it there); a group that cannot is refused, naming ``tensor_parallel``."""
     if tensor == 1:
         return None
     from napkin.systems.cluster import built_from
 
     cluster = built_from(profile.name)
-    fabric = cluster.fabric() if cluster is not None else None
-    return fabric if fabric is not None and tensor <= fabric.domain_size else None
+    if cluster is None:
+        return None
+    fabric = cluster.fabric()
+    domain = fabric.domain_size
+    if tensor > domain and (tensor % domain or fabric.out_bandwidth_per_device <= 0):
+        across = (
+            f"a multiple of {domain} to span whole domains"
+            if fabric.out_bandwidth_per_device > 0
+            else f"at most {domain} ({cluster.name} has no scale-out network)"
+        )
+        raise UsageError(
+            f"tensor_parallel: TP {tensor} spans more than one {domain}-device {fabric.up_name} domain of "
+            f"{cluster.name}; give TP of {across}",
+            field="tensor_parallel",
+        )
+    return fabric
 
 
 def get_cluster(
