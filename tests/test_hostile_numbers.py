@@ -32,7 +32,7 @@ def _config(tmp_path: Path, text: str) -> Path:
         (json.dumps({**CONFIG, "hidden_size": 10**60}), "is outside what napkin computes with"),
         (json.dumps({**CONFIG, "hidden_size": 2**53 + 2}), "larger than napkin counts exactly"),
         ('{"num_hidden_layers": 2, "num_hidden_layers": 3, "hidden_size": 64}', "the key 'num_hidden_layers' is given"),
-        ('{"num_hidden_layers": 2, "hidden_size": NaN}', "NaN is not a JSON number"),
+        ('{"num_hidden_layers": 2, "hidden_size": NaN}', "hidden_size: nan is not a positive whole number"),
         ('{"num_hidden_layers": 2, "hidden_size": ' + "9" * 5000 + "}", "a number of 5000 digits is longer than"),
         (
             json.dumps({**CONFIG, "tie_word_embeddings": "false"}),
@@ -61,6 +61,19 @@ def test_a_config_value_is_read_with_the_command_lines_bounds(tmp_path: Path, te
     with pytest.raises(UsageError, match="model_config: ") as info:
         napkin.Model.from_hf_config(_config(tmp_path, text))
     assert message in str(info.value)
+
+
+def test_python_json_constants_are_read_where_napkin_takes_no_number(tmp_path: Path) -> None:
+    """transformers writes config.json with Python's json, which spells a non-finite float Infinity or NaN:
+    nvidia/NVIDIA-Nemotron-Nano-9B-v2's config.json has ``"time_step_limit": [0.0, Infinity]``. Such a key napkin
+    does not read is no reason to refuse the file (the hybrid is then refused for what it is); a key it reads
+    still must be a number it can count with (the NaN case above)."""
+    extra = {"time_step_limit": [0.0, float("inf")], "initializer_range": float("nan")}
+    model = napkin.Model.from_hf_config(_config(tmp_path, json.dumps({**CONFIG, **extra})))
+    assert (model.layers, model.hidden) == (2, 64)
+    hybrid = {**CONFIG, **extra, "model_type": "nemotron_h", "hybrid_override_pattern": "M-M*"}
+    with pytest.raises(UsageError, match="'nemotron_h' is a hybrid"):
+        napkin.Model.from_hf_config(_config(tmp_path, json.dumps(hybrid)))
 
 
 def test_a_byte_order_mark_is_skipped(tmp_path: Path) -> None:

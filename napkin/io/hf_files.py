@@ -35,7 +35,7 @@ def read_object(path: Path, field: str = "model_config") -> dict[str, Any]:
     """A config.json's object: one ``UsageError`` naming ``field`` and the path for anything else."""
     where = repr(str(path))
     try:
-        data = parse_json(read_text(path))  # a regular file of bounded size, strict JSON (yamlio.parse_json)
+        data = parse_json(read_text(path), python_constants=True)  # a regular file of bounded size (yamlio)
     except NapkinError as exc:
         raise UsageError(f"{field}: {exc}", field=field) from None
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting deeper than the parser's stack

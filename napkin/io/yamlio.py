@@ -140,17 +140,24 @@ def _json_constant(text: str) -> float:
     raise ValueError(f"{text} is not a JSON number (JSON has no NaN or Infinity)")
 
 
-def parse_json(text: str) -> Any:
+def _python_constant(text: str) -> float:
+    return float(text)  # NaN, Infinity, -Infinity: what Python's json.dumps writes for a non-finite float
+
+
+def parse_json(text: str, *, python_constants: bool = False) -> Any:
     """Strict JSON, as napkin reads a file (a Hugging Face config.json): a leading UTF-8 byte-order mark is
     skipped (RFC 8259 §8.1 lets a parser ignore it); a key given twice, NaN or Infinity, a number that is not
     finite as a float or longer than MAX_NUMBER_CHARS are ValueErrors (Python's json would take the last
-    key, NaN, inf, and fail on 4,300 digits)."""
+    key, NaN, inf, and fail on 4,300 digits). With ``python_constants``, NaN, Infinity and -Infinity are read
+    as floats: transformers writes its config.json with Python's json, which spells a non-finite float so
+    (Nemotron-H's ``time_step_limit: [0.0, Infinity]``); the reader of the object then refuses one wherever it
+    takes a number."""
     return json.loads(
         text.removeprefix("\ufeff"),
         object_pairs_hook=_unique_keys,
         parse_int=_json_int,
         parse_float=_json_float,
-        parse_constant=_json_constant,
+        parse_constant=_python_constant if python_constants else _json_constant,
     )
 
 
