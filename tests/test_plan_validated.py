@@ -102,6 +102,18 @@ def test_adapters_and_a_stack_no_run_validates_are_said_outside_once() -> None:
     assert times == sorted(times)
 
 
+def test_the_caption_says_what_the_question_itself_takes_outside(napkin: Run) -> None:
+    """megatron-core's published runs are fp8 and NVFP4 (Megatron-Bridge, NeMo 24.07): a bf16 plan ranks by the
+    layouts' own choices, and its caption says, beside the ranking rule, that bf16 is outside whatever the layout."""
+    said = "Outside the validated region whatever the layout: bf16 (validated: fp8, fp4)."
+    args = ["plan", "--model", "llama3-8b", "--gpus", "16", "--global-batch", "64"]
+    bf16 = napkin(*args)
+    assert bf16.exit_code == 0 and said in " ".join(bf16.stdout.split()), bf16.stdout
+    fp8 = napkin(*args, "--dtype", "fp8")
+    assert fp8.exit_code == 0 and "whatever the layout" not in fp8.stdout
+    assert "whatever the layout" not in napkin(*args, "--explore").stdout  # by time alone: no region to rank by
+
+
 def test_a_region_naming_zero3_covers_fsdp_which_is_zero3() -> None:
     from napkin.domain.choices import Sharding
     from napkin.systems.stack import resolve as stack

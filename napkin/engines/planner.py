@@ -333,6 +333,9 @@ def _explain(
             f"{scored[0][0] / seconds - 1:,.0%} faster: {k.layout().describe(compact=True)} b{k.micro_batch}, "
             f"outside in {'; '.join(outside_layout(sm, k))}. --explore ranks every layout by its step time."
         )
+    question = outside_question(sm, gpus)
+    if question and not explore and sm.validated is not None and not sm.validated.empty:
+        lines.append(f"Outside the validated region whatever the layout: {'; '.join(question)}.")
     capacity = sm.hw.capacity - sm.reserve
     timed = {k: terms for _, k, terms in scored}  # the layouts the plan scored, as it scored them
     order = _order(sm, explore)
