@@ -97,6 +97,7 @@ _EXAMPLES: Final = {
     "bandwidth": "a positive bandwidth such as 3.35 TB/s or 2039 GB/s",
     "power": "a positive power such as 700 W or 1 kW",
     "duration": "a positive duration such as 90d, 36 hours, 2w or 3600 (seconds)",
+    "latency": "a latency such as 2s, 100ms or 50us",
     "number": "a positive number such as 90, 2.49 or 1.2e3",
     "length": "a positive length such as 8192, 32k (= 32,768) or 1M (= 2^20)",
 }
@@ -245,6 +246,11 @@ def parse_power(text: str | float | int, what: str = "value") -> float:
 def parse_duration(text: str | float | int, what: str = "value") -> float:
     """``"90d"`` → 7776000.0 seconds. A bare number is seconds."""
     return _parse(text, DURATION_UNITS, "duration", what)
+
+
+def parse_latency(text: str | float | int, what: str = "value") -> float:
+    """A duration with a latency's examples in its errors: ``"100ms"`` → 0.1 seconds."""
+    return _parse(text, DURATION_UNITS, "latency", what)
 
 
 _FRACTION: Final = "a number in (0, 1] such as 0.5 or 50%"

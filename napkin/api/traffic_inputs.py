@@ -131,11 +131,7 @@ def parse_slo(given: dict[str, Any]) -> Any:
         value = given.get(key)
         if value is None:
             continue
-        try:
-            seconds = parse(units.parse_duration, value, key)
-        except UsageError as exc:  # a latency's examples, not a training run's (90d, 2w)
-            reason = str(exc).split("; expected")[0]
-            raise UsageError(f"{reason}; expected a latency such as 2s, 100ms or 50us", field=key) from None
+        seconds = parse(units.parse_latency, value, key)
         if seconds <= 0:
             raise UsageError(f"{key}: {value!r} must be a positive duration such as 2s or 100ms", field=key)
         metric, q = key.split("_p")
