@@ -311,10 +311,7 @@ def serve(
     elif fabric is None:
         communication = "TP all-reduce not modelled (no cluster profile for this device)"
     else:
-        links = fabric.up_name
-        if tensor > fabric.domain_size:
-            links += f" and {fabric.out_name} across {tensor // fabric.domain_size} nodes"
-        communication = f"TP all-reduce {format_duration(decode_comm)} per decode step on {links}"
+        communication = f"TP all-reduce {format_duration(decode_comm)} per decode step on {fabric.links(tensor)}"
         from napkin.engines.tp_allreduce import SOURCE, kernel
 
         size = batch * model.hidden * 2.0

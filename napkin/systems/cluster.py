@@ -216,6 +216,12 @@ class Fabric:
     #: device's own interconnect figure (PCIe through the host), where engines' peer-to-peer all-reduce stops at 2
     direct_links: bool = True
 
+    def links(self, group: int) -> str:
+        """The links a group of ``group`` devices, packed into whole domains, crosses."""
+        if group <= self.domain_size:
+            return self.up_name
+        return f"{self.up_name} and {self.out_name} across {group // self.domain_size} nodes"
+
 
 # ------------------------------------------------------------------------------------------ loading
 
