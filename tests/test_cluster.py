@@ -121,3 +121,15 @@ def test_shipped_schema_is_current(napkin: Run) -> None:
     assert json.loads(shipped.read_text(encoding="utf-8")) == cluster.schema(), (
         "run: napkin cluster schema > clusters/schema.json"
     )
+
+
+def test_a_cluster_and_the_hardware_it_is_built_from_may_both_be_given(napkin: Run) -> None:
+    """--cluster dgx-h100 --hardware h100 says one thing twice (a DGX H100 is built from H100 SXMs): taken, as the
+    cluster alone; a device the cluster is not built from is refused, naming both flags."""
+    args = ["step", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "64", "--json"]
+    both = napkin(*args, "--cluster", "dgx-h100", "--hardware", "h100")
+    assert both.exit_code == 0, both.stderr
+    assert json.loads(both.stdout) == json.loads(napkin(*args, "--cluster", "dgx-h100").stdout)
+    other = napkin(*args, "--cluster", "dgx-h100", "--hardware", "a100")
+    assert other.exit_code == 2
+    assert "--cluster: dgx-h100 is built from 'h100-sxm', not the --hardware given ('a100-sxm-80gb')" in other.stderr

@@ -104,11 +104,17 @@ def get_cluster(
             )
         return cluster, hardware
     if cluster is not None and (hardware is not None or hardware_file is not None):
-        raise UsageError(
-            "give cluster or hardware, not both (a cluster names its device)",
-            field="cluster",
-            also=("hardware", "hardware_file"),
-        )
+        # both given: they must agree, since a cluster names its device (the device given is the one used)
+        named, _ = get_cluster(cluster)
+        profile = get_hardware(hardware, hardware_file)
+        if profile.name != named.device:
+            raise UsageError(
+                f"cluster: {named.name} is built from {named.device!r}, not the hardware given ({profile.name!r}); "
+                "give one of them (a cluster names its device)",
+                field="cluster",
+                also=("hardware", "hardware_file"),
+            )
+        return named, profile
     if isinstance(cluster, Cluster):
         return cluster, _device_of(cluster, "the cluster given")
     if cluster is not None:
