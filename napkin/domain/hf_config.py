@@ -21,8 +21,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from napkin.domain.choices import Mlp, Norm, QkNorm
-from napkin.domain.hf_families import ACTIVATIONS, DEFAULT, FAMILIES, HYBRID, HYBRID_KEYS, Family, text_part
+from napkin.domain.choices import Mlp, Norm
+from napkin.domain.hf_families import (
+    ACT_KEYS,
+    ACTIVATIONS,
+    FAMILIES,
+    HYBRID,
+    HYBRID_KEYS,
+    Family,
+    setting,
+    text_part,
+    unknown,
+)
 from napkin.domain.model import Model
 from napkin.errors import UsageError
 
@@ -109,7 +119,7 @@ def _layer_kinds(r: _Reader, fam: Family, layers: int, context: int | None) -> d
         if local and window is None:
             raise r.fail(key, f"layer_types has {local} windowed layers but {key} is not set")
         return _window(r, key, window if local else None, local, chunked, context, "layer_types")
-    if c.get("model_type") == "llama4_text" and c.get("attention_chunk_size"):
+    if fam.sliding == "irope" and c.get("attention_chunk_size"):
         rope = r.flags("no_rope_layers") or [
             int((i + 1) % max(1, r.whole("no_rope_layer_interval", 4)) != 0) for i in range(layers)
         ]
@@ -163,46 +173,18 @@ def _window(
     return {"sliding_window": window, "local_layers": local, "chunked": chunked}
 
 
-def _moe(r: _Reader, mt: str, layers: int, ffn: int | None) -> dict[str, Any]:
-    c = r.c
+def _moe(r: _Reader, fam: Family, layers: int, ffn: int | None) -> dict[str, Any]:
     experts = r.integer("experts", "num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
     if not experts or experts == 1:
         return {}
     out: dict[str, Any] = {"experts": experts}
     out["top_k"] = r.integer("top_k", "num_experts_per_tok", "experts_per_token", "moe_topk", "moe_k") or 1
     moe_ffn = r.integer("moe_ffn", "moe_intermediate_size")
-    if mt == "llama4_text":  # experts and the shared expert are intermediate_size wide, dense layers _mlp
-        out["ffn"] = r.integer("ffn", "intermediate_size_mlp") or ffn
-        moe_ffn = ffn
-        out["shared_experts"] = 1
-        step = max(1, r.whole("interleave_moe_layer_step", 1))
-        moe = r.flags("moe_layers") or list(range(step - 1, layers, step))
-        out["dense_layers"] = layers - len(moe)
-    elif mt.startswith("deepseek") or mt in ("glm4_moe", "kimi_k2"):
-        out["shared_experts"] = r.whole("n_shared_experts", 0)
-        first, freq = r.whole("first_k_dense_replace", 0), max(1, r.whole("moe_layer_freq", 1))
-        out["dense_layers"] = layers - sum(1 for i in range(first, layers) if i % freq == 0)
-        # e_score_correction_bias: DeepSeek's noaux_tc router; GLM-4.5's always (modeling_glm4_moe.py)
-        out["router_bias"] = mt == "glm4_moe" or c.get("topk_method") == "noaux_tc"
-    elif mt in ("qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text"):
-        only, step = r.flags("mlp_only_layers"), max(1, r.whole("decoder_sparse_step", 1))
-        out["dense_layers"] = sum(1 for i in range(layers) if i in only or (i + 1) % step)
-        shared = c.get("shared_expert_intermediate_size")
-        if shared:
-            if moe_ffn is None or shared % moe_ffn:
-                raise r.fail("shared_expert_intermediate_size", "must be a whole number of experts wide")
-            out["shared_experts"] = shared // moe_ffn
-            r.notes.append("the shared expert's sigmoid gate (hidden × 1 per layer) is not counted")
-    elif mt in ("gpt_oss", "minimax_m2"):  # a router bias; MiniMax-M2's e_score_correction_bias
-        out["router_bias"] = True
-    elif mt == "ernie4_5_moe":  # configuration_ernie4_5_moe.py: moe_layer_end_index -1 (or none) is the last layer
-        out["shared_experts"] = r.whole("moe_num_shared_experts", 0)
-        start, step = r.whole("moe_layer_start_index", 0), max(1, r.whole("moe_layer_interval", 1))
-        end = c.get("moe_layer_end_index")
-        last = layers - 1 if end is None or end == -1 else r.whole("moe_layer_end_index", layers - 1)
-        out["dense_layers"] = layers - sum(1 for i in range(layers) if (i + 1) % step == 0 and start <= i <= last)
-        out["router_bias"] = True  # moe_statics.e_score_correction_bias
     out["moe_ffn"] = moe_ffn
+    if fam.moe is not None:
+        out.update(fam.moe(r, layers, ffn, moe_ffn))
+    if fam.router_bias:
+        out["router_bias"] = True
     return out
 
 
@@ -221,20 +203,20 @@ def read_config(
             f"{mt or '(none)'!r} is a hybrid ({hybrid}); napkin's Model counts every layer as attention with a KV "
             "cache growing with the context, which these layers do not have: not supported",
         )
-    fam = FAMILIES.get(mt)
-    if fam is None:
-        fam = DEFAULT
+    known = mt in FAMILIES
+    fam = FAMILIES[mt] if known else unknown(mt)
+    if not known:
         r.warnings.append(
             f"model_type {mt or '(none)'!r} is not a family napkin knows ({', '.join(FAMILIES)}); "
             "read as a Llama-style decoder: gated MLP if hidden_act is silu, RMSNorm if rms_norm_eps is "
             "set, 2 norms per layer, no biases unless attention_bias/mlp_bias, untied embeddings unless "
             "tie_word_embeddings",
         )
-    act = str(r.get("act", "hidden_activation", "hidden_act", "activation_function") or "")
+    act = str(r.get("act", *ACT_KEYS) or "")
     if act and act not in ACTIVATIONS:
         raise r.fail(r.keys["act"], f"{act!r} is not an activation napkin knows ({', '.join(sorted(ACTIVATIONS))})")
     mlp, norm = fam.mlp, fam.norm
-    if fam is DEFAULT:
+    if not known:
         mlp = Mlp.swiglu if act in ("silu", "swish") else Mlp.gelu
         norm = Norm.rmsnorm if "rms_norm_eps" in c else Norm.layernorm
     layers = r.integer("layers", "num_hidden_layers", "n_layer", "num_layers")
@@ -268,7 +250,7 @@ def read_config(
         "qkv_bias": fam.qkv_bias,
         "kv_heads": r.integer("kv_heads", "num_key_value_heads"),
         "head_dim": r.integer("head_dim", "head_dim"),
-        "model_type": mt if fam is not DEFAULT else None,
+        "model_type": mt if known else None,
     }
     tied = c.get("tie_word_embeddings")
     out["tied_embeddings"] = fam.tied if tied is None else tied  # the file's own bool: "false" is refused
@@ -278,45 +260,10 @@ def read_config(
     if not fam.qkv_bias:  # Qwen2's Q, K, V biases are the family's, whatever attention_bias says
         out["attention_bias"] = c.get("attention_bias", False)
     out["mlp_bias"] = c.get("mlp_bias", False)
-    if mt == "gpt2":
-        out.update(biases=True, learned_positions=True, dropout=bool(c.get("resid_pdrop")))
-    elif mt == "gpt_neox":
-        out.update(biases=True, norms_per_layer=2)
-    elif mt == "gptj":
-        out.update(mlp_bias=True, head_bias=True)
-        if c.get("rotary_dim") is None:
-            r.notes.append("rotary_dim not given (RoPE has no parameters; no effect on the counts)")
-    elif mt == "falcon":
-        new = bool(c.get("new_decoder_architecture"))
-        out["biases"] = c.get("bias", False)
-        out["norms_per_layer"] = 2 if new or not c.get("parallel_attn", True) else 1
-        if new:
-            out["kv_heads"] = r.integer("kv_heads", "num_kv_heads")
-        elif c.get("multi_query", True):
-            out["kv_heads"] = 1
-        if ffn is None:
-            out["ffn"] = 4 * hidden
-    elif mt == "starcoder2":  # Starcoder2Config(use_bias=True): every projection of attention and MLP biased
-        out["biases"] = c.get("use_bias", True)
-    elif mt == "cohere" and c.get("use_qk_norm"):  # CohereLayerNorm((heads, d_h)) and ((kv_heads, d_h))
-        out["qk_norm"] = QkNorm.full
-    elif mt == "ernie4_5_moe":  # use_bias: q/k/v/o, the MLPs and experts, and lm_head
-        bias = bool(c.get("use_bias"))
-        out.update(biases=bias, head_bias=bias)
-    elif mt == "kimi_k2":  # not a transformers model type: AutoModel loads it as remote code
-        r.notes.append(
-            "kimi_k2 loads as remote code (trust_remote_code, modeling_deepseek.py), whose experts are nn.Linear "
-            "modules that peft's all-linear would adapt; napkin's LoRA layout is transformers 5's fused experts"
-        )
-    elif mt == "phimoe":
-        out["head_bias"] = c.get("lm_head_bias", False)
-    elif mt == "gpt_oss":
-        out.update(attention_bias=True, mlp_bias=True, sinks=True)
-    elif mt == "glm4_moe":  # Q, K, V biased by attention_bias, O never; a head_dim-wide QK norm if use_qk_norm
-        out.update(qkv_bias=bool(c.get("attention_bias")), attention_bias=False)
-        out["qk_norm"] = QkNorm.head if c.get("use_qk_norm") else QkNorm.none
-    elif mt == "gemma" and act == "gelu":
-        r.notes.append("hidden_act 'gelu' in a Gemma config means the tanh approximation (modeling_gemma.py)")
+    out.update({target: setting(value, c) for target, value in fam.sets.items()})
+    if fam.layout is not None:
+        out.update(fam.layout(r, out))
+    r.notes += [note.text for note in fam.notes if note.applies(c)]
     if c.get("kv_lora_rank"):  # MLA: DeepSeek-V2 §2.1 (modeling_deepseek_v3.py)
         out.update(
             kv_lora_rank=r.integer("kv_lora_rank", "kv_lora_rank"),
@@ -341,7 +288,7 @@ def read_config(
         )
     if layers > 1 << 16:
         raise r.fail(r.keys["layers"], f"{layers:,} layers: napkin models up to 65,536 (no model is near it)")
-    out.update(_moe(r, mt, layers, out["ffn"]))
+    out.update(_moe(r, fam, layers, out["ffn"]))
     out.update(_layer_kinds(r, fam, layers, context))
     fields = {k: v for k, v in out.items() if v is not None}
     try:

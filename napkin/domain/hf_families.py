@@ -4,10 +4,11 @@ tower counted apart). ``napkin.domain.hf_config`` reads a config with them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from napkin.domain.choices import Mlp, Norm, QkNorm
+from napkin.domain.hf_rules import Layout, MoeLayout, deepseek_moe, ernie_moe, falcon_layout, llama4_moe, qwen_moe
 from napkin.errors import UsageError
 
 #: transformers v5.24 (huggingface/transformers, src/transformers/models/<family>/modeling_<family>.py and
@@ -15,9 +16,55 @@ from napkin.errors import UsageError
 TRANSFORMERS = "huggingface/transformers v5.24 models/<model_type>/configuration_*.py, modeling_*.py"
 
 
+#: The keys naming the activation, first found first (Gemma's hidden_activation overrides its hidden_act).
+ACT_KEYS = ("hidden_activation", "hidden_act", "activation_function")
+
+
+@dataclass(frozen=True)
+class Key:
+    """A Model field set to a config key's own value, ``default`` when the key is absent."""
+
+    name: str
+    default: bool
+
+
+@dataclass(frozen=True)
+class Truth:
+    """A Model field set by a config key's truth: ``then`` when it is set and true, ``otherwise`` when not (the
+    modeling file's ``if config.<name>``)."""
+
+    name: str
+    then: Any = True
+    otherwise: Any = False
+
+
+@dataclass(frozen=True)
+class Note:
+    """A note reading a family adds: always when ``keys`` is empty, else when the first of ``keys`` set has
+    ``value`` (None: when none is set)."""
+
+    text: str
+    keys: tuple[str, ...] = ()
+    value: Any = None
+
+    def applies(self, c: dict[str, Any]) -> bool:
+        return not self.keys or next((c[k] for k in self.keys if c.get(k) is not None), None) == self.value
+
+
+def setting(value: Any, c: dict[str, Any]) -> Any:
+    """The Model field value a family's ``sets`` entry gives for config ``c``."""
+    if isinstance(value, Key):
+        return c.get(value.name, value.default)
+    if isinstance(value, Truth):
+        return value.then if c.get(value.name) else value.otherwise
+    return value
+
+
 @dataclass(frozen=True)
 class Family:
-    """What a ``model_type`` implies. ``tied``: ``tie_word_embeddings`` when the config omits it."""
+    """What a ``model_type`` implies. ``tied``: ``tie_word_embeddings`` when the config omits it. ``sets``: Model
+    fields the family fixes or reads from its own keys (a value, ``Key`` or ``Truth``), over what the generic keys
+    (attention_bias, mlp_bias) gave; ``layout``/``moe``: the computations of ``napkin.domain.hf_rules`` it needs."""
 
     label: str
     mlp: Mlp = Mlp.swiglu
@@ -26,9 +73,22 @@ class Family:
     qk_norm: QkNorm = QkNorm.none
     tied: bool = False
     qkv_bias: bool = False  # Q, K, V biases whatever the config says (Qwen2)
-    sliding: str = "all"  # which layers a ``sliding_window`` applies to: all, alternate, pattern, qwen, nope, types
+    sliding: str = "all"  # where the window applies: all, alternate, pattern, qwen, nope, types, irope
     context: int | None = None  # max_position_embeddings when the config omits it (its config class's default)
     pattern: int = 6  # sliding_window_pattern when the config omits it (sliding "pattern": Gemma 3's 6)
+    sets: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[Note, ...] = ()
+    layout: Layout | None = None  # fields derived from several keys together (Falcon)
+    moe: MoeLayout | None = None  # which layers hold experts; None: every layer, no shared expert
+    router_bias: bool = False  # a router bias whatever the config says (gpt-oss; e_score_correction_bias)
+
+
+GEMMA_GELU = "hidden_act 'gelu' in a Gemma config means the tanh approximation (modeling_gemma.py)"
+KIMI_REMOTE = (
+    "kimi_k2 loads as remote code (trust_remote_code, modeling_deepseek.py), whose experts are nn.Linear "
+    "modules that peft's all-linear would adapt; napkin's LoRA layout is transformers 5's fused experts"
+)
+ROTARY_DIM = "rotary_dim not given (RoPE has no parameters; no effect on the counts)"
 
 
 FAMILIES: dict[str, Family] = {
@@ -36,24 +96,26 @@ FAMILIES: dict[str, Family] = {
     "mistral": Family("Mistral"),
     "mixtral": Family("Mixtral"),
     "qwen2": Family("Qwen2/2.5", qkv_bias=True, sliding="qwen"),
-    "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, sliding="qwen"),
+    "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, sliding="qwen", moe=qwen_moe),
     # modeling_qwen2_5_vl.py: the text decoder is Qwen2's (Q, K, V biased); its config.json keeps the decoder's keys
     # at the top level (transformers 5 writes them under text_config, model_type qwen2_5_vl_text)
     "qwen2_5_vl": Family("Qwen2.5-VL", qkv_bias=True, sliding="qwen"),
     "qwen2_5_vl_text": Family("Qwen2.5-VL", qkv_bias=True, sliding="qwen"),
     "qwen3": Family("Qwen3", qk_norm=QkNorm.head, sliding="qwen"),
-    "qwen3_moe": Family("Qwen3-MoE", qk_norm=QkNorm.head, sliding="qwen"),
+    "qwen3_moe": Family("Qwen3-MoE", qk_norm=QkNorm.head, sliding="qwen", moe=qwen_moe),
     # modeling_qwen3_vl.py / modeling_qwen3_vl_moe.py: the text decoders are Qwen3's and Qwen3-MoE's (q_norm/k_norm
     # head_dim wide, no biases); the model_type their text_config names
     "qwen3_vl_text": Family("Qwen3-VL", qk_norm=QkNorm.head),
-    "qwen3_vl_moe_text": Family("Qwen3-VL-MoE", qk_norm=QkNorm.head),
-    "gemma": Family("Gemma", mlp=Mlp.geglu, tied=True),
+    "qwen3_vl_moe_text": Family("Qwen3-VL-MoE", qk_norm=QkNorm.head, moe=qwen_moe),
+    # modeling_gemma.py: hidden_act "gelu" runs as gelu_pytorch_tanh
+    "gemma": Family("Gemma", mlp=Mlp.geglu, tied=True, notes=(Note(GEMMA_GELU, ACT_KEYS, "gelu"),)),
     "gemma2": Family("Gemma 2", mlp=Mlp.geglu, tied=True, norms_per_layer=4, sliding="alternate"),
     "gemma3_text": Family(
         "Gemma 3", mlp=Mlp.geglu, tied=True, norms_per_layer=4, qk_norm=QkNorm.head, sliding="pattern"
     ),
     "phi3": Family("Phi-3/3.5/4"),
-    "phimoe": Family("Phi-3.5-MoE", norm=Norm.layernorm),
+    # modeling_phimoe.py: a bias on the LM head when lm_head_bias
+    "phimoe": Family("Phi-3.5-MoE", norm=Norm.layernorm, sets={"head_bias": Key("lm_head_bias", False)}),
     "olmo2": Family("OLMo 2", qk_norm=QkNorm.full),
     # modeling_exaone4.py: q_norm/k_norm head_dim wide, two norms per layer (after attention and after the MLP);
     # configuration_exaone4.py: sliding window on all but every sliding_window_pattern-th layer (default 4)
@@ -69,38 +131,93 @@ FAMILIES: dict[str, Family] = {
     # configuration_smollm3.py: tied by default, a sliding window (use_sliding_window) only on those NoPE layers
     "smollm3": Family("SmolLM3", tied=True, sliding="nope"),
     # modeling_starcoder2.py: LayerNorm (γ, β), a two-matrix c_fc/c_proj GELU MLP, use_bias on every projection,
-    # sliding_window on every layer; Starcoder2Config ties the embeddings by default
-    "starcoder2": Family("StarCoder2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
-    "deepseek_v2": Family("DeepSeek-V2"),
-    "deepseek_v3": Family("DeepSeek-V3/R1"),
+    # sliding_window on every layer; Starcoder2Config ties the embeddings and biases every projection (use_bias=True)
+    # by default
+    "starcoder2": Family(
+        "StarCoder2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True, sets={"biases": Key("use_bias", True)}
+    ),
+    "deepseek_v2": Family("DeepSeek-V2", moe=deepseek_moe),
+    "deepseek_v3": Family("DeepSeek-V3/R1", moe=deepseek_moe),
     # moonshotai/Kimi-K2-Instruct configuration_deepseek.py (remote code): DeepseekV3Config named kimi_k2, the same
-    # MLA and DeepSeekMoE blocks (modeling_deepseek.py), 384 routed experts
-    "kimi_k2": Family("Kimi K2"),
-    "gpt_oss": Family("gpt-oss", sliding="types"),
+    # MLA and DeepSeekMoE blocks (modeling_deepseek.py), 384 routed experts; not a transformers model type
+    "kimi_k2": Family("Kimi K2", moe=deepseek_moe, notes=(Note(KIMI_REMOTE),)),
+    # modeling_gpt_oss.py: biases on Q, K, V, O, the experts and the router; an attention sink per head
+    "gpt_oss": Family(
+        "gpt-oss",
+        sliding="types",
+        sets={"attention_bias": True, "mlp_bias": True, "sinks": True},
+        router_bias=True,
+    ),
     # modeling_minimax_m2.py: full attention on every layer (not MiniMax-01's lightning attention), q_norm/k_norm over
     # the whole projection, num_local_experts fused experts intermediate_size wide on every layer, a sigmoid router
     # with e_score_correction_bias; the MTP modules (use_mtp) are not built
-    "minimax_m2": Family("MiniMax-M2", qk_norm=QkNorm.full),
+    "minimax_m2": Family("MiniMax-M2", qk_norm=QkNorm.full, router_bias=True),
     # modeling_ernie4_5_moe.py: moe_num_experts fused experts (moe_k per token) on layers moe_layer_start_index to
     # moe_layer_end_index every moe_layer_interval, a shared MLP moe_num_shared_experts experts wide, a bias-free
     # router with e_score_correction_bias, use_bias on every projection and the LM head; tied by default
-    "ernie4_5_moe": Family("ERNIE 4.5 MoE", tied=True),
-    "llama4_text": Family("Llama 4"),
+    "ernie4_5_moe": Family(
+        "ERNIE 4.5 MoE",
+        tied=True,
+        sets={"biases": Truth("use_bias"), "head_bias": Truth("use_bias")},
+        moe=ernie_moe,
+        router_bias=True,
+    ),
+    # modeling_llama4.py: iRoPE, chunked attention on the RoPE layers (no_rope_layers) when attention_chunk_size
+    "llama4_text": Family("Llama 4", sliding="irope", moe=llama4_moe),
     # modeling_glm4_moe.py @ 000c33fd: Q, K, V biased by attention_bias, O never; q_norm/k_norm (head_dim wide)
     # when use_qk_norm; the first first_k_dense_replace layers dense, then n_routed_experts + a shared expert
     # moe_intermediate_size · n_shared_experts wide, a sigmoid router with e_score_correction_bias
-    "glm4_moe": Family("GLM-4.5/4.6"),
+    "glm4_moe": Family(
+        "GLM-4.5/4.6",
+        sets={
+            "qkv_bias": Truth("attention_bias"),
+            "attention_bias": False,
+            "qk_norm": Truth("use_qk_norm", QkNorm.head, QkNorm.none),
+        },
+        moe=deepseek_moe,
+        router_bias=True,
+    ),
     # modeling_nemotron.py: a two-matrix up_proj/down_proj MLP with squared ReLU (relu2, not gated), LayerNorm1P
     # (γ and β), biases where attention_bias/mlp_bias say; partial_rotary_factor rotates part of each head (no weights)
     "nemotron": Family("Nemotron-4/Minitron", mlp=Mlp.gelu, norm=Norm.layernorm),
     # modeling_cohere.py: one CohereLayerNorm (γ only) feeding attention and MLP in parallel, tied embeddings
     # (CohereConfig default), q_norm/k_norm per head over the whole projection when use_qk_norm (Command R+)
-    "cohere": Family("Command R", norm=Norm.layernorm_nobias, norms_per_layer=1, tied=True),
-    # FalconConfig(max_position_embeddings=2048): Falcon-7B's config.json leaves it out
-    "falcon": Family("Falcon", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True, context=2048),
-    "gpt2": Family("GPT-2", mlp=Mlp.gelu, norm=Norm.layernorm, tied=True),
-    "gpt_neox": Family("GPT-NeoX", mlp=Mlp.gelu, norm=Norm.layernorm),
-    "gptj": Family("GPT-J", mlp=Mlp.gelu, norm=Norm.layernorm, norms_per_layer=1),
+    "cohere": Family(
+        "Command R",
+        norm=Norm.layernorm_nobias,
+        norms_per_layer=1,
+        tied=True,
+        sets={"qk_norm": Truth("use_qk_norm", QkNorm.full, QkNorm.none)},
+    ),
+    # FalconConfig(max_position_embeddings=2048): Falcon-7B's config.json leaves it out; biases where bias says
+    "falcon": Family(
+        "Falcon",
+        mlp=Mlp.gelu,
+        norm=Norm.layernorm,
+        tied=True,
+        context=2048,
+        sets={"biases": Key("bias", False)},
+        layout=falcon_layout,
+    ),
+    # modeling_gpt2.py: biases on every Conv1D, a learned position table (wpe), dropout where resid_pdrop says
+    "gpt2": Family(
+        "GPT-2",
+        mlp=Mlp.gelu,
+        norm=Norm.layernorm,
+        tied=True,
+        sets={"biases": True, "learned_positions": True, "dropout": Truth("resid_pdrop")},
+    ),
+    # modeling_gpt_neox.py: biases on every linear layer, two LayerNorms per layer
+    "gpt_neox": Family("GPT-NeoX", mlp=Mlp.gelu, norm=Norm.layernorm, sets={"biases": True}),
+    # modeling_gptj.py: Q, K, V, O without biases; the MLP and the LM head biased
+    "gptj": Family(
+        "GPT-J",
+        mlp=Mlp.gelu,
+        norm=Norm.layernorm,
+        norms_per_layer=1,
+        sets={"mlp_bias": True, "head_bias": True},
+        notes=(Note(ROTARY_DIM, ("rotary_dim",)),),
+    ),
 }
 
 
@@ -170,6 +287,14 @@ HYBRID_KEYS = ("hybrid_override_pattern", "attn_layer_period", "attn_layer_indic
 
 #: A Llama-style decoder: what an unknown ``model_type`` is read as.
 DEFAULT = Family("unknown")
+#: An unknown ``model_type`` beginning with one of these: DEFAULT with that family's expert layout (a DeepSeek not
+#: listed yet, e.g. deepseek_v32, keeps its dense first layers and shared experts).
+PREFIXES = {"deepseek": replace(DEFAULT, moe=deepseek_moe)}
+
+
+def unknown(model_type: str) -> Family:
+    """The family an unknown ``model_type`` is read as."""
+    return next((fam for prefix, fam in PREFIXES.items() if model_type.startswith(prefix)), DEFAULT)
 
 
 def text_part(c: dict[str, Any], field: str) -> tuple[dict[str, Any], list[str]]:
