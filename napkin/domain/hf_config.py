@@ -4,8 +4,10 @@ A config lists only what its family's config class does not default, so reading 
 family: Gemma ties its embeddings unless told otherwise and gates its GELU MLP; Qwen2 always biases Q, K
 and V; Gemma 2 alternates sliding and global attention; Llama 4 puts chunked attention on three layers in
 four. ``FAMILIES`` (``napkin.domain.hf_families``) holds what each ``model_type`` implies, with the
-transformers file it comes from. An unknown ``model_type`` is read as a Llama-style decoder and every
-assumption is listed in ``notes``; a key whose value napkin cannot represent is refused, naming the key.
+transformers file it comes from (its computations, such as which layers hold experts, in
+``napkin.domain.hf_rules``); this reader names no family. An unknown ``model_type`` is read as a
+Llama-style decoder and every assumption is listed in ``notes``; a key whose value napkin cannot
+represent is refused, naming the key.
 
 Pure: ``read_config`` (and ``from_data``) take the parsed JSON; the file layer reads it
 (``napkin.io.hf_files``: a config.json or a model folder) and ``napkin.systems.hf_source`` resolves paths,
