@@ -5,7 +5,7 @@ tower counted apart). ``napkin.domain.hf_config`` reads a config with them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from napkin.domain.choices import Mlp, Norm, QkNorm
 from napkin.domain.hf_rules import Layout, MoeLayout, deepseek_moe, ernie_moe, falcon_layout, llama4_moe, qwen_moe
@@ -15,6 +15,12 @@ from napkin.errors import UsageError
 #: configuration_<family>.py): what each family's blocks contain beyond the keys its config.json spells out.
 TRANSFORMERS = "huggingface/transformers v5.24 models/<model_type>/configuration_*.py, modeling_*.py"
 
+
+#: Which layers a window applies to (``napkin.domain.hf_config._layer_kinds``): all; alternate (Gemma 2); pattern,
+#: all but every sliding_window_pattern-th (Gemma 3, EXAONE 4); qwen, from max_window_layers on; nope, the NoPE
+#: layers (SmolLM3); types, as layer_types lists (all when absent); irope, attention_chunk_size chunks on the RoPE
+#: layers (Llama 4).
+Sliding = Literal["all", "alternate", "pattern", "qwen", "nope", "types", "irope"]
 
 #: The keys naming the activation, first found first (Gemma's hidden_activation overrides its hidden_act).
 ACT_KEYS = ("hidden_activation", "hidden_act", "activation_function")
@@ -73,7 +79,7 @@ class Family:
     qk_norm: QkNorm = QkNorm.none
     tied: bool = False
     qkv_bias: bool = False  # Q, K, V biases whatever the config says (Qwen2)
-    sliding: str = "all"  # where the window applies: all, alternate, pattern, qwen, nope, types, irope
+    sliding: Sliding = "all"  # which layers sliding_window (or Llama 4's attention_chunk_size) applies to
     context: int | None = None  # max_position_embeddings when the config omits it (its config class's default)
     pattern: int = 6  # sliding_window_pattern when the config omits it (sliding "pattern": Gemma 3's 6)
     sets: dict[str, Any] = field(default_factory=dict)
