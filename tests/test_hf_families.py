@@ -12,6 +12,8 @@ import pytest
 
 import napkin
 from napkin.domain.hf_config import read_config
+from napkin.domain.hf_families import FAMILIES
+from napkin.domain.model import Model
 from napkin.errors import UsageError
 from tests.conftest import Run
 
@@ -289,3 +291,20 @@ def test_exaone_4_windows_three_layers_in_four() -> None:
     assert read_config({**data, "sliding_window_pattern": "LLLG"}).model.n_local == 48
     kv = napkin.kv_cache(model=m, context="32k").kv_bytes_per_sequence
     assert kv == (16 * 32768 + 48 * 4096) * 2 * 8 * 128 * 2
+
+
+def test_every_field_a_family_sets_is_a_model_field() -> None:
+    """FAMILIES' per-family settings name Model fields; a misspelt one would only fail on that family's configs."""
+    unknown = {mt: sorted(set(fam.sets) - set(Model.model_fields)) for mt, fam in FAMILIES.items()}
+    assert not {mt: names for mt, names in unknown.items() if names}
+
+
+def test_an_unlisted_deepseek_keeps_its_dense_layers_and_shared_expert() -> None:
+    """A DeepSeek model_type napkin does not list (DeepSeek-V3.2-Exp's config.json: deepseek_v32, V3's shape) is
+    read Llama-style with a warning, but its experts as DeepSeek places them: first_k_dense_replace 3 dense layers,
+    n_shared_experts 1, a noaux_tc router's bias, 671 B as DeepSeek-V3 (arXiv:2412.19437 §1)."""
+    read = read_config({**config("deepseek-v3"), "model_type": "deepseek_v32"})
+    m = read.model
+    assert read.warnings and read.family == "unknown"
+    assert (m.experts, m.shared_experts, m.dense_layers, m.router_bias) == (256, 1, 3, True)
+    assert m.params() == pytest.approx(671e9, rel=0.005)
