@@ -26,25 +26,26 @@ def test_fp4_times_its_recipe_work_at_the_fp8_rate_of_the_same_device() -> None:
     knobs = stack("megatron-core").profile.knobs("gb200")
     layers = {m.dtype: LayerModel(SHAPES["llama3-70b"], 8192, 256, m, stack=knobs) for m in (fp4, fp8)}
     assert layers["fp4"].recipe_scale == pytest.approx(2.0) and layers["fp8"].recipe_scale == 1.0
-    # one big GEMM (8192 tokens × 8192 → 28672): the fp4 math is half fp8's, the recipe's 0.445 of the fp8 math is
-    # not, so fp4 takes (0.5 + 0.445) / 1.445 = 0.65 of fp8's time, a little more with the HBM traffic and casts
-    # that do not halve either (about 0.5 with the recipe's work at the fp4 rate)
+    # one big GEMM (8192 tokens × 8192 → 28672): the fp4 math is half fp8's, the recipe's share o of the fp8 math
+    # is not, so fp4 takes (0.5 + o) / (1 + o) of fp8's time (0.57 at megatron-core's 0.159), a little more with
+    # the HBM traffic and casts that do not halve either (about 0.5 with the recipe's work at the fp4 rate)
+    o = knobs.fp8_overhead
     m, k, n = 8192.0, 8192.0, 28672.0
-    assert 0.945 / 1.445 <= layers["fp4"].gemm(m, k, n) / layers["fp8"].gemm(m, k, n) <= 0.75
+    assert (0.5 + o) / (1 + o) <= layers["fp4"].gemm(m, k, n) / layers["fp8"].gemm(m, k, n) <= (0.5 + o) / (1 + o) + 0.1
     # the cast writes NVFP4's row- and column-wise copies: 2 × (0.5 + 1/16) B against fp8's one byte
     assert layers["fp4"].cast_written == 1.125 and layers["fp8"].cast_written == 1.0
 
 
 def test_the_published_nvfp4_gb200_runs_land_where_the_readme_says() -> None:
-    """Megatron-Bridge's NVFP4 Llama rows on DGX-GB200 (26.02 to 26.04.01): Llama 3.1 405B within -4.5 %..+5.1 %,
-    Llama 3 70B +7.4 %..+18 % fast (the oldest release most). With the recipe's work at the fp4 rate they were all
-    11-37 % fast."""
+    """Megatron-Bridge's NVFP4 Llama rows on DGX-GB200 (26.02 to 26.04.01): Llama 3.1 405B within +0.9 %..+11 %,
+    Llama 3 70B +15 %..+27 % fast (the oldest release most), as the README says. With the recipe's work at the fp4
+    rate they were all 11-37 % fast."""
     runs = {c.id: error(c) for c in cases() if "nvfp4" in c.id}
     assert len(runs) == 7 and all(c.role == "validation" for c in cases() if "nvfp4" in c.id)
     big = [e for rid, e in runs.items() if "405b" in rid]
     small = [e for rid, e in runs.items() if "70b" in rid]
-    assert len(big) == 4 and max(big) <= 0.06 and min(big) >= -0.05
-    assert len(small) == 3 and all(abs(e) <= 0.19 for e in small)
+    assert len(big) == 4 and max(big) <= 0.115 and min(big) >= 0.0
+    assert len(small) == 3 and all(0.15 <= e <= 0.275 for e in small)
 
 
 def test_explain_gives_the_fp4_recipe_work_with_its_sources(napkin: Run) -> None:

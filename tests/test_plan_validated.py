@@ -56,16 +56,19 @@ def test_explore_ranks_by_time_alone_and_the_caption_names_what_it_gives_up(
 
 
 def test_plan_cli_marks_only_layouts_whose_own_choices_are_outside(napkin: Run) -> None:
-    """bf16 is outside megatron-core's FP8 runs for every layout: said once on stderr, not starred on each row."""
-    r = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--json")
+    """H200s are outside megatron-core's H100 and GB200 runs for every layout: said once on stderr, not starred on
+    each row."""
+    args = ("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--cluster", "dgx-h200")
+    r = napkin(*args, "--json")
     assert r.exit_code == 0, r.stderr
     data = json.loads(r.stdout)
-    assert data["ranking"] == "validated first" and data["question_outside"] == ["bf16 (validated: fp8, fp4)"]
-    assert "validated region: bf16 (validated: fp8, fp4)" in r.stderr
-    table = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--top", "3")
-    assert table.exit_code == 0 and " *" not in table.stdout.split("dgx-h100")[0]
-    explore = napkin("plan", "--model", "llama3-70b", "--gpus", "512", "--global-batch-tokens", "4M", "--explore")
-    assert explore.exit_code == 0 and "zero2 *" in explore.stdout.split("dgx-h100")[0]
+    said = "h200-sxm (validated: h100-sxm, gb200)"
+    assert data["ranking"] == "validated first" and data["question_outside"] == [said]
+    assert f"validated region: {said}" in r.stderr
+    table = napkin(*args, "--top", "3")
+    assert table.exit_code == 0 and " *" not in table.stdout.split("dgx-h200")[0]
+    explore = napkin(*args, "--explore")
+    assert explore.exit_code == 0 and "zero2 *" in explore.stdout.split("dgx-h200")[0]
 
 
 def test_a_family_the_plan_never_ranks_is_said_left_out_for_that_in_either_ranking() -> None:
@@ -103,15 +106,16 @@ def test_adapters_and_a_stack_no_run_validates_are_said_outside_once() -> None:
 
 
 def test_the_caption_says_what_the_question_itself_takes_outside(napkin: Run) -> None:
-    """megatron-core's published runs are fp8 and NVFP4 (Megatron-Bridge, NeMo 24.07): a bf16 plan ranks by the
-    layouts' own choices, and its caption says, beside the ranking rule, that bf16 is outside whatever the layout."""
-    said = "Outside the validated region whatever the layout: bf16 (validated: fp8, fp4)."
+    """megatron-core's published runs ran on H100s and GB200s: a plan on H200s ranks by the layouts' own choices,
+    and its caption says, beside the ranking rule, that the H200 is outside whatever the layout."""
+    said = "Outside the validated region whatever the layout: h200-sxm (validated: h100-sxm, gb200)."
     args = ["plan", "--model", "llama3-8b", "--gpus", "16", "--global-batch", "64"]
-    bf16 = napkin(*args)
-    assert bf16.exit_code == 0 and said in " ".join(bf16.stdout.split()), bf16.stdout
-    fp8 = napkin(*args, "--dtype", "fp8")
-    assert fp8.exit_code == 0 and "whatever the layout" not in fp8.stdout
-    assert "whatever the layout" not in napkin(*args, "--explore").stdout  # by time alone: no region to rank by
+    h200 = napkin(*args, "--cluster", "dgx-h200")
+    assert h200.exit_code == 0 and said in " ".join(h200.stdout.split()), h200.stdout
+    h100 = napkin(*args, "--cluster", "dgx-h100")
+    assert h100.exit_code == 0 and "whatever the layout" not in h100.stdout
+    explore = napkin(*args, "--cluster", "dgx-h200", "--explore")
+    assert "whatever the layout" not in explore.stdout  # by time alone: no region to rank by
 
 
 def test_a_region_naming_zero3_covers_fsdp_which_is_zero3() -> None:

@@ -22,8 +22,10 @@ Sources (every row names its own):
 * DeepSpeed: BLOOM's topology sweep on 384 A100 80GB (``chronicles-prequel.md``, calibration) and its
   production step (``tr11-176B-ml/README.md``, validation); Narayanan et al. 2021 Table 2's ZeRO-3 rows
   (``tests.megatron_runs``: the 174.6B rows calibrate, the 529.6B rows validate);
-* Megatron-Core: NVIDIA's NeMo 24.07 performance summary and Megatron-Bridge H100 rows, validation only (the
-  megatron-core profile fits nothing).
+* Megatron-Core: the Megatron-Bridge H100 FP8 rows (``tests.megatron_runs.H100_FP8``) and two of NVIDIA's DGX
+  Cloud BF16 benchmarks of NeMo 24.09 (Llama 3.1 8B on 8 GPUs, 405B on 576) calibrate its matmul efficiency and
+  FP8 recipe cost, jointly; the other DGX Cloud rows (BF16 and FP8 at the same layouts, 8B to 405B and Nemotron-4
+  340B, NeMo 24.09 and 24.11), NeMo 24.07's performance summary and the Megatron-Bridge GB200 NVFP4 rows validate.
 * Megatron-Core MoE: every dropless DGX-H100 MoE pre-training row of the Megatron-Bridge performance summary
   archive (Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS 120B, DeepSeek-V3), validation only, each with the stack of its
   recipe: ``megatron-core-moe`` (the expert all-to-all in line) where the recipe leaves ``moe_a2a_overlap`` off,
@@ -188,6 +190,11 @@ SOURCES: Final = (
     "llama3_workload_base_configs.py @ v0.3.0 and v0.4.0: TP 2, PP 4, VP 5, MBS 1, GBS 256, no CUDA graphs) and "
     "bf16_with_nvfp4_mixed (src/megatron/bridge/training/mixed_precision.py @ 067f987d: no layers kept in BF16, "
     "fp4_param_gather), the distributed optimizer",
+    "NVIDIA/dgxc-benchmarking llama3.1/README_8b.md, README_70b.md and README_405b.md @ 143b90dd (NeMo 24.09 "
+    "container, DGX H100; the same layout in BF16 and FP8; tokens/s per GPU = the table's throughput / GPUs; "
+    "405B at its full-model scales, 576 and 2,304 GPUs, not the proxy configs with fewer layers)",
+    "NVIDIA/dgxc-benchmarking nemotron/README_340b.md @ 143b90dd (NeMo 24.11, DGX H100; TP 8, PP 8, VP 12, MBS 1, "
+    "the same layout in BF16 and FP8)",
 )
 
 #: One run a line: id, stack, shape, machine, GPUs, sequence, global batch, micro-batch, TP, PP, CP, v, sharding,
@@ -460,6 +467,22 @@ nemo-2407-nemotron-340b-g128 megatron-core nemotron-340b dgx-h100 128 4096 32 1 
 nemo-2407-llama3-8b-g8 megatron-core llama3-8b dgx-h100 8 8192 128 1 1 1 2 1 zero1 none fp8 12273 validation 12
 nemo-2407-llama3-70b-g64 megatron-core llama3-70b dgx-h100 64 8192 128 1 4 4 2 5 zero1 none fp8 1524 validation 12
 megatron-bridge-25.11-llama3-8b-g8 megatron-core llama3-8b dgx-h100 8 8192 128 1 1 1 1 1 zero3 none fp8 14451 validation 13
+dgxc-2409-llama3.1-8b-bf16-g8 megatron-core llama3.1-8b dgx-h100 8 8192 128 1 1 1 2 1 zero1 none bf16 10152.75 calibration 20
+dgxc-2409-llama3.1-8b-bf16-g128 megatron-core llama3.1-8b dgx-h100 128 8192 2048 1 1 1 2 1 zero1 none bf16 10005.5 validation 20
+dgxc-2409-llama3.1-8b-fp8-g8 megatron-core llama3.1-8b dgx-h100 8 8192 128 1 1 1 2 1 zero1 none fp8 13554.5 validation 20
+dgxc-2409-llama3.1-8b-fp8-g128 megatron-core llama3.1-8b dgx-h100 128 8192 2048 1 1 1 2 1 zero1 none fp8 13347.5 validation 20
+dgxc-2409-llama3.1-70b-bf16-g64 megatron-core llama3.1-70b dgx-h100 64 8192 128 1 4 4 2 5 zero1 none bf16 1113.05 validation 20
+dgxc-2409-llama3.1-70b-bf16-g2048 megatron-core llama3.1-70b dgx-h100 2048 8192 4096 1 4 4 2 5 zero1 none bf16 1098.12 validation 20
+dgxc-2409-llama3.1-70b-fp8-g64 megatron-core llama3.1-70b dgx-h100 64 8192 128 1 4 4 2 5 zero1 none fp8 1488.11 validation 20
+dgxc-2409-llama3.1-70b-fp8-g2048 megatron-core llama3.1-70b dgx-h100 2048 8192 4096 1 4 4 2 5 zero1 none fp8 1438.45 validation 20
+dgxc-2409-llama3.1-405b-bf16-g576 megatron-core llama3.1-405b dgx-h100 576 8192 252 1 8 9 2 7 zero1 none bf16 208.37 calibration 20
+dgxc-2409-llama3.1-405b-bf16-g2304 megatron-core llama3.1-405b dgx-h100 2304 8192 1008 1 8 9 2 7 zero1 none bf16 203.41 validation 20
+dgxc-2409-llama3.1-405b-fp8-g576 megatron-core llama3.1-405b dgx-h100 576 8192 252 1 8 9 2 7 zero1 none fp8 318.86 validation 20
+dgxc-2409-llama3.1-405b-fp8-g2304 megatron-core llama3.1-405b dgx-h100 2304 8192 1008 1 8 9 2 7 zero1 none fp8 290.2 validation 20
+dgxc-2411-nemotron-340b-bf16-g128 megatron-core nemotron-340b dgx-h100 128 4096 32 1 8 8 1 12 zero1 none bf16 222.13 validation 21
+dgxc-2411-nemotron-340b-bf16-g2048 megatron-core nemotron-340b dgx-h100 2048 4096 512 1 8 8 1 12 zero1 none bf16 211.57 validation 21
+dgxc-2411-nemotron-340b-fp8-g128 megatron-core nemotron-340b dgx-h100 128 4096 32 1 8 8 1 12 zero1 none fp8 324.05 validation 21
+dgxc-2411-nemotron-340b-fp8-g2048 megatron-core nemotron-340b dgx-h100 2048 4096 512 1 8 8 1 12 zero1 none fp8 293.41 validation 21
 mb-26.04-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4898 validation 19
 mb-26.02.01-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4557 validation 19
 mb-26.02-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4458 validation 19
@@ -613,7 +636,7 @@ def machines() -> dict[str, tuple[Cluster, HardwareProfile]]:
 FITS: Final[dict[str, tuple[tuple[str, ...], str | None]]] = {
     "torchtitan": (("matmul_efficiency", "fp8_overhead"), None),
     "torchtitan-eager": (("elementwise_traffic",), "torchtitan"),
-    "megatron-core": (("fp8_overhead",), None),
+    "megatron-core": (("matmul_efficiency", "fp8_overhead"), None),
     "megatron-core-moe": (("moe_host_per_expert",), None),
     "llm-foundry": (("matmul_efficiency", "attention_efficiency", "compute_slowdown"), None),
     "deepspeed": (("matmul_efficiency", "scale_out", "compute_slowdown"), None),

@@ -78,7 +78,7 @@ def _golden(f: Callable[[float], float], lo: float, hi: float, tol: float) -> fl
     return best[1]
 
 
-def fit(base: StackKnobs, names: Sequence[str], runs: Sequence[Observation], sweeps: int = 6) -> dict[str, float]:
+def fit(base: StackKnobs, names: Sequence[str], runs: Sequence[Observation], sweeps: int = 50) -> dict[str, float]:
     """The values of ``names`` that best explain ``runs`` (starting from ``base``'s), within their bounds."""
     values = [current(base, n) for n in names]
     for _ in range(sweeps if len(names) > 1 else 1):
