@@ -33,3 +33,41 @@ def test_qlora_dequantization_is_left_out_only_of_a_given_mfu(napkin: Run) -> No
     assert predicted.exit_code == given.exit_code == 0
     assert "dequantization before each matmul" not in predicted.stderr
     assert "dequantization before each matmul" in given.stderr
+
+
+#: NVIDIA/dgxc-benchmarking llama3.1/README_70b.md @ 143b90dd: Llama 3.1 70B, NeMo 24.09 BF16, TP 4, PP 4, CP 2,
+#: VP 5, MBS 1, GBS 128 on 64 H100s (sequence 8,192): "Time to train 1T tokens in days: 162.48".
+DGXC_70B = {
+    "model": "llama3.1-70b",
+    "tokens": "1T",
+    "gpus": 64,
+    "cluster": "dgx-h100",
+    "tensor_parallel": 4,
+    "pipeline_parallel": 4,
+    "context_parallel": 2,
+    "interleave": 5,
+    "micro_batch": 1,
+    "global_batch": 128,
+}
+
+
+def test_train_time_at_a_published_layout_is_that_layout_s_step() -> None:
+    """With a layout, --mfu predicted times that layout as step does, not the plan's #1: NVIDIA's own time to
+    train 1T tokens at its benchmark's layout, 162.48 days, within 10 % (a validation row: +5 % in tokens/s)."""
+    at = api.train_time(mfu="predicted", **DGXC_70B)
+    assert at.days == pytest.approx(162.48, rel=0.10)
+    assert at.layout is not None and at.layout.describe(compact=True) == "TP4 PP4v5 CP2 DP2 SP zero1"
+    planned = api.train_time(
+        mfu="predicted",
+        **{k: v for k, v in DGXC_70B.items() if k == "model" or k in ("tokens", "gpus", "cluster", "global_batch")},
+    )
+    assert planned.layout is not None and planned.days < at.days  # the plan's #1 is faster than NVIDIA's layout
+
+
+def test_a_layout_is_refused_without_a_predicted_mfu_and_where_it_does_not_fit(napkin: Run) -> None:
+    no_mfu = napkin("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8", "-t", "2")
+    assert no_mfu.exit_code == 2 and "--tensor-parallel: used only with --mfu predicted" in no_mfu.stderr
+    args = ("train-time", "--model", "llama3-70b", "--tokens", "1T", "--gpus", "8", "--mfu", "predicted", "-t", "1")
+    too_big = napkin(*args)
+    assert too_big.exit_code == 2 and too_big.stderr.count("\n") == 1
+    assert "--mfu: predicted at the layout given (TP1 PP1 DP8 zero1), which does not fit" in too_big.stderr

@@ -10,10 +10,11 @@ from napkin import units
 from napkin.api.adapter_inputs import AdapterOptions, refuse_without_adapters
 from napkin.api.inputs import SHAPE_FIELDS, choice, keywords, optional, parse, said, to_seconds
 from napkin.api.model_inputs import build_model, described, named_preset, resolve_params, resolve_seq
-from napkin.api.planning import plan
+from napkin.api.planning import plan, step
 from napkin.api.system_inputs import get_cluster, get_hardware, get_stack
-from napkin.domain.choices import Dtype, Finetune, Recompute
+from napkin.domain.choices import Dtype, Finetune, Recompute, Sharding
 from napkin.errors import UsageError
+from napkin.units import format_bytes_si
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
@@ -57,6 +58,13 @@ def train_time(
     finetune: str | Finetune | None = None,
     lora_rank: Number | None = None,
     lora_targets: str | list[str] | None = None,
+    tensor_parallel: Number | None = None,
+    pipeline_parallel: Number | None = None,
+    context_parallel: Number | None = None,
+    expert_parallel: Number | None = None,
+    interleave: Number | None = None,
+    micro_batch: Number | None = None,
+    sharding: str | Sharding | None = None,
     **shape: Any,
 ) -> TrainTimeResult:
     """How long a run takes: C = 6·N·D (+ attention), t = C / (G × dense peak × MFU). Give three of
@@ -64,8 +72,10 @@ def train_time(
     ``plan`` finds (the fastest inside the stack's validated region, where one fits) for the model on ``gpus`` of
     ``cluster`` with ``stack`` (default megatron-core; global batch default 4M tokens), and with it that layout's
     recomputation and the stack's causal mask (``causal`` overrides it; without a predicted MFU it defaults to every
-    score counted). ``finetune="lora"``/``"qlora"``: a frozen base with adapters (``lora_rank``, ``lora_targets``),
-    C = (4N + 6T)·D: the base runs forward and passes input gradients back, only the adapters get weight gradients.
+    score counted); with any of ``tensor_parallel`` … ``sharding`` (and ``recompute``), the MFU ``step`` predicts for
+    that layout instead, as a published run's layout is checked. ``finetune="lora"``/``"qlora"``: a frozen base
+    with adapters (``lora_rank``, ``lora_targets``), C = (4N + 6T)·D: the base runs forward and passes input
+    gradients back, only the adapters get weight gradients.
     ``finetune`` None is pretraining (the under-training warning applies); "qlora" recomputes fully unless
     ``recompute`` says otherwise (peft's prepare_model_for_kbit_training turns gradient checkpointing on, as memory
     and step assume).
@@ -79,10 +89,25 @@ def train_time(
     n = resolve_params(params, arch, active=False, required=False, named=named_preset(model, model_config))
     length, length_source = resolve_seq(seq, chosen, needed_for="the attention FLOPs")
     best, software = None, None
+    layout = {
+        name: value
+        for name, value in (
+            ("tensor_parallel", tensor_parallel),
+            ("pipeline_parallel", pipeline_parallel),
+            ("context_parallel", context_parallel),
+            ("expert_parallel", expert_parallel),
+            ("interleave", interleave),
+            ("micro_batch", micro_batch),
+            ("sharding", sharding),
+        )
+        if value is not None
+    }
     if isinstance(mfu, str) and mfu.strip().lower() == "predicted":
         if achieved is not None:
             raise UsageError("achieved: give it or mfu predicted, not both", field="achieved", also=("mfu",))
-        if recompute is not None and choice(Recompute, recompute, "recompute") is not Recompute.none:
+        if layout and recompute is not None:  # the layout is the caller's, its recomputation too
+            layout["recompute"] = recompute
+        elif recompute is not None and choice(Recompute, recompute, "recompute") is not Recompute.none:
             raise UsageError(
                 "recompute: with mfu predicted the planner chooses the recomputation", field="recompute", also=("mfu",)
             )
@@ -111,6 +136,7 @@ def train_time(
             stack,
             stack_file,
             {"finetune": str(method or Finetune.full), "lora_rank": lora_rank, "lora_targets": lora_targets},
+            layout,
         )
         mfu, recompute = best.mfu, best.layout.recompute
         software = get_stack(stack, stack_file)
@@ -123,6 +149,7 @@ def train_time(
             "flash_attention": flash_attention,
             "stack": stack,
             "stack_file": stack_file,
+            **layout,
         }
         given = [name for name, value in only_predicted.items() if value is not None]
         if given:  # name what was given, each as the caller wrote it
@@ -228,10 +255,12 @@ def _predicted(
     stack: str | Any | None,
     stack_file: str | Path | None,
     adapters: dict[str, Any],
+    layout: dict[str, Any],
 ) -> StepResult:
     """The result of ``plan``'s #1 (the fastest fitting layout, inside the stack's validated region where one
     fits), for ``train_time(mfu="predicted")``; ``adapters``: the fine-tuning method and the LoRA options, so that
-    a LoRA run's MFU is that of the layouts ``plan --finetune`` searches, not of full training's."""
+    a LoRA run's MFU is that of the layouts ``plan --finetune`` searches, not of full training's. With ``layout``
+    (the caller's TP, PP, …), ``step``'s result for that layout, which must fit."""
     if gpus is None or (model is None and model_config is None):
         raise UsageError(
             "mfu: predicted needs model (or model_config) and gpus: the planner picks a layout for them",
@@ -240,6 +269,34 @@ def _predicted(
         )
     if global_batch is None and global_batch_tokens is None:
         global_batch_tokens = "4M"
+    if layout:
+        timed = step(
+            model=model,
+            model_config=model_config,
+            seq=seq,
+            gpus=gpus,
+            cluster=cluster,
+            hardware=hardware,
+            hardware_file=hardware_file,
+            dtype=dtype,
+            global_batch=global_batch,
+            global_batch_tokens=global_batch_tokens,
+            flash_attention=flash_attention,
+            causal=causal,
+            stack=stack,
+            stack_file=stack_file,
+            **adapters,
+            **layout,
+            **shape,
+        )
+        if not timed.fits:
+            raise UsageError(
+                f"mfu: predicted at the layout given ({timed.layout.describe(compact=True)}), which does not fit: "
+                f"{format_bytes_si(timed.per_gpu_bytes)} per GPU (see 'napkin step' with the same options)",
+                field="mfu",
+                also=tuple(layout),
+            )
+        return timed
     found = plan(
         model=model,
         model_config=model_config,

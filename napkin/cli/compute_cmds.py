@@ -27,6 +27,7 @@ from napkin.cli.options import (
     _text,
     command,
 )
+from napkin.domain.choices import Sharding
 
 app = typer.Typer()
 flops_app = typer.Typer(help="FLOP counts: a matmul's roofline, or a training run's 6·N·D.", no_args_is_help=True)
@@ -48,6 +49,25 @@ TRAIN = [
         None,
         "--flash-attention/--no-flash-attention",
         help="With --mfu predicted: FlashAttention or not (default: the stack's).",
+    ),
+    *(
+        _text(
+            name, f"With --mfu predicted: {what}, timed as 'napkin step' times it (default: the plan's #1).", "INT", *f
+        )
+        for name, what, f in (
+            ("tensor_parallel", "TP of the layout", ("--tensor-parallel", "-t")),
+            ("pipeline_parallel", "PP of the layout", ()),
+            ("context_parallel", "CP of the layout", ()),
+            ("expert_parallel", "EP of the layout", ()),
+            ("interleave", "v, model chunks per pipeline rank", ()),
+            ("micro_batch", "b, the micro-batch", ("--micro-batch", "-b")),
+        )
+    ),
+    _opt(
+        "sharding",
+        Sharding | None,
+        None,
+        help="With --mfu predicted: the layout's sharding (none, zero1, zero2, zero3, fsdp, hsdp).",
     ),
     _text("achieved", "Sustained hardware FLOP/s per GPU (replaces peak × MFU).", "FLOP/S"),
     _text(
