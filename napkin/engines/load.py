@@ -103,11 +103,7 @@ def run(
     """Simulate one scheduler's share of ``rate`` (default the workload's) requests per second."""
     parts = replicas * replica.ranks
     share = (workload.rate if rate is None else rate) / parts
-    rng = random.Random(workload.seed + 1)
-    prompts = workload.prompt.sample(rng, workload.requests)
-    outputs = workload.output.sample(rng, workload.requests)
-    if workload.prefix_hit_rate > 0:
-        prompts = [max(1, round(p * (1 - workload.prefix_hit_rate))) for p in prompts]
+    prompts, outputs = _lengths(workload)
     if workload.concurrency and rate is None:
         cost, sched = step_cost(replica, workload), scheduler(replica, workload, kv_tokens)
         return simulate([0.0] * workload.requests, prompts, outputs, cost, sched, clients=workload.clients(parts))
@@ -115,18 +111,61 @@ def run(
     return simulate(times, prompts, outputs, step_cost(replica, workload), scheduler(replica, workload, kv_tokens))
 
 
-def max_rate(replica: Replica, replicas: int, workload: Workload, slo: Slo, iterations: int = 14) -> float:
-    """The largest rate (req/s, all replicas) whose simulated percentiles meet ``slo``; 0 when even a trickle
-    misses it. Bisection in log-rate between a trickle and twice the engine's capacity."""
+def _lengths(workload: Workload, n: int | None = None) -> tuple[list[int], list[int]]:
+    """``n`` (default the workload's) requests' prompt and output lengths, seeded; a prefix-cache hit leaves the
+    rest of a prompt."""
+    n = workload.requests if n is None else n
+    rng = random.Random(workload.seed + 1)
+    prompts = workload.prompt.sample(rng, n)
+    outputs = workload.output.sample(rng, n)
+    if workload.prefix_hit_rate > 0:
+        prompts = [max(1, round(p * (1 - workload.prefix_hit_rate))) for p in prompts]
+    return prompts, outputs
+
+
+#: Requests a saturation run sends at once: four times what the engine runs at most (its max_num_seqs), at least
+#: 4,096 and at most 32,768, so its middle half is past the first admissions and before the drain whatever
+#: ``requests`` the run it judges simulates, at a bounded cost.
+FLOOD_PER_SEQUENCE, FLOOD_LEAST, FLOOD_MOST = 4, 4096, 32768
+
+
+def saturation_rate(replica: Replica, replicas: int, workload: Workload) -> float:
+    """The rate (req/s, all replicas) the simulated schedulers complete requests at when their queues never
+    empty: every request arrives at once, and completions are counted over the run's middle half (past the
+    first admissions, before the drain). An offered rate at or above it is unstable, a queue that grows for as
+    long as the traffic lasts (utilisation ρ ≥ 1; Kleinrock 1975, Queueing Systems I §2.1), whatever a finite
+    run's percentiles say."""
+    n = min(FLOOD_MOST, max(FLOOD_LEAST, FLOOD_PER_SEQUENCE * replica.stack.max_num_seqs))
+    prompts, outputs = _lengths(workload, n)
+    flood = simulate([0.0] * n, prompts, outputs, step_cost(replica, workload), scheduler(replica, workload))
+    done = sorted(flood.e2e)
+    first, last = n // 4, (3 * n) // 4
+    span = done[last] - done[first]
+    return (last - first) / span * replicas * replica.ranks if span > 0 else float("inf")
+
+
+def max_rate(
+    replica: Replica, replicas: int, workload: Workload, slo: Slo, iterations: int = 14, sustained: float | None = None
+) -> float:
+    """The largest rate (req/s, all replicas) whose simulated percentiles meet ``slo`` and that the deployment
+    can sustain (below ``saturation_rate``: a finite run at a rate the engine cannot keep up with ends before its
+    queue shows it); 0 when even a trickle misses it. Bisection in log-rate between a trickle and twice the
+    engine's capacity. ``sustained``: ``saturation_rate`` where the caller has it."""
     capacity = service_rate(replica, workload) * replicas * replica.ranks
+    if sustained is None:
+        sustained = saturation_rate(replica, replicas, workload)
+
+    def met(rate: float) -> bool:
+        return rate < sustained and slo.met(run(replica, replicas, workload, rate))
+
     low, high = capacity * 1e-4, capacity * 2.0
-    if not slo.met(run(replica, replicas, workload, low)):
+    if not met(low):
         return 0.0
-    if slo.met(run(replica, replicas, workload, high)):
+    if met(high):
         return high
     for _ in range(iterations):
         mid = (low * high) ** 0.5
-        low, high = (mid, high) if slo.met(run(replica, replicas, workload, mid)) else (low, mid)
+        low, high = (mid, high) if met(mid) else (low, mid)
     return low
 
 
@@ -194,8 +233,9 @@ def traffic_result(
     served = len(outcome.e2e) / duration * parts
     tenth = max(1, len(outcome.ttft) // 10)
     early, late = percentile(outcome.ttft[:tenth], 50), percentile(outcome.ttft[-tenth:], 50)
-    # the queue grew through the run (a closed loop's queue is bounded by its clients)
-    saturated = not workload.concurrency and late > 5 * early and late > 1.0
+    # the queue grew through the run, or would in a longer one (a closed loop's queue is bounded by its clients)
+    sustained = float("inf") if workload.concurrency else saturation_rate(replica, replicas, workload)
+    saturated = not workload.concurrency and (workload.rate >= sustained or (late > 5 * early and late > 1.0))
     kv = replica.kv_tokens()
     steps = [
         step(
@@ -255,7 +295,7 @@ def traffic_result(
     found = most = None
     if slo is not None and slo.targets:
         ratios = slo.misses(outcome)
-        slo_met = all(r <= 1 for r in ratios.values())
+        slo_met = all(r <= 1 for r in ratios.values()) and not saturated
         if workload.concurrency:
             most = max_concurrency(replica, replicas, workload, slo)
         else:
@@ -270,9 +310,16 @@ def traffic_result(
             "at once) and its drain; give --requests of 10× the clients or more for steady-state figures"
         )
     if saturated:
+        limit = f"{format_number(sustained, 3)} req/s with its queue never empty"
         warnings.append(
-            f"the offered {format_number(workload.rate, 3)} req/s is more than the deployment serves: the queue "
-            "grows for the whole run, so latencies depend on how many requests are simulated"
+            (
+                f"the offered {format_number(workload.rate, 3)} req/s is more than the deployment serves ({limit})"
+                if workload.rate >= sustained
+                else f"the queue grew through the run: {format_number(workload.rate, 3)} req/s is at the deployment's "
+                f"limit ({limit})"
+            )
+            + ": the queue grows for as long as the traffic lasts, so the latencies shown depend on how many "
+            "requests are simulated, and no SLO is met"
         )
     return TrafficResult(
         model=name,

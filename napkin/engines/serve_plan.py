@@ -20,8 +20,17 @@ from pydantic import Field, computed_field
 from napkin.domain.base import Record
 from napkin.domain.layout import ServingLayout
 from napkin.domain.model import Model
-from napkin.engines.load import Workload, held_at_admission, max_rate, run, service_rate, serving_layout
+from napkin.engines.load import (
+    Workload,
+    held_at_admission,
+    max_rate,
+    run,
+    saturation_rate,
+    service_rate,
+    serving_layout,
+)
 from napkin.engines.replica import Replica
+from napkin.engines.traffic import Outcome
 from napkin.engines.traffic_result import Slo
 from napkin.results.explain import step
 from napkin.results.result import Result
@@ -150,7 +159,8 @@ def plan(
         if len(found) >= top and floor > found[top - 1].usd_per_hour:
             break
         evaluated += 1
-        per_replica = max_rate(c.replica, 1, workload, slo, iterations=8)
+        sustained = saturation_rate(c.replica, 1, workload)
+        per_replica = max_rate(c.replica, 1, workload, slo, iterations=8, sustained=sustained)
         if per_replica <= 0:
             trickle = run(c.replica, 1, workload, service_rate(c.replica, workload) * 1e-3)
             ratios = slo.misses(trickle)
@@ -159,13 +169,8 @@ def plan(
             if best_miss is None or worst < best_miss[0]:
                 best_miss = (worst, d, ratios)
             continue
-        replicas = max(1, math.ceil(workload.rate / per_replica))
-        outcome = run(c.replica, replicas, workload)
-        ratios = slo.misses(outcome)
-        while max(ratios.values()) > 1 and replicas < 4096:  # the bisection's edge: one more replica
-            replicas += 1
-            outcome = run(c.replica, replicas, workload)
-            ratios = slo.misses(outcome)
+
+        replicas, outcome, ratios = _settle(c.replica, workload, slo, sustained, per_replica)
         d = _deployment(c, replicas, workload, slo, stack_name, ratios, outcome, per_replica)
         points.append((d.usd_per_million_tokens, d.tpot_seconds, f"{d.hardware} {d.layout_text}"))
         found.append(d)
@@ -257,3 +262,28 @@ def bottleneck(replica: Replica, workload: Workload, ratios: dict[str, float]) -
 
 def with_replica(candidate: Candidate, **changes: Any) -> Candidate:
     return Candidate(replace(candidate.replica, **changes), candidate.price)
+
+
+def _settle(
+    replica: Replica, workload: Workload, slo: Slo, sustained: float, per_replica: float
+) -> tuple[int, Outcome, dict[str, float]]:
+    """The fewest replicas whose run meets ``slo`` at a rate each sustains (below ``sustained``, one replica's
+    ``saturation_rate``), with that run and its SLO ratios: from ⌈rate / per_replica⌉, whose bisected rate is a
+    coarse lower bound, up while the run misses and down while one fewer meets it, as ``traffic`` would judge."""
+
+    def trial(n: int) -> tuple[Outcome, dict[str, float], bool]:
+        outcome = run(replica, n, workload)
+        ratios = slo.misses(outcome)
+        return outcome, ratios, workload.rate / n < sustained and max(ratios.values()) <= 1
+
+    replicas = max(1, math.ceil(workload.rate / per_replica))
+    outcome, ratios, good = trial(replicas)
+    while not good and replicas < 4096:
+        replicas += 1
+        outcome, ratios, good = trial(replicas)
+    while replicas > 1:
+        fewer = trial(replicas - 1)
+        if not fewer[2]:
+            break
+        replicas, (outcome, ratios, _) = replicas - 1, fewer
+    return replicas, outcome, ratios

@@ -193,11 +193,10 @@ class TrafficResult(Result):
             ("batch", f"{self.mean_batch:,.1f} decoding on average; {self.preemptions:,} preemptions"),
         ]
         if self.slo is not None:
-            verdict = (
-                "met"
-                if self.slo_met
-                else "missed (" + ", ".join(f"{k} ×{v:.2f}" for k, v in self.slo_ratios.items() if v > 1) + ")"
-            )
+            over = [f"{k} ×{v:.2f}" for k, v in self.slo_ratios.items() if v > 1]
+            if self.saturated:
+                over.append("the queue grows without end")
+            verdict = "met" if self.slo_met else f"missed ({', '.join(over)})"
             rows.append(("SLO", f"{self.slo}: {verdict}"))
         if self.max_rate is not None:
             rows.append(("largest rate meeting SLO", f"{format_number(self.max_rate, 3)} req/s"))
