@@ -644,7 +644,8 @@ def test_stack_list_is_in_name_order(napkin: Run) -> None:
 def test_dgx_cloud_bf16_rows_separate_the_gemm_rate_from_the_fp8_recipe() -> None:
     """NVIDIA's DGX Cloud benchmarks run the same layouts in BF16 and FP8 (NeMo 24.09 and 24.11): two BF16 rows
     calibrate megatron-core's matmul efficiency with its fp8 cost; every other row validates, BF16 as the README
-    says and FP8 within 13 %. At the full MAMF rate (matmul_efficiency 1) the BF16 rows were 17-31 % fast."""
+    says and FP8 within 13 %. At the full MAMF rate (matmul_efficiency 1) the BF16 rows were 17-27 % fast, as the
+    README and the megatron-core stacks' sources say (Nemotron-4 340B the most)."""
     rows = {c.id: (c, error(c)) for c in cases() if c.id.startswith("dgxc-")}
     assert len(rows) == 16
     assert sorted(i for i, (c, _) in rows.items() if c.role == "calibration") == [
@@ -661,4 +662,9 @@ def test_dgx_cloud_bf16_rows_separate_the_gemm_rate_from_the_fp8_recipe() -> Non
         for c, _ in rows.values()
         if "-bf16-" in c.id
     }
-    assert min(full_rate.values()) >= 0.15 and max(full_rate.values()) <= 0.33
+    low, high = min(full_rate.values()), max(full_rate.values())
+    assert low >= 0.15 and high <= 0.30 and max(full_rate, key=full_rate.__getitem__).startswith("dgxc-2411-nemotron")
+    said = f"{low * 100:.0f}-{high * 100:.0f} %"  # 17-27 %
+    assert f"predicted their BF16 steps {said} fast (Nemotron-4 340B {high * 100:.0f} %" in text
+    for name in ("megatron-core", "megatron-core-moe", "megatron-core-moe-a2a-overlap"):
+        assert f"ran {said} slower" in " ".join((ROOT / "stacks" / f"{name}.yaml").read_text(encoding="utf-8").split())
