@@ -66,8 +66,14 @@ def test_train_time_at_a_published_layout_is_that_layout_s_step() -> None:
 
 def test_a_layout_is_refused_without_a_predicted_mfu_and_where_it_does_not_fit(napkin: Run) -> None:
     no_mfu = napkin("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8", "-t", "2")
+    base = ("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8", "--mfu", "predicted")
+    recompute = napkin(*base, "--recompute", "full")
+    assert recompute.exit_code == 2 and "give a layout (--tensor-parallel … --sharding)" in recompute.stderr
     assert no_mfu.exit_code == 2 and "--tensor-parallel: used only with --mfu predicted" in no_mfu.stderr
     args = ("train-time", "--model", "llama3-70b", "--tokens", "1T", "--gpus", "8", "--mfu", "predicted", "-t", "1")
     too_big = napkin(*args)
     assert too_big.exit_code == 2 and too_big.stderr.count("\n") == 1
-    assert "--mfu: predicted at the layout given (TP1 PP1 DP8 zero1), which does not fit" in too_big.stderr
+    assert "--mfu: predicted at the layout given (TP1 PP1 DP8 zero1 b1; what was not given is step's default)" in (
+        too_big.stderr
+    )
+    assert "which does not fit:" in too_big.stderr and "per GPU of 85.5 GB" in too_big.stderr

@@ -109,7 +109,10 @@ def train_time(
             layout["recompute"] = recompute
         elif recompute is not None and choice(Recompute, recompute, "recompute") is not Recompute.none:
             raise UsageError(
-                "recompute: with mfu predicted the planner chooses the recomputation", field="recompute", also=("mfu",)
+                "recompute: with mfu predicted the planner chooses the recomputation; give a layout (tensor_parallel"
+                " … sharding) to time it with this one",
+                field="recompute",
+                also=("mfu", "tensor_parallel", "sharding"),
             )
         if peak != "datasheet":  # the plan's MFU is of the datasheet peak; its step time used the measured rate
             raise UsageError(
@@ -291,8 +294,10 @@ def _predicted(
         )
         if not timed.fits:
             raise UsageError(
-                f"mfu: predicted at the layout given ({timed.layout.describe(compact=True)}), which does not fit: "
-                f"{format_bytes_si(timed.per_gpu_bytes)} per GPU (see 'napkin step' with the same options)",
+                f"mfu: predicted at the layout given ({timed.layout.describe(compact=True)} b{timed.micro_batch}; "
+                "what was not given is step's default), which does not fit: "
+                f"{format_bytes_si(timed.per_gpu_bytes)} per GPU of {format_bytes_si(timed.memory_bytes)} "
+                "(see 'napkin step' with the same options)",
                 field="mfu",
                 also=tuple(layout),
             )

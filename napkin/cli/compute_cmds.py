@@ -52,7 +52,11 @@ TRAIN = [
     ),
     *(
         _text(
-            name, f"With --mfu predicted: {what}, timed as 'napkin step' times it (default: the plan's #1).", "INT", *f
+            name,
+            f"With --mfu predicted: {what}, timed as 'napkin step' times it (default: step's; with no layout flag "
+            "the plan's #1 is timed).",
+            "INT",
+            *f,
         )
         for name, what, f in (
             ("tensor_parallel", "TP of the layout", ("--tensor-parallel", "-t")),
@@ -67,7 +71,7 @@ TRAIN = [
         "sharding",
         Sharding | None,
         None,
-        help="With --mfu predicted: the layout's sharding (none, zero1, zero2, zero3, fsdp, hsdp).",
+        help="With --mfu predicted: the layout's sharding (none, zero1, zero2, zero3, fsdp, hsdp; default: step's).",
     ),
     _text("achieved", "Sustained hardware FLOP/s per GPU (replaces peak × MFU).", "FLOP/S"),
     _text(
