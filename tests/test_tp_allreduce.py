@@ -64,3 +64,6 @@ def test_a_tp_group_that_cannot_span_whole_nodes_is_refused_naming_the_flag() ->
     assert out.exit_code == 2
     assert "--tensor-parallel: TP 12 spans more than one 8-device" in out.stderr
     assert "a multiple of 8" in out.stderr
+    implied = CliRunner().invoke(app, ["inference", "--model", "gpt3-175b", "--hardware", "h100", "--gpus", "12"])
+    assert implied.exit_code == 2 and implied.stderr.count("\n") == 1  # TP not given: the GPUs it came from
+    assert "--gpus (12): --tensor-parallel defaults to every GPU; TP 12 spans more than one 8-device" in implied.stderr

@@ -155,6 +155,15 @@ def inference(
     asked = ServingOptions.given(options)
     chosen = serving_stack(asked)
     settings = serving_settings(profile, asked, block=block_of(block_size, paged), chosen=chosen)
+    try:
+        fabric = serving_fabric(profile, t)
+    except UsageError as exc:  # a TP the user did not give: say where it came from, as tensor_of does
+        if tensor_parallel is not None:
+            raise
+        reason = str(exc).removeprefix("tensor_parallel: ")
+        raise UsageError(
+            f"gpus ({g}): tensor_parallel defaults to every GPU; {reason}", field="gpus", also=("tensor_parallel",)
+        ) from None
     result = engine(
         name,
         arch,
@@ -166,7 +175,7 @@ def inference(
         output=o,
         batch=positive(batch, "batch"),
         settings=settings,
-        fabric=serving_fabric(profile, t),
+        fabric=fabric,
     )
     result.notes[:0] = list(notes)
     return said(with_context_source(result, source), profile, chosen)
