@@ -69,6 +69,8 @@ def test_a_layout_is_refused_without_a_predicted_mfu_and_where_it_does_not_fit(n
     base = ("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8", "--mfu", "predicted")
     recompute = napkin(*base, "--recompute", "full")
     assert recompute.exit_code == 2 and "give a layout (--tensor-parallel … --sharding)" in recompute.stderr
+    none = napkin(*base, "--finetune", "qlora", "--recompute", "none")  # the plan's #1 recomputes fully: not hidden
+    assert none.exit_code == 2 and "--recompute: with --mfu predicted the planner chooses" in none.stderr
     assert no_mfu.exit_code == 2 and "--tensor-parallel: used only with --mfu predicted" in no_mfu.stderr
     args = ("train-time", "--model", "llama3-70b", "--tokens", "1T", "--gpus", "8", "--mfu", "predicted", "-t", "1")
     too_big = napkin(*args)

@@ -107,7 +107,8 @@ def train_time(
             raise UsageError("achieved: give it or mfu predicted, not both", field="achieved", also=("mfu",))
         if layout and recompute is not None:  # the layout is the caller's, its recomputation too
             layout["recompute"] = recompute
-        elif recompute is not None and choice(Recompute, recompute, "recompute") is not Recompute.none:
+        elif recompute is not None:  # "none" too: the plan's #1 may recompute (qlora's does), which it would hide
+            choice(Recompute, recompute, "recompute")  # a value napkin does not know is refused as such first
             raise UsageError(
                 "recompute: with mfu predicted the planner chooses the recomputation; give a layout (tensor_parallel"
                 " … sharding) to time it with this one",
