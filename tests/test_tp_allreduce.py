@@ -67,3 +67,6 @@ def test_a_tp_group_that_cannot_span_whole_nodes_is_refused_naming_the_flag() ->
     implied = CliRunner().invoke(app, ["inference", "--model", "gpt3-175b", "--hardware", "h100", "--gpus", "12"])
     assert implied.exit_code == 2 and implied.stderr.count("\n") == 1  # TP not given: the GPUs it came from
     assert "--gpus (12): --tensor-parallel defaults to every GPU; TP 12 spans more than one 8-device" in implied.stderr
+    traffic = ["traffic", "--model", "gpt3-175b", "--hardware", "h100", "--rate", "1", "--prompt", "9", "--output", "9"]
+    staged = CliRunner().invoke(app, [*traffic, "--gpus", "24", "--pipeline-parallel", "2"])
+    assert staged.exit_code == 2 and "--gpus per pipeline stage (24 / 2): --tensor-parallel defaults" in staged.stderr

@@ -19,6 +19,7 @@ from napkin.api.serving_inputs import (
     context_of,
     experts_split,
     fraction_or_zero,
+    implied_tp,
     positive,
     seed_of,
     serving_fabric,
@@ -155,15 +156,7 @@ def inference(
     asked = ServingOptions.given(options)
     chosen = serving_stack(asked)
     settings = serving_settings(profile, asked, block=block_of(block_size, paged), chosen=chosen)
-    try:
-        fabric = serving_fabric(profile, t)
-    except UsageError as exc:  # a TP the user did not give: say where it came from, as tensor_of does
-        if tensor_parallel is not None:
-            raise
-        reason = str(exc).removeprefix("tensor_parallel: ")
-        raise UsageError(
-            f"gpus ({g}): tensor_parallel defaults to every GPU; {reason}", field="gpus", also=("tensor_parallel",)
-        ) from None
+    fabric = serving_fabric(profile, t, implied=implied_tp(g, tensor_parallel))
     result = engine(
         name,
         arch,
@@ -264,7 +257,14 @@ def traffic(
     chosen = serving_stack(asked)
     settings = serving_settings(profile, asked, chosen=chosen)
     replica = build_replica(
-        arch, profile, settings, tensor=t, pipeline=p, expert_parallel=expert_parallel, dp_attention=dp_attention
+        arch,
+        profile,
+        settings,
+        tensor=t,
+        pipeline=p,
+        expert_parallel=expert_parallel,
+        dp_attention=dp_attention,
+        implied=implied_tp(g, tensor_parallel, p),
     )
     if max_num_seqs is not None:
         replica = with_stack(replica, max_num_seqs=positive(max_num_seqs, "max_num_seqs"))

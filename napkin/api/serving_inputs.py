@@ -215,11 +215,26 @@ def with_context_source(result: R, source: str) -> R:
     return result
 
 
-def serving_fabric(profile: HardwareProfile, tensor: int) -> Any:
-    """The TP links: the device's built-in cluster, else its own interconnect figure (PCIe cards)."""
+def implied_tp(gpus: int, tensor_parallel: Number | None, pipeline: int = 1) -> str | None:
+    """Where a TP degree the caller did not give came from (``tensor_of``'s default), for an error refusing it."""
+    if tensor_parallel is not None:
+        return None
+    which = f"gpus ({gpus})" if pipeline == 1 else f"gpus per pipeline stage ({gpus} / {pipeline})"
+    return f"{which}: tensor_parallel defaults to every GPU{'' if pipeline == 1 else ' of a stage'}"
+
+
+def serving_fabric(profile: HardwareProfile, tensor: int, *, implied: str | None = None) -> Any:
+    """The TP links: the device's built-in cluster, else its own interconnect figure (PCIe cards). ``implied``
+    (``implied_tp``): the TP was not given, so a refusal names the GPUs it came from."""
     from napkin.engines.replica import link_fabric
 
-    found = fabric_of(profile, tensor)
+    try:
+        found = fabric_of(profile, tensor)
+    except UsageError as exc:
+        if implied is None:
+            raise
+        reason = str(exc).removeprefix("tensor_parallel: ")
+        raise UsageError(f"{implied}; {reason}", field="gpus", also=("tensor_parallel",)) from None
     return found if found is not None or tensor == 1 else link_fabric(profile, tensor)
 
 
@@ -315,8 +330,10 @@ def build_replica(
     pipeline: int = 1,
     expert_parallel: bool = False,
     dp_attention: bool = False,
+    implied: str | None = None,
 ) -> Any:
-    """The replica a serving question runs on (stack overrides applied, measured bandwidth if asked)."""
+    """The replica a serving question runs on (stack overrides applied, measured bandwidth if asked); ``implied``:
+    where a TP the caller did not give came from (``implied_tp``)."""
     from napkin.engines.memory import capacity
     from napkin.engines.replica import Replica
 
@@ -340,7 +357,7 @@ def build_replica(
         weights=settings.weights_format.value,
         group=settings.group_size,
         kv=settings.kv_dtype.value,
-        fabric=serving_fabric(profile, tensor),
+        fabric=serving_fabric(profile, tensor, implied=implied),
     )
 
 
