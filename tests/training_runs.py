@@ -96,6 +96,10 @@ SHAPES: Final[dict[str, Model]] = {
     "llama3-8b": get_preset("llama3-8b").model,
     "llama3-70b": get_preset("llama3-70b").model,
     "llama3.1-405b": get_preset("llama3.1-405b").model,
+    # NVIDIA's DGX Cloud 405B benchmark trains on synthetic data "with the GPT2BPETokenizer as a proxy"
+    # (dgxc-benchmarking llama3.1/README_405b.md @ 143b90dd): 50,257 tokens padded to a multiple of 128 × TP 8
+    # (NVIDIA/NeMo nemo/lightning/base.py get_vocab_size; Megatron-LM vocab_size_with_padding): 51,200
+    "llama3.1-405b-gpt2-vocab": get_preset("llama3.1-405b").model.model_copy(update={"vocab": 51200}),
     "llama2-7b": get_preset("llama2-7b").model,
     "llama2-70b": get_preset("llama2-70b").model,
     "llama2-13b": _llama(40, 5120, 40, 40, 13824, 32000),
@@ -192,7 +196,8 @@ SOURCES: Final = (
     "fp4_param_gather), the distributed optimizer",
     "NVIDIA/dgxc-benchmarking llama3.1/README_8b.md, README_70b.md and README_405b.md @ 143b90dd (NeMo 24.09 "
     "container, DGX H100; the same layout in BF16 and FP8; tokens/s per GPU = the table's throughput / GPUs; "
-    "405B at its full-model scales, 576 and 2,304 GPUs, not the proxy configs with fewer layers)",
+    "405B at its full-model scales, 576 and 2,304 GPUs, not the proxy configs with fewer layers, and with the GPT-2 "
+    "vocabulary its synthetic data is tokenized with)",
     "NVIDIA/dgxc-benchmarking nemotron/README_340b.md @ 143b90dd (NeMo 24.11, DGX H100; TP 8, PP 8, VP 12, MBS 1, "
     "the same layout in BF16 and FP8)",
 )
@@ -475,10 +480,10 @@ dgxc-2409-llama3.1-70b-bf16-g64 megatron-core llama3.1-70b dgx-h100 64 8192 128 
 dgxc-2409-llama3.1-70b-bf16-g2048 megatron-core llama3.1-70b dgx-h100 2048 8192 4096 1 4 4 2 5 zero1 none bf16 1098.12 validation 20
 dgxc-2409-llama3.1-70b-fp8-g64 megatron-core llama3.1-70b dgx-h100 64 8192 128 1 4 4 2 5 zero1 none fp8 1488.11 validation 20
 dgxc-2409-llama3.1-70b-fp8-g2048 megatron-core llama3.1-70b dgx-h100 2048 8192 4096 1 4 4 2 5 zero1 none fp8 1438.45 validation 20
-dgxc-2409-llama3.1-405b-bf16-g576 megatron-core llama3.1-405b dgx-h100 576 8192 252 1 8 9 2 7 zero1 none bf16 208.37 calibration 20
-dgxc-2409-llama3.1-405b-bf16-g2304 megatron-core llama3.1-405b dgx-h100 2304 8192 1008 1 8 9 2 7 zero1 none bf16 203.41 validation 20
-dgxc-2409-llama3.1-405b-fp8-g576 megatron-core llama3.1-405b dgx-h100 576 8192 252 1 8 9 2 7 zero1 none fp8 318.86 validation 20
-dgxc-2409-llama3.1-405b-fp8-g2304 megatron-core llama3.1-405b dgx-h100 2304 8192 1008 1 8 9 2 7 zero1 none fp8 290.2 validation 20
+dgxc-2409-llama3.1-405b-bf16-g576 megatron-core llama3.1-405b-gpt2-vocab dgx-h100 576 8192 252 1 8 9 2 7 zero1 none bf16 208.37 calibration 20
+dgxc-2409-llama3.1-405b-bf16-g2304 megatron-core llama3.1-405b-gpt2-vocab dgx-h100 2304 8192 1008 1 8 9 2 7 zero1 none bf16 203.41 validation 20
+dgxc-2409-llama3.1-405b-fp8-g576 megatron-core llama3.1-405b-gpt2-vocab dgx-h100 576 8192 252 1 8 9 2 7 zero1 none fp8 318.86 validation 20
+dgxc-2409-llama3.1-405b-fp8-g2304 megatron-core llama3.1-405b-gpt2-vocab dgx-h100 2304 8192 1008 1 8 9 2 7 zero1 none fp8 290.2 validation 20
 dgxc-2411-nemotron-340b-bf16-g128 megatron-core nemotron-340b dgx-h100 128 4096 32 1 8 8 1 12 zero1 none bf16 222.13 validation 21
 dgxc-2411-nemotron-340b-bf16-g2048 megatron-core nemotron-340b dgx-h100 2048 4096 512 1 8 8 1 12 zero1 none bf16 211.57 validation 21
 dgxc-2411-nemotron-340b-fp8-g128 megatron-core nemotron-340b dgx-h100 128 4096 32 1 8 8 1 12 zero1 none fp8 324.05 validation 21
