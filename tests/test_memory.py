@@ -207,6 +207,19 @@ def test_max_model_that_cannot_hold_its_activations_is_an_answer_of_zero() -> No
     assert fitted.params > 0 and not fitted.warnings
 
 
+def test_max_model_with_a_shape_says_its_states_answer_holds_that_shape_s_activations() -> None:
+    """A new user read 'largest model 20.6 B' for 8 H100s and Llama 3 8B's activations as the answer; a 20.6 B
+    model keeps more activations, and the answer of that shape is the deepest that fits (12.0 B). The first is
+    now said to be the states beside the given shape's activations."""
+    from napkin import api
+
+    r = api.max_model(model="llama3-8b", gpus=8)
+    rows = dict(r.rows())
+    assert "largest model" not in rows and "beside the 8.0 B-param shape's activations" in rows["largest model states"]
+    assert r.max_layers_params is not None and r.shape_params is not None
+    assert r.shape_params < r.max_layers_params < r.params
+
+
 def test_the_activations_step_of_explain_adds_up_to_its_result() -> None:
     """--explain's numbers line holds every term of the sum it states (the logits were left out: 1.14 GB × 32 was
     printed as 40.9 GB)."""

@@ -97,7 +97,13 @@ class MaxModelResult(ModelResult):
         datasheet = ""
         if self.params_at_datasheet is not None:
             datasheet = f" ({format_count(self.params_at_datasheet)} at the datasheet capacity)"
-        rows.append(("largest model", f"{format_count(self.params)} params{datasheet}"))
+        if self.activation_bytes and self.shape_params is not None:  # the states beside one model's activations
+            beside = (
+                f" beside the {format_count(self.shape_params)}-param shape's activations (a deeper model keeps more)"
+            )
+            rows.append(("largest model states", f"{format_count(self.params)} params{datasheet}{beside}"))
+        else:
+            rows.append(("largest model", f"{format_count(self.params)} params{datasheet}"))
         if self.max_micro_batch is not None and self.shape_params is not None:
             rows.append(
                 (
