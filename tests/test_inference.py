@@ -285,3 +285,14 @@ def test_a_serving_context_says_where_it_came_from() -> None:
     summed = napkin.inference(model="llama3.1-8b", prompt=1000, output=200)
     assert (summed.context, summed.context_source) == (1200, "prompt + output")
     assert napkin.kv_cache(model="llama3.1-8b", context="8k").context_source == "given"
+
+
+def test_max_concurrency_counts_a_windowed_layer_at_its_window_as_max_batch_does() -> None:
+    """vLLM's 'Maximum concurrency for N tokens per request' divides the KV cache by a request's largest use, a
+    sliding-window layer's at its window (vllm/v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config):
+    gpt-oss-120b (a 128-token window on every other layer) had been given 79× beside a max batch of 149."""
+    oss = napkin.inference(model="gpt-oss-120b", hardware="h100", weights="mxfp4", prompt="1k", output="1k", batch=64)
+    assert math.floor(oss.max_concurrency) == oss.max_batch == 149
+    dense = napkin.inference(model="llama3-70b", hardware="h100", tensor_parallel=8)
+    assert dense.max_concurrency == pytest.approx(dense.kv_capacity_tokens / dense.context)
+    assert math.floor(dense.max_concurrency + 1e-9) >= dense.max_batch

@@ -212,8 +212,10 @@ def test_max_model_with_a_shape_says_its_states_answer_holds_that_shape_s_activa
     model keeps more activations, and the answer of that shape is the deepest that fits (12.0 B). The first is
     now said to be the states beside the given shape's activations."""
     from napkin import api
+    from napkin.engines.memory.largest import MaxModelResult
 
     r = api.max_model(model="llama3-8b", gpus=8)
+    assert isinstance(r, MaxModelResult)
     rows = dict(r.rows())
     assert "largest model" not in rows and "beside the 8.0 B-param shape's activations" in rows["largest model states"]
     assert r.max_layers_params is not None and r.shape_params is not None

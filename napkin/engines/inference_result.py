@@ -110,7 +110,9 @@ class InferenceResult(Result):
     efficiency: float
     stack: str = Field(description="the serving stack whose rates and memory rules were used")
     kv_capacity_tokens: int = Field(description="tokens of KV cache the engine allocates per replica")
-    max_concurrency: float = Field(description="KV capacity / context: sequences of `context` tokens at once")
+    max_concurrency: float = Field(
+        description="KV capacity / context (windowed layers at their window: budget / KV per sequence)"
+    )
     prefill_flops: float
     ttft_seconds: float = Field(description="prefill of one prompt, alone on the replica")
     prefill_seconds: float = Field(description="prefill of the whole batch, in chunks of the token budget")

@@ -157,8 +157,7 @@ def serve(
     cache_steps, k = kv_steps(name, model, context, batch, kv, s.block_size, tensor)
     steps += cache_steps
     per_seq_gpu = k["per_seq"] * k["shard"]
-    kv_gpu = per_seq_gpu * batch
-    work = rep.activations()
+    kv_gpu, work = per_seq_gpu * batch, rep.activations()
     steps.append(
         step(
             "activation workspace per GPU",
@@ -185,25 +184,26 @@ def serve(
             s.memory_source or sources.STACK_MEMORY,
         )
     )
-    per_token_gpu = rep.kv_bytes_per_token_gpu()
-    kv_tokens = int(max(budget, 0.0) / per_token_gpu // stack.block_size * stack.block_size)
-    concurrency = kv_tokens / context
+    per_token_gpu, room = rep.kv_bytes_per_token_gpu(), max(budget, 0.0)
+    kv_tokens = int(room / per_token_gpu // stack.block_size * stack.block_size)
+    windowed = per_seq_gpu < per_token_gpu * context * (1 - 1e-9)  # vLLM's max concurrency: windows at their size
+    concurrency = room / per_seq_gpu if windowed else kv_tokens / context
     steps.append(
         step(
             "engine KV capacity",
-            "⌊KV budget / KV per token per GPU⌋ blocks; max concurrency = tokens / context",
-            f"{format_bytes_si(max(budget, 0.0))} / {per_token_gpu:,.0f} B",
+            "⌊KV budget / KV per token per GPU⌋ blocks; max concurrency = tokens / context"
+            + (" (a windowed layer's KV at its window: budget / KV per sequence)" if windowed else ""),
+            f"{format_bytes_si(room)} / {per_token_gpu:,.0f} B",
             f"{kv_tokens:,} tokens, {concurrency:,.2f}× at {context:,}",
             sources.PAGED,
         )
     )
-    max_batch = max(0, math.floor(budget / per_seq_gpu)) if budget > 0 else 0
-    headroom = budget - kv_gpu
+    max_batch, headroom = max(0, math.floor(room / per_seq_gpu)), budget - kv_gpu
     steps.append(
         step(
             "max batch at this context",
             "⌊KV budget / KV per sequence per GPU⌋",
-            f"{format_bytes_si(max(budget, 0.0))} / {format_bytes_si(per_seq_gpu)}",
+            f"{format_bytes_si(room)} / {format_bytes_si(per_seq_gpu)}",
             f"{max_batch} sequences",
             sources.PAGED,
         )
