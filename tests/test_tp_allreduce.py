@@ -49,7 +49,7 @@ def test_a_tp_group_beyond_one_node_crosses_the_scale_out_network() -> None:
 
     fabric = H100
     one = api.inference(model="llama3-70b", hardware="h100", tensor_parallel=16, context=2048)
-    assert "InfiniBand" in one.communication and "across 2 nodes" in one.communication
+    assert "InfiniBand" in one.communication and "across 2 domains of 8" in one.communication
     crossing = allreduce_seconds(8192 * 2.0, 16, fabric, custom=True)
     assert crossing >= fabric.out_latency  # NCCL, not the 6 µs peer-to-peer kernel within NVLink
     assert crossing > 2 * allreduce_seconds(8192 * 2.0, 8, fabric, custom=True)
@@ -62,11 +62,30 @@ def test_a_tp_group_that_cannot_span_whole_nodes_is_refused_naming_the_flag() ->
 
     out = CliRunner().invoke(app, ["inference", "--model", "gpt3-175b", "--tensor-parallel", "12"])
     assert out.exit_code == 2
-    assert "--tensor-parallel: TP 12 spans more than one 8-device" in out.stderr
+    assert "--tensor-parallel: TP 12 spans more than one scale-up domain of dgx-h100 (8 devices" in out.stderr
     assert "a multiple of 8" in out.stderr
     implied = CliRunner().invoke(app, ["inference", "--model", "gpt3-175b", "--hardware", "h100", "--gpus", "12"])
     assert implied.exit_code == 2 and implied.stderr.count("\n") == 1  # TP not given: the GPUs it came from
-    assert "--gpus (12): --tensor-parallel defaults to every GPU; TP 12 spans more than one 8-device" in implied.stderr
+    assert (
+        "--gpus (12): --tensor-parallel defaults to every GPU; TP 12 spans more than one scale-up domain of dgx-h100 (8 devices"
+        in implied.stderr
+    )
     traffic = ["traffic", "--model", "gpt3-175b", "--hardware", "h100", "--rate", "1", "--prompt", "9", "--output", "9"]
     staged = CliRunner().invoke(app, [*traffic, "--gpus", "24", "--pipeline-parallel", "2"])
     assert staged.exit_code == 2 and "--gpus per pipeline stage (24 / 2): --tensor-parallel defaults" in staged.stderr
+
+
+def test_a_device_no_cluster_is_built_from_keeps_its_tp_group_within_what_its_interconnect_joins() -> None:
+    """An H100 PCIe's NVLink bridge joins 2 GPUs and an HGX A100 40GB's NVSwitch 8: TP 4 and TP 64 had been timed as
+    one domain of that size at the bridge's or the switch's bandwidth (a reviewer's find). serve-plan searches
+    within it too."""
+    from typer.testing import CliRunner
+
+    from napkin.cli import app
+
+    for hardware, tp, joined in (("h100-pcie", "4", 2), ("a100-sxm-40gb", "64", 8)):
+        out = CliRunner().invoke(app, ["inference", "--model", "llama3-70b", "--hardware", hardware, "-t", tp])
+        assert out.exit_code == 2, out.stdout
+        assert f"--tensor-parallel: TP {tp} spans more than the {joined} {hardware} devices" in out.stderr
+    pair = CliRunner().invoke(app, ["inference", "--model", "llama3-8b", "--hardware", "h100-pcie", "-t", "2"])
+    assert pair.exit_code == 0 and "NVLink bridge (2 GPUs)" in pair.stdout

@@ -148,7 +148,7 @@ def serve_plan(
 def _layouts(arch: Model, profile: HardwareProfile, limit: int) -> list[tuple[int, int, str]]:
     """(TP, PP, MoE mode) of one replica within ``limit`` GPUs and one scale-up domain."""
     fabric = fabric_of(profile, 2)
-    domain = fabric.domain_size if fabric is not None else 8
+    domain = fabric.domain_size if fabric is not None else (profile.interconnect_devices or 8)
     out = []
     for t in (1, 2, 4, 8):
         if t > domain or t > limit or not tp_splits(arch, t):

@@ -73,8 +73,8 @@ def fabric_of(profile: HardwareProfile, tensor: int) -> Fabric | None:
             else f"at most {domain} ({cluster.name} has no scale-out network)"
         )
         raise UsageError(
-            f"tensor_parallel: TP {tensor} spans more than one {domain}-device {fabric.up_name} domain of "
-            f"{cluster.name}; give TP of {across}",
+            f"tensor_parallel: TP {tensor} spans more than one scale-up domain of {cluster.name} ({domain} devices "
+            f"on {fabric.up_name}); give TP of {across}",
             field="tensor_parallel",
         )
     return fabric

@@ -220,7 +220,7 @@ class Fabric:
         """The links a group of ``group`` devices, packed into whole domains, crosses."""
         if group <= self.domain_size:
             return self.up_name
-        return f"{self.up_name} and {self.out_name} across {group // self.domain_size} nodes"
+        return f"{self.up_name} and {self.out_name} across {group // self.domain_size} domains of {self.domain_size}"
 
 
 # ------------------------------------------------------------------------------------------ loading

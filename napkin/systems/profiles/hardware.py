@@ -61,6 +61,13 @@ class HardwareProfile(Profile):
     interconnect_bandwidth: BytesPerSecond | None = Field(
         default=None, description="scale-up bandwidth per device, total of both directions"
     )
+    interconnect_devices: int | None = Field(
+        default=None,
+        ge=1,
+        le=1 << 20,
+        description="devices the interconnect joins in one domain (2 for an NVLink-bridged pair, 8 for an HGX or OAM "
+        "board): a TP group of a device no cluster is built from stays within it",
+    )
     host_link_bandwidth: BytesPerSecond | None = Field(
         default=None, description="CPU–GPU link per device, each direction (PCIe, NVLink-C2C): activation offload"
     )
