@@ -64,6 +64,17 @@ def test_train_time_at_a_published_layout_is_that_layout_s_step() -> None:
     assert planned.layout is not None and planned.days < at.days  # the plan's #1 is faster than NVIDIA's layout
 
 
+def test_train_time_takes_the_global_batch_in_sequences_as_step_and_plan_do(napkin: Run) -> None:
+    """A new user copied --global-batch from step into train-time: 'No such option'. The API took it already."""
+    args = ("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8", "--cluster", "dgx-h100")
+    by_sequences = napkin(*args, "--mfu", "predicted", "--global-batch", "128", "--json")
+    by_tokens = napkin(*args, "--mfu", "predicted", "--global-batch-tokens", "1M", "--json")
+    assert by_sequences.exit_code == 0 and by_tokens.exit_code == 0, by_sequences.stderr
+    assert json.loads(by_sequences.stdout)["seconds"] == json.loads(by_tokens.stdout)["seconds"]  # 128 × 8,192 = 1M
+    alone = napkin(*args, "--global-batch", "128")
+    assert alone.exit_code == 2 and "--global-batch: used only with --mfu predicted" in alone.stderr
+
+
 def test_a_layout_is_refused_without_a_predicted_mfu_and_where_it_does_not_fit(napkin: Run) -> None:
     no_mfu = napkin("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8", "-t", "2")
     base = ("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8", "--mfu", "predicted")

@@ -42,6 +42,7 @@ TRAIN = [
     _text(
         "cluster", "Cluster for --mfu predicted (and its device); see 'napkin cluster list'.", "NAME", "--cluster", "-c"
     ),
+    _text("global_batch", "Global batch for --mfu predicted, sequences (or --global-batch-tokens).", "INT"),
     _text("global_batch_tokens", "Global batch for --mfu predicted, tokens (default 4M = 4·2^20).", "TOKENS"),
     _opt(
         "flash_attention",
