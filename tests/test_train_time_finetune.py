@@ -90,3 +90,12 @@ def test_a_layout_is_refused_without_a_predicted_mfu_and_where_it_does_not_fit(n
         too_big.stderr
     )
     assert "which does not fit:" in too_big.stderr and "per GPU of 85.5 GB" in too_big.stderr
+
+
+def test_a_fine_tune_gives_no_tokens_per_parameter(napkin: Run) -> None:
+    """Tokens per parameter measures a pretraining budget (Chinchilla's ~20); a new user read '0.012 per param' on
+    a LoRA run as a warning."""
+    lora = napkin("train-time", "--model", "llama3-8b", "--tokens", "100M", "--gpus", "8", "--finetune", "lora")
+    pretrain = napkin("train-time", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "8")
+    assert lora.exit_code == 0 and "per param" not in lora.stdout
+    assert pretrain.exit_code == 0 and "per param)" in pretrain.stdout

@@ -113,7 +113,9 @@ class TrainTimeResult(ModelResult):
             ("parameters", f"{format_count(self.params)} params{mark['params']}{active}{self._adapters()}"),
             (
                 "tokens",
-                f"{format_count(self.tokens)} tokens{mark['tokens']} ({_per_param(self.tokens_per_param)} per param)",
+                f"{format_count(self.tokens)} tokens{mark['tokens']}"
+                # tokens per parameter is a pretraining budget's measure (Chinchilla's ~20), not a fine-tune's
+                + ("" if self.finetune else f" ({_per_param(self.tokens_per_param)} per param)"),
             ),
             ("GPUs", f"{self.gpus:,}{mark['gpus']}"),
             (
