@@ -273,26 +273,26 @@ def _predicted(
         )
     if global_batch is None and global_batch_tokens is None:
         global_batch_tokens = "4M"
+    question = {
+        "model": model,
+        "model_config": model_config,
+        "seq": seq,
+        "gpus": gpus,
+        "cluster": cluster,
+        "hardware": hardware,
+        "hardware_file": hardware_file,
+        "dtype": dtype,
+        "global_batch": global_batch,
+        "global_batch_tokens": global_batch_tokens,
+        "flash_attention": flash_attention,
+        "causal": causal,
+        "stack": stack,
+        "stack_file": stack_file,
+        **adapters,
+        **shape,
+    }
     if layout:
-        timed = step(
-            model=model,
-            model_config=model_config,
-            seq=seq,
-            gpus=gpus,
-            cluster=cluster,
-            hardware=hardware,
-            hardware_file=hardware_file,
-            dtype=dtype,
-            global_batch=global_batch,
-            global_batch_tokens=global_batch_tokens,
-            flash_attention=flash_attention,
-            causal=causal,
-            stack=stack,
-            stack_file=stack_file,
-            **adapters,
-            **layout,
-            **shape,
-        )
+        timed = step(**question, **layout)
         if not timed.fits:
             raise UsageError(
                 f"mfu: predicted at the layout given ({timed.layout.describe(compact=True)} b{timed.micro_batch}; "
@@ -303,25 +303,7 @@ def _predicted(
                 also=tuple(layout),
             )
         return timed
-    found = plan(
-        model=model,
-        model_config=model_config,
-        seq=seq,
-        gpus=gpus,
-        cluster=cluster,
-        hardware=hardware,
-        hardware_file=hardware_file,
-        dtype=dtype,
-        global_batch=global_batch,
-        global_batch_tokens=global_batch_tokens,
-        flash_attention=flash_attention,
-        causal=causal,
-        top=1,
-        stack=stack,
-        stack_file=stack_file,
-        **adapters,
-        **shape,
-    )
+    found = plan(**question, top=1)
     if not found.layouts:
         raise UsageError(
             f"mfu: predicted, but no layout of this model fits on {gpus} GPUs of {found.cluster}",
