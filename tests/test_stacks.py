@@ -512,7 +512,7 @@ def test_runs_that_ran_fit() -> None:
     misfits = {c.id for c in cases() if c.model.memory_bytes(c.knobs) > c.model.hw.capacity}
     assert misfits == set()  # Nemotron-4 340B and Narayanan's 529.6B fit in what an H100 and an A100 report
     text = " ".join(README.read_text(encoding="utf-8").split())
-    assert "Memory: all 321 runs fit by napkin's count" in text and len(cases()) == 321
+    assert "Memory: all 329 runs fit by napkin's count" in text and len(cases()) == 329
 
 
 def test_each_stack_s_validated_region_is_what_its_runs_cover() -> None:
@@ -647,20 +647,20 @@ def test_dgx_cloud_bf16_rows_separate_the_gemm_rate_from_the_fp8_recipe() -> Non
     says and FP8 within 13 %. At the full MAMF rate (matmul_efficiency 1) the BF16 rows were 17-27 % fast, as the
     README and the megatron-core stacks' sources say (Nemotron-4 340B the most)."""
     rows = {c.id: (c, error(c)) for c in cases() if c.id.startswith("dgxc-")}
-    assert len(rows) == 16
+    assert len(rows) == 24
     assert sorted(i for i, (c, _) in rows.items() if c.role == "calibration") == [
         "dgxc-2409-llama3.1-405b-bf16-g576",
         "dgxc-2409-llama3.1-8b-bf16-g8",
     ]
     bf16 = [e for i, (c, e) in rows.items() if c.role == "validation" and "-bf16-" in i]
     fp8 = [e for i, (c, e) in rows.items() if "-fp8-" in i]
-    assert len(bf16) == 6 and len(fp8) == 8 and max(abs(e) for e in fp8) <= 0.13
+    assert len(bf16) == 10 and len(fp8) == 12 and max(abs(e) for e in fp8) <= 0.13
     text = " ".join(README.read_text(encoding="utf-8").split())
     assert f"the BF16 validation rows are {min(bf16):+.0%} to {max(bf16):+.0%}".replace("%", " %") in text
     full_rate = {
         c.id: c.seconds / c.model.with_stack(c.model.stack.replace(matmul=1.0)).evaluate(c.knobs).step_seconds - 1
         for c, _ in rows.values()
-        if "-bf16-" in c.id
+        if "-bf16-" in c.id and c.id.startswith(("dgxc-2409", "dgxc-2411"))  # the rows the fit was chosen on
     }
     low, high = min(full_rate.values()), max(full_rate.values())
     assert low >= 0.15 and high <= 0.30 and max(full_rate, key=full_rate.__getitem__).startswith("dgxc-2411-nemotron")

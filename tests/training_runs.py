@@ -109,6 +109,11 @@ SHAPES: Final[dict[str, Model]] = {
     # Nemotron's squared-ReLU MLP has a GeLU MLP's two matrices
     "nemotron-8b": Model(layers=32, hidden=4096, heads=32, ffn=16384, vocab=256000, tied_embeddings=False),
     "nemotron-22b": Model(layers=40, hidden=6144, heads=48, ffn=24576, vocab=256000, tied_embeddings=False),
+    # Nemotron-4 15B (arXiv:2402.16819 Table 1: 32 layers, width 6,144, 48 heads, 8 KV heads, squared-ReLU FFN 4·d,
+    # vocabulary 256,000, untied; the DGX Cloud recipe's model flops use the same)
+    "nemotron4-15b": Model(
+        layers=32, hidden=6144, heads=48, kv_heads=8, ffn=24576, vocab=256000, tied_embeddings=False
+    ),
     "nemotron-340b": Model(
         layers=96, hidden=18432, heads=96, kv_heads=8, ffn=73728, vocab=256000, tied_embeddings=False
     ),
@@ -200,6 +205,9 @@ SOURCES: Final = (
     "vocabulary its synthetic data is tokenized with)",
     "NVIDIA/dgxc-benchmarking nemotron/README_340b.md @ 143b90dd (NeMo 24.11, DGX H100; TP 8, PP 8, VP 12, MBS 1, "
     "the same layout in BF16 and FP8)",
+    "NVIDIA/dgxc-benchmarking nemo_megatron/README_175b.md and nemotron/README_15b.md @ 0b71cfda (NeMo Framework "
+    "Launcher recipes on DGX H100, the same layouts in BF16 and FP8: GPT-3 175B TP 4, PP 8, VP 12, MBS 1, sequence "
+    "2,048; Nemotron-4 15B TP 4, PP 1, MBS 4, sequence 4,096; the smallest and largest scale of each table)",
 )
 
 #: One run a line: id, stack, shape, machine, GPUs, sequence, global batch, micro-batch, TP, PP, CP, v, sharding,
@@ -488,6 +496,14 @@ dgxc-2411-nemotron-340b-bf16-g128 megatron-core nemotron-340b dgx-h100 128 4096 
 dgxc-2411-nemotron-340b-bf16-g2048 megatron-core nemotron-340b dgx-h100 2048 4096 512 1 8 8 1 12 zero1 none bf16 211.57 validation 21
 dgxc-2411-nemotron-340b-fp8-g128 megatron-core nemotron-340b dgx-h100 128 4096 32 1 8 8 1 12 zero1 none fp8 324.05 validation 21
 dgxc-2411-nemotron-340b-fp8-g2048 megatron-core nemotron-340b dgx-h100 2048 4096 512 1 8 8 1 12 zero1 none fp8 293.41 validation 21
+dgxc-gpt3-175b-bf16-g128 megatron-core gpt3-175b dgx-h100 128 2048 256 1 4 8 1 12 zero1 none bf16 492.96 validation 22
+dgxc-gpt3-175b-bf16-g2048 megatron-core gpt3-175b dgx-h100 2048 2048 4096 1 4 8 1 12 zero1 none bf16 482.45 validation 22
+dgxc-gpt3-175b-fp8-g128 megatron-core gpt3-175b dgx-h100 128 2048 256 1 4 8 1 12 zero1 none fp8 728.05 validation 22
+dgxc-gpt3-175b-fp8-g2048 megatron-core gpt3-175b dgx-h100 2048 2048 4096 1 4 8 1 12 zero1 none fp8 687.25 validation 22
+dgxc-nemotron4-15b-bf16-g16 megatron-core nemotron4-15b dgx-h100 16 4096 64 4 4 1 1 1 zero1 none bf16 5826.44 validation 22
+dgxc-nemotron4-15b-bf16-g2048 megatron-core nemotron4-15b dgx-h100 2048 4096 8192 4 4 1 1 1 zero1 none bf16 5675.10 validation 22
+dgxc-nemotron4-15b-fp8-g16 megatron-core nemotron4-15b dgx-h100 16 4096 64 4 4 1 1 1 zero1 none fp8 8035.31 validation 22
+dgxc-nemotron4-15b-fp8-g2048 megatron-core nemotron4-15b dgx-h100 2048 4096 8192 4 4 1 1 1 zero1 none fp8 7728.30 validation 22
 mb-26.04-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4898 validation 19
 mb-26.02.01-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4557 validation 19
 mb-26.02-llama3-70b-gb200-nvfp4-g64 megatron-core llama3-70b gb200-nvl72 64 8192 256 1 2 4 1 5 zero1 none fp4 4458 validation 19
