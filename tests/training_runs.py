@@ -25,7 +25,8 @@ Sources (every row names its own):
 * Megatron-Core: the Megatron-Bridge H100 FP8 rows (``tests.megatron_runs.H100_FP8``) and two of NVIDIA's DGX
   Cloud BF16 benchmarks of NeMo 24.09 (Llama 3.1 8B on 8 GPUs, 405B on 576) calibrate its matmul efficiency and
   FP8 recipe cost, jointly; the other DGX Cloud rows (BF16 and FP8 at the same layouts, 8B to 405B and Nemotron-4
-  340B, NeMo 24.09 and 24.11), NeMo 24.07's performance summary and the Megatron-Bridge GB200 NVFP4 rows validate.
+  340B, NeMo 24.09 and 24.11; GPT-3 175B and Nemotron-4 15B, added after the fit), NeMo 24.07's performance summary
+  and the Megatron-Bridge GB200 NVFP4 rows validate.
 * Megatron-Core MoE: every dropless DGX-H100 MoE pre-training row of the Megatron-Bridge performance summary
   archive (Qwen3-30B-A3B, Qwen3-235B-A22B, GPT-OSS 120B, DeepSeek-V3), validation only, each with the stack of its
   recipe: ``megatron-core-moe`` (the expert all-to-all in line) where the recipe leaves ``moe_a2a_overlap`` off,
