@@ -76,6 +76,15 @@ def test_python_json_constants_are_read_where_napkin_takes_no_number(tmp_path: P
         napkin.Model.from_hf_config(_config(tmp_path, json.dumps(hybrid)))
 
 
+def test_a_nan_where_napkin_reads_a_flag_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    """bool(nan) is True: Falcon's new_decoder_architecture: NaN had read as the new architecture, another count
+    (a reviewer's find). A flag napkin reads must be true or false."""
+    falcon = {**CONFIG, "model_type": "falcon", "num_kv_heads": 2, "new_decoder_architecture": float("nan")}
+    with pytest.raises(UsageError, match="new_decoder_architecture: nan is neither true nor false") as info:
+        napkin.Model.from_hf_config(_config(tmp_path, json.dumps(falcon)))
+    assert info.value.field == "model_config"
+
+
 def test_a_byte_order_mark_is_skipped(tmp_path: Path) -> None:
     model = napkin.Model.from_hf_config(_config(tmp_path, "\ufeff" + json.dumps(CONFIG)))
     assert (model.layers, model.hidden) == (2, 64)

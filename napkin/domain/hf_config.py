@@ -16,6 +16,7 @@ folders and Hub ids.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,12 +191,34 @@ def _moe(r: _Reader, fam: Family, layers: int, ffn: int | None) -> dict[str, Any
     return out
 
 
+def _non_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+class _NonFinite(float):
+    """A config value Python's json spelled NaN or Infinity (``io.yamlio.parse_json``): a float where napkin reads
+    a number (refused there as any bad number is), and one line naming its key where napkin reads a flag's truth,
+    rather than true (``bool(nan)`` is True: Falcon's ``new_decoder_architecture: NaN`` had changed the count)."""
+
+    named: str
+
+    def __new__(cls, value: float, named: str) -> _NonFinite:
+        made = super().__new__(cls, value)
+        made.named = named
+        return made
+
+    def __bool__(self) -> bool:
+        raise UsageError(f"{self.named}: {float(self)!r} is neither true nor false", field=self.named.split(":")[0])
+
+
 def read_config(
     data: dict[str, Any], *, where: str = "config.json", name: str | None = None, field: str = "model_config"
 ) -> HfModel:
     """The ``Model`` a parsed config.json describes (``where`` names it in errors, ``field`` the input)."""
     c, notes = text_part(data, field)
-    r = _Reader(c, where, field, "text_config." if isinstance(data.get("text_config"), dict) else "")
+    prefix = "text_config." if isinstance(data.get("text_config"), dict) else ""
+    c = {k: _NonFinite(v, f"{field}: {where}: {prefix}{k}") if _non_finite(v) else v for k, v in c.items()}
+    r = _Reader(c, where, field, prefix)
     r.notes += notes
     mt = str(c.get("model_type") or "")
     hybrid = HYBRID.get(mt) or next((f"{k} is set" for k in HYBRID_KEYS if c.get(k) is not None), None)
