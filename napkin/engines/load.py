@@ -129,13 +129,18 @@ def _lengths(workload: Workload, n: int | None = None) -> tuple[list[int], list[
 FLOOD_PER_SEQUENCE, FLOOD_LEAST, FLOOD_MOST = 4, 4096, 32768
 
 
+def flood_requests(replica: Replica) -> int:
+    """How many requests ``saturation_rate`` sends at once to one scheduler of ``replica``."""
+    return min(FLOOD_MOST, max(FLOOD_LEAST, FLOOD_PER_SEQUENCE * replica.stack.max_num_seqs))
+
+
 def saturation_rate(replica: Replica, replicas: int, workload: Workload) -> float:
     """The rate (req/s, all replicas) the simulated schedulers complete requests at when their queues never
     empty: every request arrives at once, and completions are counted over the run's middle half (past the
     first admissions, before the drain). An offered rate at or above it is unstable, a queue that grows for as
     long as the traffic lasts (utilisation ρ ≥ 1; Kleinrock 1975, Queueing Systems I §2.1), whatever a finite
     run's percentiles say."""
-    n = min(FLOOD_MOST, max(FLOOD_LEAST, FLOOD_PER_SEQUENCE * replica.stack.max_num_seqs))
+    n = flood_requests(replica)
     prompts, outputs = _lengths(workload, n)
     flood = simulate([0.0] * n, prompts, outputs, step_cost(replica, workload), scheduler(replica, workload))
     done = sorted(flood.e2e)
@@ -259,6 +264,17 @@ def traffic_result(
             "Orca (Yu et al. 2022 §3); Sarathi-Serve (arXiv:2403.02310 §4); vLLM (arXiv:2309.06180 §4.5)",
         ),
     ]
+    if not workload.concurrency:
+        steps.append(
+            step(
+                "sustained rate",
+                "requests completed per second with every request sent at once, over the middle half of the "
+                "completions; an offered rate at or above it is saturated and meets no SLO",
+                f"{flood_requests(replica):,} requests at once per scheduler, × {parts:,} scheduler(s)",
+                f"{format_number(sustained, 3)} req/s",
+                "stability needs utilisation ρ < 1 (Kleinrock 1975, Queueing Systems I §2.1)",
+            )
+        )
     if workload.concurrency:
         steps.append(
             step(
