@@ -238,3 +238,16 @@ def test_the_activations_step_of_explain_adds_up_to_its_result() -> None:
     total += sum(parse_bytes(re.sub(r" \(.*\)$", "", term)) for term in rest)
     assert {re.sub(r"^.*\((.*)\)$", r"\1", term) for term in rest} == {"embedding", "logits"}
     assert total == pytest.approx(parse_bytes(activations.result.split(" (")[0]), rel=0.01)
+
+
+def test_memory_takes_the_global_batch_in_tokens_as_step_and_plan_do() -> None:
+    """A new user copied --global-batch-tokens from plan into memory: 'No such option'. 1M tokens of 8,192 is 128
+    sequences, the same memory as --global-batch 128."""
+    from napkin import api
+    from napkin.errors import UsageError
+
+    by_tokens = api.memory(model="llama3-8b", gpus=8, pipeline_parallel=2, global_batch_tokens="1M")
+    by_sequences = api.memory(model="llama3-8b", gpus=8, pipeline_parallel=2, global_batch=128)
+    assert by_tokens.per_gpu_bytes == by_sequences.per_gpu_bytes
+    with pytest.raises(UsageError, match="give global_batch or global_batch_tokens, not both"):
+        api.memory(model="llama3-8b", gpus=8, global_batch=128, global_batch_tokens="1M")

@@ -326,3 +326,26 @@ def build_layout(layout: Layout | None = None, **given: Any) -> Layout:
 
 
 # ------------------------------------------------------------------------------- step and plan
+
+
+def global_batch_of(
+    global_batch: Number | None, global_batch_tokens: Number | None, seq: int
+) -> tuple[int | None, int | None]:
+    """(global batch in sequences, the tokens it was given as, if it was): ``global_batch_tokens`` in binary k/M,
+    rounded to whole sequences of ``seq``; one of the two at most."""
+    if global_batch is not None and global_batch_tokens is not None:
+        raise UsageError(
+            "give global_batch or global_batch_tokens, not both", field="global_batch", also=("global_batch_tokens",)
+        )
+    if global_batch_tokens is not None:
+        # binary k/M as batch sizes are quoted: Llama 3's "4M tokens" is 512 sequences of 8,192 (4·2^20); a fraction
+        # (15.7M) is rounded to whole tokens here and to whole sequences below, with a note, never refused
+        tokens = parse(units.parse_length_rounded, global_batch_tokens, "global_batch_tokens")
+        if tokens < seq:
+            raise UsageError(
+                f"global_batch_tokens: {tokens:,} tokens is less than one sequence of {seq:,}",
+                field="global_batch_tokens",
+                also=("seq",),
+            )
+        return round(tokens / seq), tokens
+    return optional(units.parse_int, global_batch, "global_batch"), None

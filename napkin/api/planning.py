@@ -14,9 +14,9 @@ from napkin.api.inputs import (
     LAYOUT_KEYWORDS,
     SHAPE_FIELDS,
     choice,
+    global_batch_of,
     keywords,
     option_keywords,
-    optional,
     parse,
     same_keywords,
     split_layout,
@@ -37,28 +37,6 @@ if TYPE_CHECKING:  # imported where used: a command pays only for the objects it
 from napkin.api.inputs import Number
 
 T = TypeVar("T")
-
-
-def _global_batch(
-    global_batch: Number | None, global_batch_tokens: Number | None, seq: int
-) -> tuple[int | None, int | None]:
-    """(sequences, the tokens they were given as, if they were)."""
-    if global_batch is not None and global_batch_tokens is not None:
-        raise UsageError(
-            "give global_batch or global_batch_tokens, not both", field="global_batch", also=("global_batch_tokens",)
-        )
-    if global_batch_tokens is not None:
-        # binary k/M as batch sizes are quoted: Llama 3's "4M tokens" is 512 sequences of 8,192 (4·2^20); a fraction
-        # (15.7M) is rounded to whole tokens here and to whole sequences below, with a note, never refused
-        tokens = parse(units.parse_length_rounded, global_batch_tokens, "global_batch_tokens")
-        if tokens < seq:
-            raise UsageError(
-                f"global_batch_tokens: {tokens:,} tokens is less than one sequence of {seq:,}",
-                field="global_batch_tokens",
-                also=("seq",),
-            )
-        return round(tokens / seq), tokens
-    return optional(units.parse_int, global_batch, "global_batch"), None
 
 
 def _notes(sm: StepModel, batch_tokens: int | None, gpus: int | None = None) -> list[str]:
@@ -139,7 +117,7 @@ def step_model(
         )
     length, source = resolve_seq(o.seq, chosen, needed_for="the step time")
     assert length is not None
-    batch, batch_tokens = _global_batch(o.global_batch, o.global_batch_tokens, length)
+    batch, batch_tokens = global_batch_of(o.global_batch, o.global_batch_tokens, length)
     if batch is None:
         raise UsageError(
             "global_batch (sequences) or global_batch_tokens (e.g. 4M) is required",

@@ -13,9 +13,9 @@ from napkin.api.inputs import (
     SHAPE_FIELDS,
     choice,
     first_error,
+    global_batch_of,
     keywords,
     option_keywords,
-    optional,
     parse,
     said,
     same_keywords,
@@ -60,6 +60,7 @@ def _memory_inputs(
     flash_attention: bool | None,
     lay: Layout,
     shape: dict[str, Any],
+    global_batch_tokens: Number | None = None,
 ) -> _Inputs:
     from napkin.domain.workload import Workload
     from napkin.engines.memory import ActivationInputs
@@ -70,7 +71,12 @@ def _memory_inputs(
     g = parse(units.parse_int, gpus, "gpus")
     resolved = lay.resolve(g, arch)
     b = parse(units.parse_int, micro_batch, "micro_batch")
-    activations = (("seq", seq), ("micro_batch", b != 1 or None), ("global_batch", global_batch))
+    activations = (
+        ("seq", seq),
+        ("micro_batch", b != 1 or None),
+        ("global_batch", global_batch),
+        ("global_batch_tokens", global_batch_tokens),
+    )
     given = [name for name, value in (*activations, ("flash_attention", flash_attention)) if value is not None]
     if arch is None:
         if given:  # the options given, each named: they size the activations, which need the layers
@@ -83,10 +89,12 @@ def _memory_inputs(
         return _Inputs(n, g, None, chosen)
     length, source = resolve_seq(seq, chosen, needed_for="activation memory")
     assert length is not None
+    batch, tokens = global_batch_of(global_batch, global_batch_tokens, length)
     try:
-        work = Workload(seq=length, micro_batch=b, global_batch=optional(units.parse_int, global_batch, "global_batch"))
+        work = Workload(seq=length, micro_batch=b, global_batch=batch)
     except ValueError as exc:
-        raise UsageError(first_error(exc), field="global_batch", also=("micro_batch",)) from None
+        where = "global_batch" if tokens is None else "global_batch_tokens"
+        raise UsageError(first_error(exc), field=where, also=("micro_batch",)) from None
     acts = ActivationInputs(model=arch, workload=work, layout=resolved, flash_attention=bool(flash_attention))
     return _Inputs(n, g, acts, chosen, length, source)
 
@@ -111,6 +119,7 @@ def _sizing(
     stack: str | Any | None = None,
     stack_file: str | Path | None = None,
     dtype: str | Dtype = Dtype.bf16,
+    global_batch_tokens: Number | None = None,
     **shape: Any,
 ) -> MemoryResult | MaxModelResult | FinetuneMemoryResult | FinetuneMaxResult:
     """memory's question, or with ``params=_NO_PARAMS`` max_model's (the same inputs, solved for N).
@@ -136,6 +145,10 @@ def _sizing(
     lay = split_layout(shape)
     solve_for_n = params is _NO_PARAMS
     if adapters is not None:
+        if global_batch_tokens is not None:
+            raise UsageError(
+                "global_batch_tokens: not used with finetune lora/qlora (give micro_batch)", field="global_batch_tokens"
+            )
         if recipe:
             raise UsageError(
                 f"dtype: {number} is a full-training recipe here; adapters keep their own dtypes (base_format, "
@@ -187,6 +200,7 @@ def _sizing(
         flash_attention,
         lay,
         shape,
+        global_batch_tokens,
     )
     if got.params is None and not solve_for_n:
         raise UsageError("params (or model) is required", field="params", also=("model",))

@@ -210,6 +210,7 @@ WORKLOAD: Group = [
     _text("micro_batch", "b: micro-batch size (sequences per GPU).", "INT", "--micro-batch", "-b", default="1"),
     deprecated("--batch", "micro_batch", "--micro-batch (-b)"),  # --batch is serving's concurrent sequences
     _text("global_batch", "B: global batch in sequences.", "INT"),
+    _text("global_batch_tokens", "B in tokens, binary k/M as batch sizes are quoted (4M = 512 × 8192).", "TOKENS"),
     _opt(
         "flash_attention",
         bool | None,
