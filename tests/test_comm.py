@@ -238,3 +238,13 @@ def test_cli_json_is_strict(napkin: Run) -> None:
         assert result.exit_code == 0, result.stderr
         data = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
         assert data["domains"] == 1 and data["steps"]
+
+
+def test_comm_defaults_to_the_cluster_step_would_take(napkin: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new user found that comm required --cluster where step and inference default it: it now takes the cluster
+    built from the default device ($NAPKIN_HARDWARE, else h100), as step does."""
+    args = ("comm", "all-reduce", "--bytes", "1GB", "--json")
+    plain, named = napkin(*args), napkin(*args, "--cluster", "dgx-h100")
+    assert plain.exit_code == 0 and json.loads(plain.stdout) == json.loads(named.stdout)
+    monkeypatch.setenv("NAPKIN_HARDWARE", "b200")
+    assert napkin(*args).stdout.count("hgx-b200") >= 1

@@ -30,7 +30,8 @@ def collective(
 ) -> CollectiveResult:
     """Time of one collective (``op``: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast,
     send-recv) of ``bytes`` (or ``params`` elements of ``dtype``) over ``gpus`` ranks (default 8; 2 for
-    send-recv) of ``cluster``;
+    send-recv) of ``cluster`` (default: the cluster built from the default device, $NAPKIN_HARDWARE else h100, as
+    ``step`` takes it);
     ``bandwidth="measured"`` uses the busbw saved by ``napkin bench <op> --save``."""
     from napkin.engines import comm
     from napkin.systems.cluster import resolve
@@ -49,18 +50,23 @@ def collective(
     ranks = optional(units.parse_int, ranks_per_node, "ranks_per_node")
     algo = None if algorithm in (None, "auto") else choice(comm.Algorithm, algorithm, "algorithm")
     source = choice(comm.BandwidthSource, bandwidth, "bandwidth")
-    loaded = resolve(cluster, cluster_file)
+    if cluster is None and cluster_file is None:  # as step takes it: the cluster built from the default device
+        from napkin.api.system_inputs import get_cluster
+
+        chosen = get_cluster()[0]
+    else:
+        chosen = resolve(cluster, cluster_file).cluster
     busbw, label = None, "measured"
     if source is comm.BandwidthSource.measured:
-        busbw, label = comm.measured_busbw(loaded.cluster.name, operation)
+        busbw, label = comm.measured_busbw(chosen.name, operation)
     result = comm.collective_time(
         operation,
         size,
         n,
-        loaded.cluster,
+        chosen,
         ranks_per_domain=ranks,
         algorithm=algo,
         bus_bandwidth=busbw,
         bus_bandwidth_source=label,
     )
-    return said(result, loaded.cluster)
+    return said(result, chosen)

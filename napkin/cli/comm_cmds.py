@@ -31,7 +31,13 @@ GpusOpt = Annotated[
 OLD_GPUS = deprecated("-g", "gpus", "-G (--gpus)")
 OldGpusOpt = Annotated[str | None, typer.Option("-g", hidden=True)]
 ClusterOpt = Annotated[
-    str | None, typer.Option("--cluster", "-c", metavar="NAME", help="Cluster profile (see 'napkin cluster list').")
+    str | None,
+    typer.Option(
+        "--cluster",
+        "-c",
+        metavar="NAME",
+        help="Cluster profile (see 'napkin cluster list'); default the one built from $NAPKIN_HARDWARE, else h100.",
+    ),
 ]
 ClusterFileOpt = Annotated[
     Path | None, typer.Option("--cluster-file", metavar="PATH", help="Use this cluster YAML file instead.")
