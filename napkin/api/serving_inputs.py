@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from napkin import units
 from napkin.api.inputs import choice, option_keywords, optional, parse
 from napkin.api.model_inputs import build_model
-from napkin.api.system_inputs import fabric_of, reserve_of, usable_capacity
+from napkin.api.system_inputs import fabric_of, reserve_of, tp_span_problem, usable_capacity
 from napkin.errors import UsageError
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
@@ -228,13 +228,12 @@ def serving_fabric(profile: HardwareProfile, tensor: int, *, implied: str | None
     (``implied_tp``): the TP was not given, so a refusal names the GPUs it came from."""
     from napkin.engines.replica import link_fabric
 
-    try:
-        found = fabric_of(profile, tensor)
-    except UsageError as exc:
-        if implied is None:
-            raise
-        reason = str(exc).removeprefix("tensor_parallel: ")
-        raise UsageError(f"{implied}; {reason}", field="gpus", also=("tensor_parallel",)) from None
+    problem = tp_span_problem(profile, tensor)
+    if problem is not None and implied is None:
+        raise UsageError(f"tensor_parallel: {problem}", field="tensor_parallel")
+    if problem is not None:
+        raise UsageError(f"{implied}; {problem}", field="gpus", also=("tensor_parallel",))
+    found = fabric_of(profile, tensor)
     return found if found is not None or tensor == 1 else link_fabric(profile, tensor)
 
 

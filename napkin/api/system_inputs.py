@@ -55,29 +55,48 @@ def _resolve_hardware(name: str | None, hardware_file: str | Path | None) -> Har
 
 def fabric_of(profile: HardwareProfile, tensor: int) -> Fabric | None:
     """The links of the built-in cluster made of ``profile``'s device, for TP communication (None when there is no
-    such cluster). A TP group larger than one scale-up domain spans whole domains and crosses the scale-out
-    network (the collective model charges it there); a group that cannot is refused, naming ``tensor_parallel``."""
+    such cluster, or for one device). A TP group larger than one scale-up domain spans whole domains and crosses
+    the scale-out network, which the collective model charges (``tp_span_problem`` says which groups cannot)."""
+    if tensor == 1:
+        return None
+    from napkin.systems.cluster import built_from
+
+    cluster = built_from(profile.name)
+    return cluster.fabric() if cluster is not None else None
+
+
+def tp_span_problem(profile: HardwareProfile, tensor: int) -> str | None:
+    """Why napkin cannot time a TP group of ``tensor`` of ``profile``'s devices (None when it can), without the
+    input's name: with a built-in cluster, a group beyond one scale-up domain must span whole domains and have a
+    scale-out network to cross; without one, it must stay within the devices the device's own interconnect joins
+    (``interconnect_devices``), as nothing times the links past them."""
     if tensor == 1:
         return None
     from napkin.systems.cluster import built_from
 
     cluster = built_from(profile.name)
     if cluster is None:
-        return None
+        joined = profile.interconnect_devices
+        if joined is None or tensor <= joined or profile.interconnect_bandwidth is None:
+            return None
+        return (
+            f"TP {tensor} spans more than the {joined} {profile.name} devices its "
+            f"{profile.interconnect or 'interconnect'} joins, and no cluster profile is built from it to time the "
+            f"links beyond; give TP of at most {joined}"
+        )
     fabric = cluster.fabric()
-    domain = fabric.domain_size
-    if tensor > domain and (tensor % domain or fabric.out_bandwidth_per_device <= 0):
-        across = (
-            f"a multiple of {domain} to span whole domains"
-            if fabric.out_bandwidth_per_device > 0
-            else f"at most {domain} ({cluster.name} has no scale-out network)"
-        )
-        raise UsageError(
-            f"tensor_parallel: TP {tensor} spans more than one scale-up domain of {cluster.name} ({domain} devices "
-            f"on {fabric.up_name}); give TP of {across}",
-            field="tensor_parallel",
-        )
-    return fabric
+    domain, scale_out = fabric.domain_size, fabric.out_bandwidth_per_device > 0
+    if tensor <= domain or (scale_out and tensor % domain == 0):
+        return None
+    across = (
+        f"a multiple of {domain} to span whole domains"
+        if scale_out
+        else f"at most {domain} ({cluster.name} has no scale-out network)"
+    )
+    return (
+        f"TP {tensor} spans more than one scale-up domain of {cluster.name} ({domain} devices on {fabric.up_name}); "
+        f"give TP of {across}"
+    )
 
 
 def get_cluster(

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from napkin.domain.model import Model
 from napkin.engines.serving import KvDtype, WeightFormat, compute_dtype, kv_element_bytes, weight_bytes_per_param
 from napkin.engines.step_cost import StepCost
-from napkin.errors import UsageError
 from napkin.systems.cluster import Fabric
 from napkin.systems.profiles import HardwareProfile
 from napkin.systems.serving_stack import ServingStack
@@ -29,18 +28,10 @@ from napkin.systems.serving_stack import ServingStack
 
 def link_fabric(hardware: HardwareProfile, size: int) -> Fabric | None:
     """A device with no cluster profile: its own interconnect figure (both directions) halved, per direction,
-    with a 5 µs hop (NCCL tuning.cc's PCIe base latency order); a group beyond the devices it joins
-    (``interconnect_devices``) is refused, as nothing times the links past them."""
+    with a 5 µs hop (NCCL tuning.cc's PCIe base latency order); a group of at most the devices it joins
+    (``interconnect_devices``: ``napkin.api.system_inputs.tp_span_problem`` refuses a larger one)."""
     if size == 1 or hardware.interconnect_bandwidth is None:
         return None
-    joined = hardware.interconnect_devices
-    if joined is not None and size > joined:
-        raise UsageError(
-            f"tensor_parallel: TP {size} spans more than the {joined} {hardware.name} devices its "
-            f"{hardware.interconnect or 'interconnect'} joins, and no cluster profile is built from it to time the "
-            f"links beyond; give TP of at most {joined}",
-            field="tensor_parallel",
-        )
     bw = hardware.interconnect_bandwidth / 2
     name = hardware.interconnect or "interconnect"
     return Fabric(
