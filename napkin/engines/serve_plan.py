@@ -31,7 +31,7 @@ from napkin.engines.load import (
 )
 from napkin.engines.replica import Replica
 from napkin.engines.traffic import Outcome
-from napkin.engines.traffic_result import Slo
+from napkin.engines.traffic_result import Slo, misses_text, slo_label
 from napkin.results.explain import step
 from napkin.results.result import Result
 from napkin.units import format_duration, format_number, format_whole
@@ -102,11 +102,7 @@ class ServePlanResult(Result):
         for i, d in enumerate(self.deployments, 1):
             rows += [(f"#{i}", _config(d)), ("", _latency(d))]
         if not self.met and self.closest is not None:
-            miss = ", ".join(  # as the SLO row names it (TTFT P90), the factor grouped (×14,132,330, not ×14132330.32)
-                f"{k.partition('_p')[0].upper()} P{k.partition('_p')[2]} ×{format_number(v)}"
-                for k, v in self.misses_by.items()
-                if v > 1
-            )
+            miss = misses_text(self.misses_by)
             rows += [
                 ("nothing meets it", f"closest: {_config(self.closest)}"),
                 ("", _latency(self.closest)),
@@ -169,7 +165,6 @@ def plan(
             if best_miss is None or worst < best_miss[0]:
                 best_miss = (worst, d, ratios)
             continue
-
         replicas, outcome, ratios = _settle(c.replica, workload, slo, sustained, per_replica)
         d = _deployment(c, replicas, workload, slo, stack_name, ratios, outcome, per_replica)
         points.append((d.usd_per_million_tokens, d.tpot_seconds, f"{d.hardware} {d.layout_text}"))
@@ -254,8 +249,7 @@ def bottleneck(replica: Replica, workload: Workload, ratios: dict[str, float]) -
     if not ratios:
         return f"throughput binds; decode bound by {regime} at full batch"
     limit = max(ratios, key=lambda k: ratios[k])
-    metric, _, q = limit.partition("_")  # ttft_p90 → TTFT P90, as the SLO was written
-    named = f"{metric.upper()} {q.upper()}".strip() if q else limit
+    named = slo_label(limit)
     # the SLO closest to its target, and how close: 98 % binds, 47 % leaves room
     return f"{named} at {ratios[limit]:,.0%} of its target; decode bound by {regime} at full batch"
 

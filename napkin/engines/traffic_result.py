@@ -74,6 +74,17 @@ class Lengths(Record):
         return max(self.values)
 
 
+def slo_label(key: str) -> str:
+    """An SLO entry as the SLO is written: ``ttft_p90`` → ``TTFT P90``."""
+    metric, _, q = key.partition("_p")
+    return f"{metric.upper()} P{q}" if q else key
+
+
+def misses_text(ratios: dict[str, float]) -> str:
+    """The entries an SLO misses, each with its value over the target, grouped (TTFT P90 ×1.37, ×14,132,330)."""
+    return ", ".join(f"{slo_label(k)} ×{format_number(v)}" for k, v in ratios.items() if v > 1)
+
+
 class Slo(Record):
     """Latency targets: metric (ttft, tpot, e2e) → percentile → seconds."""
 
@@ -193,7 +204,7 @@ class TrafficResult(Result):
             ("batch", f"{self.mean_batch:,.1f} decoding on average; {self.preemptions:,} preemptions"),
         ]
         if self.slo is not None:
-            over = [f"{k} ×{v:.2f}" for k, v in self.slo_ratios.items() if v > 1]
+            over = [misses_text(self.slo_ratios)] if any(v > 1 for v in self.slo_ratios.values()) else []
             if self.saturated:
                 over.append("the queue grows without end")
             verdict = "met" if self.slo_met else f"missed ({', '.join(over)})"
