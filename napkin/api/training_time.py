@@ -14,7 +14,6 @@ from napkin.api.planning import plan, step
 from napkin.api.system_inputs import get_cluster, get_hardware, get_stack
 from napkin.domain.choices import Dtype, Finetune, Recompute, Sharding
 from napkin.errors import UsageError
-from napkin.units import format_bytes_si
 
 if TYPE_CHECKING:  # imported where used: a command pays only for the objects it builds (startup time)
     from napkin.domain.model import Model
@@ -297,7 +296,7 @@ def _predicted(
             raise UsageError(
                 f"mfu: predicted at the layout given ({timed.layout.describe(compact=True)} b{timed.micro_batch}; "
                 "what was not given is step's default), which does not fit: "
-                f"{format_bytes_si(timed.per_gpu_bytes)} per GPU of {format_bytes_si(timed.memory_bytes)} "
+                f"{units.format_bytes_si(timed.per_gpu_bytes)} per GPU of {units.format_bytes_si(timed.memory_bytes)} "
                 "(see 'napkin step' with the same options)",
                 field="mfu",
                 also=tuple(layout),

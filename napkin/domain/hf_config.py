@@ -201,14 +201,15 @@ class _NonFinite(float):
     rather than true (``bool(nan)`` is True: Falcon's ``new_decoder_architecture: NaN`` had changed the count)."""
 
     named: str
+    field: str
 
-    def __new__(cls, value: float, named: str) -> _NonFinite:
+    def __new__(cls, value: float, named: str, field: str) -> _NonFinite:
         made = super().__new__(cls, value)
-        made.named = named
+        made.named, made.field = named, field
         return made
 
     def __bool__(self) -> bool:
-        raise UsageError(f"{self.named}: {float(self)!r} is neither true nor false", field=self.named.split(":")[0])
+        raise UsageError(f"{self.named}: {float(self)!r} is neither true nor false", field=self.field)
 
 
 def read_config(
@@ -217,7 +218,7 @@ def read_config(
     """The ``Model`` a parsed config.json describes (``where`` names it in errors, ``field`` the input)."""
     c, notes = text_part(data, field)
     prefix = "text_config." if isinstance(data.get("text_config"), dict) else ""
-    c = {k: _NonFinite(v, f"{field}: {where}: {prefix}{k}") if _non_finite(v) else v for k, v in c.items()}
+    c = {k: _NonFinite(v, f"{field}: {where}: {prefix}{k}", field) if _non_finite(v) else v for k, v in c.items()}
     r = _Reader(c, where, field, prefix)
     r.notes += notes
     mt = str(c.get("model_type") or "")
