@@ -315,7 +315,7 @@ def traffic_result(
         if workload.concurrency:
             most = max_concurrency(replica, replicas, workload, slo)
         else:
-            found = max_rate(replica, replicas, workload, slo)
+            found = max_rate(replica, replicas, workload, slo, sustained=sustained)
     price = price_per_gpu_hour * gpus if price_per_gpu_hour is not None else None
     usd = price / 3600 / out_tps * 1e6 if price is not None and out_tps > 0 else None
     warnings = []
