@@ -257,6 +257,7 @@ GRID = {
     "allreduce_seconds": [0.0, 5e-6, 1e-5, 1.5e-5, 2e-5, 2.5e-5, 3e-5, 3.5e-5, 4e-5, 5e-5],
     "collective_efficiency": [1.0, 0.7, 0.6, 0.5, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15],
     "host_seconds_per_sequence": [us * 1e-6 for us in (0, 2, 4, 6, 8, 10, 12, 15, 20, 25, 30, 35, 40, 45, 50, 60, 80)],
+    "expert_compute": [1.0, 0.85, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2],
     "matmul_compute.fp4": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.65, 0.75],
     "matmul_compute.fp8": [0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.85],
 }
@@ -345,6 +346,7 @@ def main() -> None:
                         "collective_efficiency",
                         "host_seconds_per_sequence",
                         "matmul_compute",
+                        "expert_compute",
                         "allreduce_seconds",
                     }
                 ),

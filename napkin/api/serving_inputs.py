@@ -286,6 +286,7 @@ def serving_settings(
         rates_source=f"{chosen.name}: {chosen.cited('decode')}",
         memory_source=f"{chosen.name}: {chosen.cited('memory_rule')}",
         host_source=f"{chosen.name}: {chosen.cited('host_seconds_per_sequence')}",
+        expert_source=f"{chosen.name}: {chosen.cited('expert_compute')}",
         allreduce_source=f"{chosen.name}: {chosen.cited('allreduce_seconds')}",
         tp_prefill_source=f"{chosen.name}: {chosen.cited_all('tp_prefill_seconds')}",
         price_per_hour=price_value if price_value is not None else profile.price_per_hour,

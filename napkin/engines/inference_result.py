@@ -38,6 +38,7 @@ class Serving(Record):
     rates_source: str = Field(default="", description="where the stack's achieved rates come from")
     memory_source: str = Field(default="", description="where the stack's memory rule comes from")
     host_source: str = Field(default="", description="where the stack's host seconds per sequence come from")
+    expert_source: str = Field(default="", description="where the stack's MoE expert GEMM share comes from")
     allreduce_source: str = Field(default="", description="where the stack's wait per TP all-reduce comes from")
     tp_prefill_source: str = Field(default="", description="the source of the cost of a TP prompt step")
     price_per_hour: float | None = None

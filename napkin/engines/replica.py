@@ -139,7 +139,7 @@ class Replica:
         expert_flops = 2.0 * m.top_k * m.moe_layers * m.mlp_params(m.d_expert) / (t * p)
         if self.dp_attention:
             expert_flops *= t  # the expert group runs every rank's tokens
-        flops = dense_flops + expert_flops
+        flops = dense_flops + expert_flops / s.expert_compute  # grouped expert GEMMs at their own share
         split_attn = 1 if self.dp_attention else t
         attn_ctx = 4.0 * m.layers / p * m.d_attn / split_attn  # QKᵀ and A·V per cached token per query
         kv_ctx = self.kv_bytes_per_token_gpu()

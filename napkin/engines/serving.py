@@ -53,6 +53,7 @@ from napkin.engines.serving_terms import (
     crossover_batch,
     decode_attention_flops,
     host_steps,
+    moe_steps,
     prefill_seconds,
     serve_warnings,
     step_cost_text,
@@ -286,16 +287,7 @@ def serve(
         )
     )
     steps += host_steps(cost, batch, decode, s.host_source or sources.STACK_RATES)
-    if model.is_moe:
-        steps.append(
-            step(
-                "MoE experts read per step",
-                "E·(1 − (1 − k/E)^b) (uniform routing)",
-                f"E={model.experts}, k={model.top_k}, b={batch}",
-                f"{experts_touched(model, batch):.1f} of {model.experts} per layer",
-                sources.MOE_ROUTING,
-            )
-        )
+    steps += moe_steps(model, batch, stack, s.expert_source or sources.STACK_RATES)
     steps.append(
         step(
             "roofline crossover batch",

@@ -9,7 +9,7 @@ from typing import Any
 from napkin import sources
 from napkin.domain.model import Model
 from napkin.engines.kv_cache import context_warning
-from napkin.engines.serving_formats import WeightFormat, weight_bytes_per_param, weights_bytes
+from napkin.engines.serving_formats import WeightFormat, experts_touched, weight_bytes_per_param, weights_bytes
 from napkin.results.explain import Step, step
 from napkin.systems.cluster import Fabric
 from napkin.systems.serving_stack import ServingStack
@@ -182,4 +182,28 @@ def host_steps(cost: Any, batch: int, decode: float, source: str) -> list[Step]:
             format_duration(host) + (" (host-bound)" if host >= decode else ""),
             source,
         )
+    ]
+
+
+def moe_steps(model: Model, batch: int, stack: ServingStack, source: str) -> list[Step]:
+    """An MoE model's experts: how many a decode step reads, and the rate of their grouped GEMMs (``source``)."""
+    if not model.is_moe:
+        return []
+    return [
+        step(
+            "MoE experts read per step",
+            "E·(1 − (1 − k/E)^b) (uniform routing)",
+            f"E={model.experts}, k={model.top_k}, b={batch}",
+            f"{experts_touched(model, batch):.1f} of {model.experts} per layer",
+            sources.MOE_ROUTING,
+        ),
+        step(
+            "MoE expert GEMMs",
+            "expert FLOPs at the stack's expert share of its matmul rate (η × expert_compute)",
+            f"η_prefill {stack.prefill.compute:g} × {stack.expert_compute:g}, η_decode {stack.decode.compute:g} × "
+            f"{stack.expert_compute:g}",
+            f"{stack.prefill.compute * stack.expert_compute:.3g} / {stack.decode.compute * stack.expert_compute:.3g} "
+            "of the peak",
+            source,
+        ),
     ]

@@ -108,6 +108,15 @@ class ServingStack(Record):
         description="compute dtype (fp4, fp8) → fraction of that dtype's dense peak the matmuls reach, replacing "
         "prefill.compute and decode.compute for checkpoints that run it",
     )
+    expert_compute: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="share of the matmul rate (prefill.compute, decode.compute, matmul_compute) that an MoE "
+        "model's expert GEMMs reach: grouped GEMMs over each expert's few tokens and narrow weights, with the "
+        "tokens permuted to their experts and back",
+    )
     tp_step_seconds: float = Field(
         default=0.0,
         ge=0,
