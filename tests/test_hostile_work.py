@@ -3,9 +3,11 @@ reserve rule for every command. No timing: the bounds are on the work done and t
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -133,6 +135,16 @@ def test_plan_and_step_agree_on_fit(
         assert result.memory_bytes == sm.hw.capacity and result.reserve_bytes == sm.reserve
 
 
+@functools.cache
+def _enumerated(model: str, gpus: int) -> tuple[Any, list[Any]]:
+    """The step model and every layout the planner enumerates, built once per (model, GPUs): the examples below
+    draw which layouts to check, not the enumeration."""
+    from napkin.api.planning import StepOptions, step_model
+
+    sm, _, _ = step_model(StepOptions(model=model, global_batch=512, flash_attention=False, causal=False), {})
+    return sm, list(candidates(sm, gpus))
+
+
 @given(
     model=st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x7b"]),
     gpus=st.sampled_from([8, 64, 256]),
@@ -141,10 +153,7 @@ def test_plan_and_step_agree_on_fit(
 def test_the_planners_pruning_drops_no_fitting_layout(model: str, gpus: int, pick: list[int]) -> None:
     """The planner skips a split whose leanest layout (micro-batch 1, full recompute, ZeRO-3) does not fit: exact
     only if no layout of the split takes less memory."""
-    from napkin.api.planning import StepOptions, step_model
-
-    sm, _, _ = step_model(StepOptions(model=model, global_batch=512, flash_attention=False, causal=False), {})
-    every = candidates(sm, gpus)
+    sm, every = _enumerated(model, gpus)
     for index in pick:
         k = every[index % len(every)]
         assert min(sm.memory_bytes(lean) for lean in _leanest(k)) <= sm.memory_bytes(k)

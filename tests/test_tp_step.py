@@ -3,6 +3,7 @@ carries prompt tokens is launched eagerly on every rank and costs ``tp_prefill_s
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import replace
@@ -24,7 +25,9 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EAGER = replace(COST, prefill_fixed=4e-3)
 
 
+@functools.cache
 def _cases(engine: str) -> dict[tuple[str, str], Any]:
+    """serving_validation's cases of ``engine``, predicted once per process (each parametrized row reads one)."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         import serving_validation
