@@ -11,7 +11,7 @@ import pytest
 from hypothesis import settings
 from typer.testing import CliRunner, Result
 
-from napkin.cli import app
+from napkin.cli import _app_for
 from napkin.systems import profiles
 
 # No per-example deadline: the first example of a test may build pydantic validators (deferred at
@@ -76,7 +76,10 @@ class Run:
         self.runner = CliRunner()
 
     def __call__(self, *args: str, input: str | None = None) -> Result:
-        return self.runner.invoke(app, list(args), input=input)
+        # the app as ``napkin`` builds it for these arguments (``_app_for``: the command being run alone, the whole
+        # app for a bare ``napkin``, --help or a name it does not know), not the whole app every time: typer converts
+        # every command's signature on each invoke, which had been most of the suite's CLI time
+        return self.runner.invoke(_app_for(list(args)), list(args), input=input)
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 import napkin
-from napkin.cli import app
+from napkin.cli import _app_for
 from napkin.engines.serving import (
     KvDtype,
     WeightFormat,
@@ -26,6 +26,11 @@ from napkin.systems.presets import get_preset
 
 H100 = profiles.resolve("h100").profile
 LLAMA3_70B = get_preset("llama3-70b").model
+
+
+def _invoke(args: list[str], env: dict[str, str] | None = None) -> Result:
+    """napkin ARGS in-process, the app built for them as ``napkin`` builds it."""
+    return CliRunner().invoke(_app_for(args), args, env=env)
 
 
 def test_llama2_70b_gqa_kv_cache_is_320_kib_per_token() -> None:
@@ -169,8 +174,8 @@ def test_cost_and_energy_follow_price_and_throughput() -> None:
 
 
 def test_cli_json_has_the_promised_keys_and_is_strict() -> None:
-    result = CliRunner().invoke(
-        app, ["inference", "--model", "llama3-70b", "--gpus", "2", "--context", "32k", "--batch", "8", "--json"]
+    result = _invoke(
+        ["inference", "--model", "llama3-70b", "--gpus", "2", "--context", "32k", "--batch", "8", "--json"]
     )
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
@@ -204,16 +209,14 @@ def test_cli_json_has_the_promised_keys_and_is_strict() -> None:
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args: list[str], message: str) -> None:
-    result = CliRunner().invoke(app, ["inference", "--model", "llama3-70b", *args])
+    result = _invoke(["inference", "--model", "llama3-70b", *args])
     assert result.exit_code == 2
     assert result.stderr.startswith("napkin: error: ") and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_kv_cache_cli_and_explain() -> None:
-    result = CliRunner().invoke(
-        app, ["kv-cache", "--model", "llama3-70b", "--context", "32k", "--batch", "8", "-t", "16", "--explain"]
-    )
+    result = _invoke(["kv-cache", "--model", "llama3-70b", "--context", "32k", "--batch", "8", "-t", "16", "--explain"])
     assert result.exit_code == 0
     assert "85.9 GB (80 GiB)" in result.stdout
     assert "replicated 2×" in result.stdout
@@ -222,16 +225,15 @@ def test_kv_cache_cli_and_explain() -> None:
 
 def test_a_tensor_parallel_degree_alone_is_one_replica_on_that_many_gpus() -> None:
     # vLLM's --tensor-parallel-size 4 runs on 4 GPUs; napkin's --tensor-parallel 4 without --gpus does too
-    runner = CliRunner()
     for command in (
         ["inference"],
         ["traffic", "--rate", "1/s", "--prompt", "512", "--output", "64", "--requests", "50"],
     ):
-        result = runner.invoke(app, [*command, "--model", "llama3-70b", "--tensor-parallel", "4", "--json"])
+        result = _invoke([*command, "--model", "llama3-70b", "--tensor-parallel", "4", "--json"])
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["gpus"] == 4
     assert napkin.inference(model="llama3-8b").gpus == 1
-    refused = runner.invoke(app, ["inference", "--model", "llama3-70b", "--gpus", "6", "--tensor-parallel", "4"])
+    refused = _invoke(["inference", "--model", "llama3-70b", "--gpus", "6", "--tensor-parallel", "4"])
     assert refused.exit_code == 2
 
 
@@ -276,10 +278,9 @@ def test_a_serving_context_says_where_it_came_from() -> None:
     """Issue 22: a length is never taken silently. Without --context, kv-cache and inference size each sequence
     at the model's longest context (Llama 3.1's 131,072 tokens, as vLLM's max_model_len defaults) and say so in
     the table, the JSON and first in --explain; a prompt and an output make the context their sum."""
-    runner = CliRunner()
-    shown = runner.invoke(app, ["kv-cache", "--model", "llama3.1-8b"], env={"COLUMNS": "80"})
+    shown = _invoke(["kv-cache", "--model", "llama3.1-8b"], env={"COLUMNS": "80"})
     assert shown.exit_code == 0 and "1 × 131,072 tokens (the model's longest)" in shown.stdout
-    data = json.loads(runner.invoke(app, ["inference", "--model", "llama3.1-8b", "--json", "--explain"]).stdout)
+    data = json.loads(_invoke(["inference", "--model", "llama3.1-8b", "--json", "--explain"]).stdout)
     assert data["context"] == 131_072 and data["context_source"].startswith("the model's longest context")
     assert data["steps"][0]["quantity"] == "context" and "max_model_len" in data["steps"][0]["source"]
     summed = napkin.inference(model="llama3.1-8b", prompt=1000, output=200)

@@ -14,7 +14,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from napkin.cli import app
+from napkin.cli import _app_for
 from tests.conftest import needs_torch
 
 NARROW, WIDE = "80", "400"
@@ -22,7 +22,7 @@ DROPPED = "not shown at this width: "
 
 
 def run(args: list[str], width: str) -> str:
-    result = CliRunner().invoke(app, args, env={"COLUMNS": width, "NO_COLOR": "1", "TERM": "dumb"})
+    result = CliRunner().invoke(_app_for(args), args, env={"COLUMNS": width, "NO_COLOR": "1", "TERM": "dumb"})
     assert result.exit_code == 0, (args, result.stderr)
     return result.stdout
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from napkin.cli import app
+from napkin.cli import _app_for
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 CI = README.parent / ".ci" / "run"
@@ -31,7 +31,7 @@ WIDTH = "100"
 def run(command: str) -> str:
     """The command's stdout as a 100-column terminal without colour shows it."""
     env = {"COLUMNS": WIDTH, "NO_COLOR": "1", "TERM": "dumb"}
-    result = CliRunner().invoke(app, shlex.split(command)[1:], env=env)
+    result = CliRunner().invoke(_app_for(shlex.split(command)[1:]), shlex.split(command)[1:], env=env)
     assert result.exit_code == 0, (command, result.stderr)
     return "\n".join(line.rstrip() for line in result.stdout.splitlines()).strip("\n") + "\n"
 
