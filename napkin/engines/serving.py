@@ -217,6 +217,8 @@ def serve(
     # --- prefill --------------------------------------------------------------------------------
     attn = model.attention_flops_per_token(prompt, causal=True) / 3 * prompt
     prefill = 2 * n_active * prompt + attn
+    moe = model.is_moe and stack.expert_compute < 1
+    expert_flops = 2.0 * model.top_k * model.moe_layers * model.mlp_params(model.d_expert) * prompt if moe else 0.0
     ttft = prefill_seconds(cost, [prompt], stack.max_num_batched_tokens)
     steps.append(
         step(
@@ -230,8 +232,12 @@ def serve(
     steps.append(
         step(
             "TTFT (prefill of one prompt)",
-            "Σ chunks of the token budget: step cost + max(weights / (bw × β), FLOPs / (t × peak × η_prefill))",
-            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g}); " + eager,
+            "Σ chunks of the token budget: step cost + max(weights / (bw × β), FLOPs / (t × peak × η_prefill))"
+            + (" (the experts' FLOPs ÷ expert_compute, below)" if moe else ""),
+            f"{format_sci(prefill)} / ({tensor} × {format_sci(peak)} {dtype} × {stack.prefill.compute:g})"
+            + (f", of which experts' {format_sci(expert_flops)} ÷ {stack.expert_compute:g}" if expert_flops else "")
+            + "; "
+            + eager,
             format_duration(ttft),
             f"{sources.ROOFLINE}; {s.rates_source or sources.STACK_RATES}",
         )
