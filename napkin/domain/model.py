@@ -256,6 +256,10 @@ class Model(Record):
         """Parameters of the routed experts (what expert parallelism divides)."""
         return self.moe_layers * self.experts * self.mlp_params(self.d_expert)
 
+    def routed_active_params(self) -> int:
+        """Parameters of the routed experts one token runs through (top-k of each MoE layer; 0 for dense models)."""
+        return self.moe_layers * self.top_k * self.mlp_params(self.d_expert) if self.is_moe else 0
+
     # --- attention FLOPs -----------------------------------------------------------------------
     def attended(self, seq: int, causal: bool = False) -> float:
         """Mean keys each query attends per layer: s (full), the window W on sliding-window layers; ``causal``:

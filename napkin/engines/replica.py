@@ -135,8 +135,8 @@ class Replica:
         bw = hw.memory_bandwidth
         dense, experts = self.weight_bytes_gpu()
         gemm_split = t * p if not self.dp_attention else p
-        dense_flops = 2.0 * (m.active_params() - m.top_k * m.moe_layers * m.mlp_params(m.d_expert)) / gemm_split
-        expert_flops = 2.0 * m.top_k * m.moe_layers * m.mlp_params(m.d_expert) / (t * p)
+        dense_flops = 2.0 * (m.active_params() - m.routed_active_params()) / gemm_split
+        expert_flops = 2.0 * m.routed_active_params() / (t * p)
         if self.dp_attention:
             expert_flops *= t  # the expert group runs every rank's tokens
         flops = dense_flops + expert_flops / s.expert_compute  # grouped expert GEMMs at their own share

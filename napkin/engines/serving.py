@@ -218,7 +218,7 @@ def serve(
     attn = model.attention_flops_per_token(prompt, causal=True) / 3 * prompt
     prefill = 2 * n_active * prompt + attn
     moe = model.is_moe and stack.expert_compute < 1
-    expert_flops = 2.0 * model.top_k * model.moe_layers * model.mlp_params(model.d_expert) * prompt if moe else 0.0
+    expert_flops = 2.0 * model.routed_active_params() * prompt if moe else 0.0
     ttft = prefill_seconds(cost, [prompt], stack.max_num_batched_tokens)
     steps.append(
         step(
